@@ -1,0 +1,503 @@
+//! Configuration: TOML with every default from the trace format's table.
+//!
+//! Every table denies unknown keys, so a typo is an error that names the
+//! key rather than a setting silently ignored. [`Config::validate`] checks
+//! values and names the bad key and value.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The text of `config/default.toml`, embedded: every setting at its default.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../config/default.toml");
+
+/// All of loopguard's settings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The human gate.
+    pub gate: GateConfig,
+    /// Similarity thresholds for "same request" and "same topic".
+    pub similarity: SimilarityConfig,
+    /// Failure history.
+    pub failures: FailureConfig,
+    /// Agent exchange cycles (`agent_pair`, `multi_agent`, `topic_cycle`).
+    pub cycles: CycleConfig,
+    /// Per-edge hop limits (`edge_limit`).
+    pub edges: EdgeConfig,
+    /// Phase visit and transition limits.
+    pub phases: PhaseConfig,
+    /// Oscillation between phases.
+    pub oscillation: OscillationConfig,
+    /// Repeated failed output and strategy pivots.
+    pub entropy: EntropyConfig,
+    /// The engine's own bookkeeping.
+    pub engine: EngineConfig,
+}
+
+/// `[gate]`: when a task goes behind the human gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateConfig {
+    /// Loops before the human gate (default 3: "after 3rd unresolved loop
+    /// -> gate").
+    pub loops_before_gate: u32,
+}
+
+/// `[similarity]`: cosine thresholds, strictly exceeded to count as "same".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimilarityConfig {
+    /// Same-request threshold for collaboration requests (default 0.85).
+    pub request_threshold: f32,
+    /// Same-topic threshold (default 0.85).
+    pub topic_threshold: f32,
+}
+
+/// `[failures]`: failure history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FailureConfig {
+    /// Failures kept per task and compared with a new one (default 10).
+    pub history: u32,
+}
+
+/// `[cycles]`: exchange cycles between agents and on topics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CycleConfig {
+    /// More exchanges than this in the window is a cycle (default 3).
+    pub max_exchanges: u32,
+    /// The exchange window in seconds (default 600). Events without
+    /// timestamps are not windowed.
+    pub window_secs: u64,
+    /// Exchange count from which a cycle is of medium severity (default 5).
+    pub severity_medium: u32,
+    /// Exchange count from which a cycle is of high severity (default 8).
+    pub severity_high: u32,
+    /// Exchange count from which a cycle is critical and escalates
+    /// (default 12).
+    pub severity_critical: u32,
+    /// Most distinct agents in a multi-agent cycle (default 6; the fewest
+    /// is 3).
+    pub max_cycle_agents: u32,
+}
+
+/// `[edges]`: hops along one transition edge without progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// Hops of one edge without progress before the task aborts
+    /// (`MAX_LOOP_EDGE`, default 5).
+    pub max_loop_edge: u32,
+    /// Per-edge limits, keyed `"from->to"`.
+    pub overrides: BTreeMap<String, u32>,
+}
+
+/// `[phases]`: visits per phase and repeats per transition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PhaseConfig {
+    /// Entries into one phase before further entries are blocked
+    /// (default 10).
+    pub max_visits: u32,
+    /// Occurrences of one from→to before further ones are blocked
+    /// (default 5).
+    pub max_transitions: u32,
+    /// Per-phase visit limits, keyed by phase name.
+    pub visit_overrides: BTreeMap<String, u32>,
+}
+
+/// `[oscillation]`: short cycles in the recent transitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OscillationConfig {
+    /// Longest cycle looked for (default 3; the shortest is 2).
+    pub cycle_detection_length: u32,
+    /// Recent transitions kept per task (default 10).
+    pub history: u32,
+}
+
+/// `[entropy]`: repeated failed output and strategy pivots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EntropyConfig {
+    /// Identical failed outputs in a row that issue a pivot (default 3).
+    pub threshold: u32,
+    /// Pivots before the task is paused (`MAX_PIVOTS`, default 2).
+    pub max_pivots: u32,
+}
+
+/// `[engine]`: the engine's own bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Seconds a task may stay idle before its in-memory state is evicted
+    /// (default 86400, 24 h).
+    pub task_ttl_secs: u64,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            loops_before_gate: 3,
+        }
+    }
+}
+
+impl Default for SimilarityConfig {
+    fn default() -> Self {
+        SimilarityConfig {
+            request_threshold: 0.85,
+            topic_threshold: 0.85,
+        }
+    }
+}
+
+impl Default for FailureConfig {
+    fn default() -> Self {
+        FailureConfig { history: 10 }
+    }
+}
+
+impl Default for CycleConfig {
+    fn default() -> Self {
+        CycleConfig {
+            max_exchanges: 3,
+            window_secs: 600,
+            severity_medium: 5,
+            severity_high: 8,
+            severity_critical: 12,
+            max_cycle_agents: 6,
+        }
+    }
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        EdgeConfig {
+            max_loop_edge: 5,
+            overrides: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for PhaseConfig {
+    fn default() -> Self {
+        PhaseConfig {
+            max_visits: 10,
+            max_transitions: 5,
+            visit_overrides: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for OscillationConfig {
+    fn default() -> Self {
+        OscillationConfig {
+            cycle_detection_length: 3,
+            history: 10,
+        }
+    }
+}
+
+impl Default for EntropyConfig {
+    fn default() -> Self {
+        EntropyConfig {
+            threshold: 3,
+            max_pivots: 2,
+        }
+    }
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            task_ttl_secs: 86_400,
+        }
+    }
+}
+
+/// A configuration that could not be read or is not valid.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The TOML does not parse, or names a key loopguard does not know.
+    #[error("config: {0}")]
+    Parse(String),
+    /// A key has a value loopguard cannot use.
+    #[error("config: `{key}` = {value} is not valid: {reason}")]
+    Invalid {
+        /// The dotted key, e.g. `cycles.window_secs`.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What a valid value looks like.
+        reason: String,
+    },
+}
+
+impl CycleConfig {
+    /// Severity of a cycle detection with this many exchanges (ruling 4).
+    pub fn severity(&self, exchanges: u32) -> crate::Severity {
+        use crate::Severity;
+        if exchanges >= self.severity_critical {
+            Severity::Critical
+        } else if exchanges >= self.severity_high {
+            Severity::High
+        } else if exchanges >= self.severity_medium {
+            Severity::Medium
+        } else {
+            Severity::Low
+        }
+    }
+}
+
+impl EdgeConfig {
+    /// The hop limit for the edge `from->to`.
+    pub fn limit_for(&self, from: &str, to: &str) -> u32 {
+        if self.overrides.is_empty() {
+            return self.max_loop_edge;
+        }
+        self.overrides
+            .get(&format!("{from}->{to}"))
+            .copied()
+            .unwrap_or(self.max_loop_edge)
+    }
+}
+
+impl PhaseConfig {
+    /// The visit limit for `phase`.
+    pub fn visit_limit_for(&self, phase: &str) -> u32 {
+        self.visit_overrides
+            .get(phase)
+            .copied()
+            .unwrap_or(self.max_visits)
+    }
+}
+
+impl Config {
+    /// Parses TOML and validates it. Keys left out keep their defaults.
+    ///
+    /// ```
+    /// use loopguard_core_types::Config;
+    /// let config = Config::from_toml_str("[cycles]\nwindow_secs = 300\n")?;
+    /// assert_eq!(config.cycles.window_secs, 300);
+    /// assert_eq!(config.gate.loops_before_gate, 3);
+    /// assert!(Config::from_toml_str("[cycles]\nwindow_sec = 300\n").is_err());
+    /// # Ok::<(), loopguard_core_types::ConfigError>(())
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        let config: Config =
+            toml::from_str(text).map_err(|err| ConfigError::Parse(err.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value; the error names the first bad key and its value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn invalid(key: &str, value: impl ToString, reason: &str) -> ConfigError {
+            ConfigError::Invalid {
+                key: key.to_owned(),
+                value: value.to_string(),
+                reason: reason.to_owned(),
+            }
+        }
+        fn at_least_one(key: &str, value: u32) -> Result<(), ConfigError> {
+            if value == 0 {
+                return Err(invalid(key, value, "must be at least 1"));
+            }
+            Ok(())
+        }
+        fn threshold(key: &str, value: f32) -> Result<(), ConfigError> {
+            if !(value.is_finite() && (-1.0..=1.0).contains(&value)) {
+                return Err(invalid(
+                    key,
+                    value,
+                    "a cosine threshold must be between -1 and 1",
+                ));
+            }
+            Ok(())
+        }
+        at_least_one("gate.loops_before_gate", self.gate.loops_before_gate)?;
+        threshold(
+            "similarity.request_threshold",
+            self.similarity.request_threshold,
+        )?;
+        threshold("similarity.topic_threshold", self.similarity.topic_threshold)?;
+        at_least_one("failures.history", self.failures.history)?;
+        if self.failures.history > 1000 {
+            return Err(invalid(
+                "failures.history",
+                self.failures.history,
+                "at most 1000 failures are kept per task",
+            ));
+        }
+        let cycles = &self.cycles;
+        at_least_one("cycles.max_exchanges", cycles.max_exchanges)?;
+        if cycles.window_secs == 0 {
+            return Err(invalid("cycles.window_secs", 0, "must be at least 1"));
+        }
+        if cycles.severity_medium <= cycles.max_exchanges {
+            return Err(invalid(
+                "cycles.severity_medium",
+                cycles.severity_medium,
+                "must be greater than cycles.max_exchanges (the first detection is low)",
+            ));
+        }
+        if cycles.severity_high <= cycles.severity_medium {
+            return Err(invalid(
+                "cycles.severity_high",
+                cycles.severity_high,
+                "must be greater than cycles.severity_medium",
+            ));
+        }
+        if cycles.severity_critical <= cycles.severity_high {
+            return Err(invalid(
+                "cycles.severity_critical",
+                cycles.severity_critical,
+                "must be greater than cycles.severity_high",
+            ));
+        }
+        if !(3..=16).contains(&cycles.max_cycle_agents) {
+            return Err(invalid(
+                "cycles.max_cycle_agents",
+                cycles.max_cycle_agents,
+                "must be between 3 and 16",
+            ));
+        }
+        at_least_one("edges.max_loop_edge", self.edges.max_loop_edge)?;
+        for (edge, limit) in &self.edges.overrides {
+            let key = format!("edges.overrides.\"{edge}\"");
+            match edge.split_once("->") {
+                Some((from, to)) if !from.is_empty() && !to.is_empty() && !to.contains("->") => {}
+                _ => {
+                    return Err(invalid(
+                        &key,
+                        limit,
+                        "edge keys are written \"from->to\", e.g. \"planner->researcher\"",
+                    ));
+                }
+            }
+            at_least_one(&key, *limit)?;
+        }
+        at_least_one("phases.max_visits", self.phases.max_visits)?;
+        at_least_one("phases.max_transitions", self.phases.max_transitions)?;
+        for (phase, limit) in &self.phases.visit_overrides {
+            at_least_one(&format!("phases.visit_overrides.\"{phase}\""), *limit)?;
+        }
+        let oscillation = &self.oscillation;
+        if oscillation.cycle_detection_length < 2 {
+            return Err(invalid(
+                "oscillation.cycle_detection_length",
+                oscillation.cycle_detection_length,
+                "must be at least 2 (the shortest oscillation is A->B, B->A)",
+            ));
+        }
+        if oscillation.history < 2 * oscillation.cycle_detection_length
+            || oscillation.history > 256
+        {
+            return Err(invalid(
+                "oscillation.history",
+                oscillation.history,
+                "must hold two full cycles (at least 2 x cycle_detection_length) and be at most 256",
+            ));
+        }
+        if self.entropy.threshold < 2 {
+            return Err(invalid(
+                "entropy.threshold",
+                self.entropy.threshold,
+                "must be at least 2 (one output cannot repeat itself)",
+            ));
+        }
+        if self.engine.task_ttl_secs == 0 {
+            return Err(invalid("engine.task_ttl_secs", 0, "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_toml_matches_the_built_in_defaults() {
+        let parsed = Config::from_toml_str(DEFAULT_CONFIG_TOML).expect("default.toml is valid");
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn defaults_follow_the_spec_table() {
+        let config = Config::default();
+        assert_eq!(config.gate.loops_before_gate, 3);
+        assert_eq!(config.similarity.request_threshold, 0.85);
+        assert_eq!(config.similarity.topic_threshold, 0.85);
+        assert_eq!(config.cycles.max_exchanges, 3);
+        assert_eq!(config.cycles.window_secs, 600);
+        assert_eq!(
+            (
+                config.cycles.severity_medium,
+                config.cycles.severity_high,
+                config.cycles.severity_critical
+            ),
+            (5, 8, 12)
+        );
+        assert_eq!(config.edges.max_loop_edge, 5);
+        assert_eq!(config.phases.max_visits, 10);
+        assert_eq!(config.phases.max_transitions, 5);
+        assert_eq!(config.oscillation.cycle_detection_length, 3);
+        assert_eq!(config.entropy.threshold, 3);
+        assert_eq!(config.entropy.max_pivots, 2);
+        assert_eq!(config.failures.history, 10);
+        assert_eq!(config.engine.task_ttl_secs, 86_400);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::from_toml_str("[phases]\nmax_visit = 4\n").expect_err("typo");
+        assert!(err.to_string().contains("max_visit"), "{err}");
+        let err = Config::from_toml_str("[phase]\nmax_visits = 4\n").expect_err("typo");
+        assert!(err.to_string().contains("phase"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_names_key_and_value() {
+        let err = Config::from_toml_str("[cycles]\nwindow_secs = 0\n").expect_err("zero");
+        assert_eq!(
+            err.to_string(),
+            "config: `cycles.window_secs` = 0 is not valid: must be at least 1"
+        );
+        let err = Config::from_toml_str("[similarity]\nrequest_threshold = 1.5\n")
+            .expect_err("out of range");
+        assert!(
+            err.to_string().contains("similarity.request_threshold") && err.to_string().contains("1.5"),
+            "{err}"
+        );
+        let err = Config::from_toml_str("[edges.overrides]\n\"planner\" = 3\n").expect_err("key");
+        assert!(err.to_string().contains("planner"), "{err}");
+    }
+
+    #[test]
+    fn overrides_apply_per_phase_and_edge() {
+        let config = Config::from_toml_str(
+            "[phases.visit_overrides]\ntest = 5\n[edges.overrides]\n\"planner->researcher\" = 8\n",
+        )
+        .expect("valid");
+        assert_eq!(config.phases.visit_limit_for("test"), 5);
+        assert_eq!(config.phases.visit_limit_for("build"), 10);
+        assert_eq!(config.edges.limit_for("planner", "researcher"), 8);
+        assert_eq!(config.edges.limit_for("researcher", "planner"), 5);
+    }
+
+    #[test]
+    fn cycle_severity_follows_ruling_4() {
+        let cycles = CycleConfig::default();
+        use crate::Severity::*;
+        let got: Vec<_> = [4, 5, 7, 8, 11, 12, 30]
+            .iter()
+            .map(|n| cycles.severity(*n))
+            .collect();
+        assert_eq!(got, [Low, Medium, Medium, High, High, Critical, Critical]);
+    }
+}

@@ -1,0 +1,580 @@
+//! Events in: the JSON Lines input of the trace format.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::time::Timestamp;
+
+/// One agent event of one task, as read from a trace line or posted by an
+/// orchestrator.
+///
+/// Unknown fields are kept in [`Event::extra`] (and written back out when
+/// the event is serialized) but otherwise ignored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The unit a loop counter belongs to (an issue, a ticket, a task id).
+    pub task: String,
+    /// When it happened. Absent means "now" when streamed and "file order"
+    /// when replayed.
+    pub ts: Option<Timestamp>,
+    /// The orchestrator's own id, echoed back in evidence.
+    pub id: Option<String>,
+    /// The event type and its own fields.
+    pub kind: EventKind,
+    /// Fields this version of the contract does not know, kept as they were.
+    pub extra: Map<String, Value>,
+}
+
+/// The event types of the trace format and their own fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// Work passed from one agent to another.
+    Handoff {
+        /// The agent handing the work over.
+        from: String,
+        /// The agent receiving it.
+        to: String,
+        /// What was handed over, if given.
+        content: Option<String>,
+        /// An explicit topic, if given.
+        topic: Option<String>,
+    },
+    /// An agent asks another agent for help.
+    Collaboration {
+        /// The asking agent.
+        from: String,
+        /// The agent asked.
+        to: String,
+        /// The request text.
+        request: String,
+    },
+    /// An attempt failed.
+    Failure {
+        /// The agent whose attempt failed.
+        agent: String,
+        /// The error message.
+        error: String,
+        /// The error's type or class, if given.
+        error_type: Option<String>,
+        /// Where it happened (file:line, module, node), if given.
+        location: Option<String>,
+        /// A stack trace, if given.
+        stack: Option<String>,
+    },
+    /// One agent turn and its outcome.
+    Turn {
+        /// The agent that took the turn.
+        agent: String,
+        /// What it produced.
+        output: String,
+        /// Whether the turn succeeded.
+        success: bool,
+    },
+    /// The workflow moved between phases or nodes.
+    Transition {
+        /// The phase or node left.
+        from: String,
+        /// The phase or node entered.
+        to: String,
+    },
+    /// Measurable progress signals.
+    Progress(ProgressSnapshot),
+    /// The task succeeded: its counters reset.
+    Completed,
+    /// A human intervened: counters reset, a gate lifts.
+    Human {
+        /// What the human said, if anything.
+        note: Option<String>,
+    },
+}
+
+/// The measurable fields of a `progress` event. Every field is optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProgressSnapshot {
+    /// Number of tests run.
+    pub tests_total: Option<u64>,
+    /// Number of tests failing.
+    pub tests_failed: Option<u64>,
+    /// Test coverage, between 0 and 1.
+    pub coverage: Option<f64>,
+    /// The task's running total of changed files.
+    pub files_changed: Option<u64>,
+    /// Dependencies added so far.
+    pub deps_added: Option<u64>,
+}
+
+impl EventKind {
+    /// The `type` name of this event in the trace format.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::Handoff { .. } => "handoff",
+            EventKind::Collaboration { .. } => "collaboration",
+            EventKind::Failure { .. } => "failure",
+            EventKind::Turn { .. } => "turn",
+            EventKind::Transition { .. } => "transition",
+            EventKind::Progress(_) => "progress",
+            EventKind::Completed => "completed",
+            EventKind::Human { .. } => "human",
+        }
+    }
+}
+
+/// Every event type the contract knows, in the order the spec lists them.
+pub const EVENT_TYPES: [&str; 8] = [
+    "handoff",
+    "collaboration",
+    "failure",
+    "turn",
+    "transition",
+    "progress",
+    "completed",
+    "human",
+];
+
+/// Why a line could not become an [`Event`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// The line is not a JSON object, or a field has the wrong JSON type.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// The object has no `type` field.
+    #[error("missing field \"type\"")]
+    MissingType,
+    /// The `type` is not one the contract knows.
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    /// A required field is absent.
+    #[error("missing field {field:?} for event type {event_type:?}")]
+    MissingField {
+        /// The event type.
+        event_type: &'static str,
+        /// The field that is required for it.
+        field: &'static str,
+    },
+    /// The `task` field is absent.
+    #[error("missing field \"task\"")]
+    MissingTask,
+    /// A field has a value outside its range.
+    #[error("field {field:?} {problem}")]
+    BadValue {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with its value.
+        problem: String,
+    },
+}
+
+impl Event {
+    /// Parses one JSON Lines line of the trace format.
+    ///
+    /// ```
+    /// use loopguard_core_types::{Event, EventKind};
+    /// let event = Event::from_json(r#"{"type":"transition","task":"T1","from":"plan","to":"test"}"#)?;
+    /// assert_eq!(event.task, "T1");
+    /// assert!(matches!(event.kind, EventKind::Transition { .. }));
+    /// # Ok::<(), loopguard_core_types::EventError>(())
+    /// ```
+    pub fn from_json(line: &str) -> Result<Event, EventError> {
+        let raw: RawEvent<'_> =
+            serde_json::from_str(line).map_err(|err| EventError::Json(err.to_string()))?;
+        raw.into_event()
+    }
+
+    /// Parses a JSON value of the trace format (as posted to the sidecar).
+    pub fn from_value(value: &Value) -> Result<Event, EventError> {
+        let raw =
+            RawEvent::deserialize(value).map_err(|err| EventError::Json(err.to_string()))?;
+        raw.into_event()
+    }
+
+    /// Serializes the event back to one line of the trace format.
+    pub fn to_json(&self) -> String {
+        // Serializing a map of strings, numbers and JSON values cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The agent this event is attributed to, if the event type names one
+    /// (`from` for handoffs and collaborations).
+    pub fn agent(&self) -> Option<&str> {
+        match &self.kind {
+            EventKind::Handoff { from, .. } | EventKind::Collaboration { from, .. } => Some(from),
+            EventKind::Failure { agent, .. } | EventKind::Turn { agent, .. } => Some(agent),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RawEvent::deserialize(deserializer)?
+            .into_event()
+            .map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", self.kind.type_name())?;
+        map.serialize_entry("task", &self.task)?;
+        if let Some(ts) = &self.ts {
+            map.serialize_entry("ts", &ts.to_rfc3339())?;
+        }
+        if let Some(id) = &self.id {
+            map.serialize_entry("id", id)?;
+        }
+        fn opt<M: SerializeMap, T: Serialize>(
+            map: &mut M,
+            key: &str,
+            value: &Option<T>,
+        ) -> Result<(), M::Error> {
+            match value {
+                Some(value) => map.serialize_entry(key, value),
+                None => Ok(()),
+            }
+        }
+        match &self.kind {
+            EventKind::Handoff {
+                from,
+                to,
+                content,
+                topic,
+            } => {
+                map.serialize_entry("from", from)?;
+                map.serialize_entry("to", to)?;
+                opt(&mut map, "content", content)?;
+                opt(&mut map, "topic", topic)?;
+            }
+            EventKind::Collaboration { from, to, request } => {
+                map.serialize_entry("from", from)?;
+                map.serialize_entry("to", to)?;
+                map.serialize_entry("request", request)?;
+            }
+            EventKind::Failure {
+                agent,
+                error,
+                error_type,
+                location,
+                stack,
+            } => {
+                map.serialize_entry("agent", agent)?;
+                map.serialize_entry("error", error)?;
+                opt(&mut map, "error_type", error_type)?;
+                opt(&mut map, "location", location)?;
+                opt(&mut map, "stack", stack)?;
+            }
+            EventKind::Turn {
+                agent,
+                output,
+                success,
+            } => {
+                map.serialize_entry("agent", agent)?;
+                map.serialize_entry("output", output)?;
+                map.serialize_entry("success", success)?;
+            }
+            EventKind::Transition { from, to } => {
+                map.serialize_entry("from", from)?;
+                map.serialize_entry("to", to)?;
+            }
+            EventKind::Progress(progress) => {
+                opt(&mut map, "tests_total", &progress.tests_total)?;
+                opt(&mut map, "tests_failed", &progress.tests_failed)?;
+                opt(&mut map, "coverage", &progress.coverage)?;
+                opt(&mut map, "files_changed", &progress.files_changed)?;
+                opt(&mut map, "deps_added", &progress.deps_added)?;
+            }
+            EventKind::Completed => {}
+            EventKind::Human { note } => opt(&mut map, "note", note)?,
+        }
+        for (key, value) in &self.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Every field any event type may carry, all optional, borrowed from the
+/// line where possible. Parsed by hand (not with `#[serde(flatten)]`) so
+/// that unknown fields are kept without buffering the whole object.
+#[derive(Default)]
+struct RawEvent<'a> {
+    event_type: Option<Cow<'a, str>>,
+    task: Option<Cow<'a, str>>,
+    ts: Option<Cow<'a, str>>,
+    id: Option<Cow<'a, str>>,
+    from: Option<Cow<'a, str>>,
+    to: Option<Cow<'a, str>>,
+    content: Option<Cow<'a, str>>,
+    topic: Option<Cow<'a, str>>,
+    request: Option<Cow<'a, str>>,
+    agent: Option<Cow<'a, str>>,
+    error: Option<Cow<'a, str>>,
+    error_type: Option<Cow<'a, str>>,
+    location: Option<Cow<'a, str>>,
+    stack: Option<Cow<'a, str>>,
+    output: Option<Cow<'a, str>>,
+    success: Option<bool>,
+    note: Option<Cow<'a, str>>,
+    progress: ProgressSnapshot,
+    extra: Map<String, Value>,
+}
+
+/// A string field that may also be `null`.
+struct OptStr<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for OptStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = OptStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(OptStr(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(OptStr(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(OptStr(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(OptStr(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(OptStr(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(StrVisitor)
+            }
+        }
+        deserializer.deserialize_any(StrVisitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RawVisitor;
+        impl<'de> Visitor<'de> for RawVisitor {
+            type Value = RawEvent<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object (one event)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut raw = RawEvent::default();
+                while let Some(key) = map.next_key::<OptStr<'de>>()? {
+                    let key = key.0.unwrap_or_default();
+                    macro_rules! string {
+                        ($field:ident) => {{
+                            raw.$field = map.next_value::<OptStr<'de>>()?.0;
+                        }};
+                    }
+                    macro_rules! typed {
+                        ($slot:expr) => {{
+                            $slot = map.next_value()?;
+                        }};
+                    }
+                    match &*key {
+                        "type" => string!(event_type),
+                        "task" => string!(task),
+                        "ts" => string!(ts),
+                        "id" => string!(id),
+                        "from" => string!(from),
+                        "to" => string!(to),
+                        "content" => string!(content),
+                        "topic" => string!(topic),
+                        "request" => string!(request),
+                        "agent" => string!(agent),
+                        "error" => string!(error),
+                        "error_type" => string!(error_type),
+                        "location" => string!(location),
+                        "stack" => string!(stack),
+                        "output" => string!(output),
+                        "note" => string!(note),
+                        "success" => typed!(raw.success),
+                        "tests_total" => typed!(raw.progress.tests_total),
+                        "tests_failed" => typed!(raw.progress.tests_failed),
+                        "coverage" => typed!(raw.progress.coverage),
+                        "files_changed" => typed!(raw.progress.files_changed),
+                        "deps_added" => typed!(raw.progress.deps_added),
+                        _ => {
+                            let value: Value = map.next_value()?;
+                            raw.extra.insert(key.into_owned(), value);
+                        }
+                    }
+                }
+                Ok(raw)
+            }
+        }
+        deserializer.deserialize_map(RawVisitor)
+    }
+}
+
+fn owned(value: Option<Cow<'_, str>>) -> Option<String> {
+    value.map(Cow::into_owned)
+}
+
+impl RawEvent<'_> {
+    fn into_event(self) -> Result<Event, EventError> {
+        let event_type = self.event_type.ok_or(EventError::MissingType)?;
+        let event_type: &'static str = EVENT_TYPES
+            .iter()
+            .find(|known| **known == event_type)
+            .ok_or_else(|| EventError::UnknownType(event_type.clone().into_owned()))?;
+        let task = owned(self.task).ok_or(EventError::MissingTask)?;
+        let required = |value: Option<Cow<'_, str>>, field: &'static str| {
+            owned(value).ok_or(EventError::MissingField { event_type, field })
+        };
+        let kind = match event_type {
+            "handoff" => EventKind::Handoff {
+                from: required(self.from, "from")?,
+                to: required(self.to, "to")?,
+                content: owned(self.content),
+                topic: owned(self.topic),
+            },
+            "collaboration" => EventKind::Collaboration {
+                from: required(self.from, "from")?,
+                to: required(self.to, "to")?,
+                request: required(self.request, "request")?,
+            },
+            "failure" => EventKind::Failure {
+                agent: required(self.agent, "agent")?,
+                error: required(self.error, "error")?,
+                error_type: owned(self.error_type),
+                location: owned(self.location),
+                stack: owned(self.stack),
+            },
+            "turn" => EventKind::Turn {
+                agent: required(self.agent, "agent")?,
+                output: required(self.output, "output")?,
+                success: self.success.ok_or(EventError::MissingField {
+                    event_type,
+                    field: "success",
+                })?,
+            },
+            "transition" => EventKind::Transition {
+                from: required(self.from, "from")?,
+                to: required(self.to, "to")?,
+            },
+            "progress" => {
+                if let Some(coverage) = self.progress.coverage
+                    && !(0.0..=1.0).contains(&coverage)
+                {
+                    return Err(EventError::BadValue {
+                        field: "coverage",
+                        problem: format!("must be between 0 and 1, got {coverage}"),
+                    });
+                }
+                EventKind::Progress(self.progress)
+            }
+            "completed" => EventKind::Completed,
+            _ => EventKind::Human {
+                note: owned(self.note),
+            },
+        };
+        // Fields of other event types are ignored, not errors: a line may
+        // carry more than its type needs.
+        let ts = match self.ts {
+            Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
+                EventError::BadValue {
+                    field: "ts",
+                    problem,
+                }
+            })?),
+            None => None,
+        };
+        Ok(Event {
+            task,
+            ts,
+            id: owned(self.id),
+            kind,
+            extra: self.extra,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_event_type() {
+        let lines = [
+            r#"{"type":"handoff","task":"T","from":"a","to":"b","content":"c","topic":"t"}"#,
+            r#"{"type":"collaboration","task":"T","from":"a","to":"b","request":"r"}"#,
+            r#"{"type":"failure","task":"T","agent":"a","error":"e","error_type":"x","location":"l","stack":"s"}"#,
+            r#"{"type":"turn","task":"T","agent":"a","output":"o","success":false}"#,
+            r#"{"type":"transition","task":"T","from":"p","to":"q"}"#,
+            r#"{"type":"progress","task":"T","tests_total":10,"tests_failed":2,"coverage":0.5,"files_changed":3,"deps_added":1}"#,
+            r#"{"type":"completed","task":"T"}"#,
+            r#"{"type":"human","task":"T","note":"carry on"}"#,
+        ];
+        for (line, expected) in lines.iter().zip(EVENT_TYPES) {
+            let event = Event::from_json(line).expect(line);
+            assert_eq!(event.kind.type_name(), expected);
+            // Serializing and parsing again gives the same event.
+            let again = Event::from_json(&event.to_json()).expect("round trip");
+            assert_eq!(again, event);
+        }
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let err = |line: &str| Event::from_json(line).expect_err(line).to_string();
+        assert_eq!(
+            err(r#"{"type":"handof","task":"T"}"#),
+            r#"unknown event type "handof""#
+        );
+        assert_eq!(err(r#"{"type":"completed"}"#), r#"missing field "task""#);
+        assert_eq!(err(r#"{"task":"T"}"#), r#"missing field "type""#);
+        assert_eq!(
+            err(r#"{"type":"failure","task":"T","agent":"a"}"#),
+            r#"missing field "error" for event type "failure""#
+        );
+        assert!(err(r#"{"type":"turn","task":"T","agent":"a","output":"o","success":"yes"}"#).starts_with("invalid JSON"));
+        assert!(err("not json").starts_with("invalid JSON"));
+        assert!(err("[1,2]").starts_with("invalid JSON"));
+        assert!(err(r#"{"type":"progress","task":"T","coverage":1.5}"#).contains("coverage"));
+        assert!(err(r#"{"type":"completed","task":"T","ts":"noon"}"#).contains("ts"));
+    }
+
+    #[test]
+    fn unknown_fields_are_kept_and_nulls_are_absent() {
+        let event = Event::from_json(
+            r#"{"type":"handoff","task":"T","from":"a","to":"b","content":null,"x-trace":{"span":7},"ts":"2026-11-22T10:00:00Z","id":"e1"}"#,
+        )
+        .expect("valid");
+        assert_eq!(event.extra["x-trace"]["span"], 7);
+        assert_eq!(event.id.as_deref(), Some("e1"));
+        assert!(event.ts.is_some());
+        assert!(matches!(event.kind, EventKind::Handoff { content: None, .. }));
+        assert!(event.to_json().contains("x-trace"));
+    }
+
+    #[test]
+    fn escaped_strings_are_unescaped() {
+        let event = Event::from_json(
+            r#"{"type":"failure","task":"T\u00e9","agent":"a","error":"line1\nline2 \"quoted\""}"#,
+        )
+        .expect("valid");
+        assert_eq!(event.task, "Té");
+        match event.kind {
+            EventKind::Failure { error, .. } => assert_eq!(error, "line1\nline2 \"quoted\""),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn from_value_matches_from_json() {
+        let line = r#"{"type":"turn","task":"T","agent":"a","output":"o","success":true,"extra":1}"#;
+        let value: Value = serde_json::from_str(line).expect("json");
+        assert_eq!(Event::from_value(&value), Event::from_json(line));
+    }
+}
