@@ -324,7 +324,10 @@ impl Config {
             "similarity.request_threshold",
             self.similarity.request_threshold,
         )?;
-        threshold("similarity.topic_threshold", self.similarity.topic_threshold)?;
+        threshold(
+            "similarity.topic_threshold",
+            self.similarity.topic_threshold,
+        )?;
         at_least_one("failures.history", self.failures.history)?;
         if self.failures.history > 1000 {
             return Err(invalid(
@@ -394,8 +397,7 @@ impl Config {
                 "must be at least 2 (the shortest oscillation is A->B, B->A)",
             ));
         }
-        if oscillation.history < 2 * oscillation.cycle_detection_length
-            || oscillation.history > 256
+        if oscillation.history < 2 * oscillation.cycle_detection_length || oscillation.history > 256
         {
             return Err(invalid(
                 "oscillation.history",
@@ -471,7 +473,8 @@ mod tests {
         let err = Config::from_toml_str("[similarity]\nrequest_threshold = 1.5\n")
             .expect_err("out of range");
         assert!(
-            err.to_string().contains("similarity.request_threshold") && err.to_string().contains("1.5"),
+            err.to_string().contains("similarity.request_threshold")
+                && err.to_string().contains("1.5"),
             "{err}"
         );
         let err = Config::from_toml_str("[edges.overrides]\n\"planner\" = 3\n").expect_err("key");

@@ -203,7 +203,8 @@ pub mod kinds {
     ];
 
     /// The kinds that add one loop to the task's loop count (ruling 4).
-    pub const LOOP_FEEDING: [&str; 4] = [EXACT_FAILURE, COLLABORATION_LOOP, REGRESSION, NO_PROGRESS];
+    pub const LOOP_FEEDING: [&str; 4] =
+        [EXACT_FAILURE, COLLABORATION_LOOP, REGRESSION, NO_PROGRESS];
 
     /// Whether a detection of this kind adds to the task's loop count.
     pub fn feeds_loop_count(kind: &str) -> bool {
@@ -332,6 +333,10 @@ pub struct Decision {
     pub id: Option<String>,
     /// Every detection on this event: the evidence for the action.
     pub detections: Vec<Detection>,
+    /// Detectors that failed on this event (a plugin fault, an unreachable
+    /// model): each message names the detector. The other detectors ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 #[cfg(test)]
@@ -409,6 +414,7 @@ mod tests {
             directive: None,
             id: None,
             detections: vec![detection],
+            errors: Vec::new(),
         };
         let json = serde_json::to_value(&decision).expect("serializes");
         assert_eq!(json["line"], 9);

@@ -188,8 +188,7 @@ impl Event {
 
     /// Parses a JSON value of the trace format (as posted to the sidecar).
     pub fn from_value(value: &Value) -> Result<Event, EventError> {
-        let raw =
-            RawEvent::deserialize(value).map_err(|err| EventError::Json(err.to_string()))?;
+        let raw = RawEvent::deserialize(value).map_err(|err| EventError::Json(err.to_string()))?;
         raw.into_event()
     }
 
@@ -481,15 +480,16 @@ impl RawEvent<'_> {
         };
         // Fields of other event types are ignored, not errors: a line may
         // carry more than its type needs.
-        let ts = match self.ts {
-            Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
-                EventError::BadValue {
-                    field: "ts",
-                    problem,
-                }
-            })?),
-            None => None,
-        };
+        let ts =
+            match self.ts {
+                Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
+                    EventError::BadValue {
+                        field: "ts",
+                        problem,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Event {
             task,
             ts,
@@ -538,7 +538,10 @@ mod tests {
             err(r#"{"type":"failure","task":"T","agent":"a"}"#),
             r#"missing field "error" for event type "failure""#
         );
-        assert!(err(r#"{"type":"turn","task":"T","agent":"a","output":"o","success":"yes"}"#).starts_with("invalid JSON"));
+        assert!(
+            err(r#"{"type":"turn","task":"T","agent":"a","output":"o","success":"yes"}"#)
+                .starts_with("invalid JSON")
+        );
         assert!(err("not json").starts_with("invalid JSON"));
         assert!(err("[1,2]").starts_with("invalid JSON"));
         assert!(err(r#"{"type":"progress","task":"T","coverage":1.5}"#).contains("coverage"));
@@ -554,7 +557,10 @@ mod tests {
         assert_eq!(event.extra["x-trace"]["span"], 7);
         assert_eq!(event.id.as_deref(), Some("e1"));
         assert!(event.ts.is_some());
-        assert!(matches!(event.kind, EventKind::Handoff { content: None, .. }));
+        assert!(matches!(
+            event.kind,
+            EventKind::Handoff { content: None, .. }
+        ));
         assert!(event.to_json().contains("x-trace"));
     }
 
@@ -573,7 +579,8 @@ mod tests {
 
     #[test]
     fn from_value_matches_from_json() {
-        let line = r#"{"type":"turn","task":"T","agent":"a","output":"o","success":true,"extra":1}"#;
+        let line =
+            r#"{"type":"turn","task":"T","agent":"a","output":"o","success":true,"extra":1}"#;
         let value: Value = serde_json::from_str(line).expect("json");
         assert_eq!(Event::from_value(&value), Event::from_json(line));
     }

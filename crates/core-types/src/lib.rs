@@ -21,12 +21,10 @@
 #![deny(missing_docs)]
 
 pub use config::{
-    Config, ConfigError, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig, EngineConfig,
-    EntropyConfig, FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SimilarityConfig,
+    Config, ConfigError, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig, EngineConfig, EntropyConfig,
+    FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SimilarityConfig,
 };
-pub use decision::{
-    Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds,
-};
+pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, ProgressSnapshot};
 pub use report::{LineError, Report, TaskReport};
 pub use time::Timestamp;

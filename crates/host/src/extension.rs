@@ -1,0 +1,36 @@
+//! The seam for detectors beyond the built-in ones: dynamic plugins and the
+//! semantic detectors implement [`ExtensionDetector`].
+
+use async_trait::async_trait;
+use loopguard_core_types::Detection;
+use loopguard_detectors::ObservedEvent;
+
+/// Why an extension detector could not judge an event.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ExtensionError(pub String);
+
+/// A detector the engine calls for every event, next to the built-in ones.
+///
+/// Unlike the built-in detectors it keeps its own per-task state (keyed by
+/// `event.event.task`) and may await (a plugin runs off the reactor, a
+/// semantic detector waits for an embedding). Its detections join the
+/// built-in ones in the action policy; a detection of a loop-feeding kind
+/// (`collaboration_loop`, ...) adds to the task's loop count. An error is
+/// reported on the decision and logged; the other detectors go on.
+#[async_trait]
+pub trait ExtensionDetector: Send + Sync + std::fmt::Debug {
+    /// The detector's name, as reported in detections and errors.
+    fn name(&self) -> &str;
+
+    /// The detection kinds it reports.
+    fn kinds(&self) -> Vec<String>;
+
+    /// Looks at one event.
+    async fn observe(&self, event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError>;
+
+    /// Forgets a task's state (on `completed` and `human`).
+    async fn reset_task(&self, task: &str) {
+        let _ = task;
+    }
+}

@@ -1,0 +1,44 @@
+//! The loopguard engine an orchestrator embeds.
+//!
+//! [`LoopGuard`] keeps the state of every live task, runs the built-in
+//! detectors (and any [`ExtensionDetector`]) over each event, and combines
+//! all detections of an event into one [`Decision`](loopguard_core_types::Decision):
+//! the strongest action wins and every detection is kept as evidence. Loop
+//! counts, the human gate (an escalated or paused task answers `escalate`
+//! until a `human` event), resets on `completed` and `human`, and the cycle
+//! log ([`CycleEpisode`], one per detection episode, kept by a [`Store`])
+//! are handled here. Detections are logged with `tracing`: INFO for a
+//! detection, WARN for an intervention, ERROR for an escalation.
+//!
+//! ```
+//! use loopguard_core_types::{Action, Config, Event};
+//! use loopguard_host::LoopGuard;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+//! let guard = LoopGuard::new(Config::default())?;
+//! let hop = |from: &str, to: &str| {
+//!     Event::from_json(&format!(r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}"}}"#))
+//! };
+//! let mut decision = guard.observe(hop("planner", "coder")?).await;
+//! for (from, to) in [("coder", "planner"), ("planner", "coder"), ("coder", "planner")] {
+//!     decision = guard.observe(hop(from, to)?).await;
+//! }
+//! assert_eq!(decision.action, Action::BreakCycle);
+//! assert_eq!(decision.detections[0].kind, "agent_pair");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+pub use engine::{LoopGuard, LoopGuardBuilder};
+pub use error::HostError;
+pub use extension::{ExtensionDetector, ExtensionError};
+pub use replay::{ReplayItem, ReportBuilder, replay};
+pub use store::{CycleEpisode, MemoryStore, Resolution, Store, StoreError, TaskSnapshot};
+
+mod engine;
+mod error;
+mod extension;
+mod replay;
+mod store;

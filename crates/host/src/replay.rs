@@ -1,0 +1,159 @@
+//! Replaying a recorded trace: JSON Lines in, one decision per event and a
+//! report out.
+
+use std::io::BufRead;
+
+use loopguard_core_types::{Decision, Event, LineError, Report, TaskReport};
+use rustc_hash::FxHashMap;
+
+use crate::{HostError, LoopGuard};
+
+/// What a replay produces for one non-blank input line.
+#[derive(Debug, Clone, Copy)]
+pub enum ReplayItem<'a> {
+    /// The line was an event; this is its decision.
+    Decision(&'a Decision),
+    /// The line was not a valid event.
+    Error(&'a LineError),
+}
+
+/// Builds the JSON report of a trace from its decisions and line errors.
+#[derive(Debug, Default)]
+pub struct ReportBuilder {
+    report: Report,
+    index: FxHashMap<String, usize>,
+}
+
+impl ReportBuilder {
+    /// An empty report.
+    pub fn new() -> ReportBuilder {
+        ReportBuilder::default()
+    }
+
+    /// Adds one event's decision: counts the event, updates its task, keeps
+    /// its detections (each with its line) and its detector errors.
+    pub fn add_decision(&mut self, decision: &Decision) {
+        self.report.events += 1;
+        let at = match self.index.get(decision.task.as_str()) {
+            Some(&at) => at,
+            None => {
+                let at = self.report.tasks.len();
+                self.index.insert(decision.task.clone(), at);
+                self.report.tasks.push(TaskReport {
+                    task: decision.task.clone(),
+                    status: decision.status,
+                    loop_count: 0,
+                    pivots: 0,
+                    detections: Vec::new(),
+                });
+                at
+            }
+        };
+        if let Some(task) = self.report.tasks.get_mut(at) {
+            task.status = decision.status;
+            task.loop_count = decision.loop_count;
+            task.pivots = decision.pivots;
+            task.detections
+                .extend(decision.detections.iter().map(|detection| {
+                    let mut detection = detection.clone();
+                    detection.line = Some(decision.line);
+                    detection
+                }));
+        }
+        for error in &decision.errors {
+            self.report.errors.push(LineError {
+                line: decision.line,
+                error: error.clone(),
+            });
+        }
+    }
+
+    /// Adds a line that was not a valid event.
+    pub fn add_error(&mut self, error: LineError) {
+        self.report.errors.push(error);
+    }
+
+    /// The report so far.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The finished report.
+    pub fn finish(self) -> Report {
+        self.report
+    }
+}
+
+/// Replays JSON Lines from `input` through `engine`, calling `sink` for each
+/// non-blank line, and returns the report.
+///
+/// A line that is not valid UTF-8, not JSON, of an unknown type or missing a
+/// required field becomes a [`LineError`] with its 1-based line number; the
+/// other lines are still processed. Blank lines are skipped. Only a failure
+/// to read `input` itself is an error.
+///
+/// ```
+/// use loopguard_core_types::Config;
+/// use loopguard_host::{LoopGuard, replay};
+///
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// let trace = "{\"type\":\"transition\",\"task\":\"T\",\"from\":\"a\",\"to\":\"b\"}\n\nnot json\n";
+/// let guard = LoopGuard::new(Config::default())?;
+/// let report = replay(&guard, trace.as_bytes(), |_| {}).await?;
+/// assert_eq!(report.events, 1);
+/// assert_eq!(report.errors[0].line, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub async fn replay<R, F>(
+    engine: &LoopGuard,
+    mut input: R,
+    mut sink: F,
+) -> Result<Report, HostError>
+where
+    R: BufRead,
+    F: FnMut(ReplayItem<'_>),
+{
+    let mut report = ReportBuilder::new();
+    let mut buffer = Vec::with_capacity(512);
+    let mut line: u64 = 0;
+    loop {
+        buffer.clear();
+        if input.read_until(b'\n', &mut buffer)? == 0 {
+            break;
+        }
+        line += 1;
+        let text = match std::str::from_utf8(&buffer) {
+            Ok(text) => text.trim(),
+            Err(err) => {
+                let error = LineError {
+                    line,
+                    error: format!("the line is not valid UTF-8 ({err})"),
+                };
+                sink(ReplayItem::Error(&error));
+                report.add_error(error);
+                continue;
+            }
+        };
+        if text.is_empty() {
+            continue;
+        }
+        match Event::from_json(text) {
+            Ok(event) => {
+                let decision = engine.observe_line(line, event).await;
+                sink(ReplayItem::Decision(&decision));
+                report.add_decision(&decision);
+            }
+            Err(err) => {
+                let error = LineError {
+                    line,
+                    error: err.to_string(),
+                };
+                sink(ReplayItem::Error(&error));
+                report.add_error(error);
+            }
+        }
+    }
+    Ok(report.finish())
+}
