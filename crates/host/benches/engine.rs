@@ -1,7 +1,90 @@
-//! STUB: engine benches, to be written.
-use criterion::{Criterion, criterion_group, criterion_main};
+//! `LoopGuard::observe` per event with 10,000 live tasks.
+use std::hint::black_box;
 
-fn placeholder(_c: &mut Criterion) {}
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use loopguard_core_types::{Config, Event};
+use loopguard_host::LoopGuard;
 
-criterion_group!(benches, placeholder);
+const TASKS: usize = 10_000;
+const BATCH: usize = 1_000;
+
+/// A deterministic event for task `task` at step `step`: a realistic mix of
+/// handoffs, failures (some repeating), transitions, turns and progress.
+fn event_for(task: usize, step: usize) -> Event {
+    let agents = ["planner", "coder", "reviewer", "tester"];
+    let phases = ["plan", "build", "test", "review"];
+    let a = agents[step % 4];
+    let b = agents[(step + 1) % 4];
+    let line = match step % 6 {
+        0 => format!(
+            r#"{{"type":"handoff","task":"T{task}","from":"{a}","to":"{b}","content":"step {}"}}"#,
+            step % 3
+        ),
+        1 => format!(
+            r#"{{"type":"failure","task":"T{task}","agent":"{a}","error":"error E{} in module {}","error_type":"compile"}}"#,
+            step % 5,
+            task % 7
+        ),
+        2 => format!(
+            r#"{{"type":"transition","task":"T{task}","from":"{}","to":"{}"}}"#,
+            phases[step % 4],
+            phases[(step + 1) % 4]
+        ),
+        3 => format!(
+            r#"{{"type":"turn","task":"T{task}","agent":"{a}","output":"attempt {}","success":{}}}"#,
+            step % 2,
+            step % 4 == 3
+        ),
+        4 => format!(
+            r#"{{"type":"progress","task":"T{task}","tests_total":50,"tests_failed":{},"files_changed":{}}}"#,
+            step % 9,
+            step / 6
+        ),
+        _ => format!(
+            r#"{{"type":"collaboration","task":"T{task}","from":"{a}","to":"{b}","request":"please check {}"}}"#,
+            step % 4
+        ),
+    };
+    Event::from_json(&line).unwrap_or_else(|err| panic!("bench event {line}: {err}"))
+}
+
+fn observe_with_live_tasks(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let guard = LoopGuard::new(Config::default()).expect("default config");
+    // Warm every task with some history so the state is in its steady size.
+    let mut line = 0u64;
+    runtime.block_on(async {
+        for step in 0..24 {
+            for task in 0..TASKS {
+                line += 1;
+                guard.observe_line(line, event_for(task, step)).await;
+            }
+        }
+    });
+    let stream: Vec<Event> = (0..BATCH)
+        .map(|i| event_for((i * 7919) % TASKS, 24 + i % 12))
+        .collect();
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("observe_10k_live_tasks", |b| {
+        b.iter_batched(
+            || stream.clone(),
+            |events| {
+                runtime.block_on(async {
+                    for event in events {
+                        line += 1;
+                        black_box(guard.observe_line(line, event).await);
+                    }
+                })
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+    assert_eq!(guard.live_tasks(), TASKS);
+}
+
+criterion_group!(benches, observe_with_live_tasks);
 criterion_main!(benches);

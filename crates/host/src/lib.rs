@@ -42,3 +42,8 @@ mod error;
 mod extension;
 mod replay;
 mod store;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,425 @@
+//! The engine's policy, gate, resets, cycle log, eviction and concurrency,
+//! through its public API. One test binary for the crate.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use loopguard_core_types::{
+    Action, Config, Decision, Detection, Event, Severity, TaskStatus, kinds,
+};
+use loopguard_detectors::ObservedEvent;
+use loopguard_host::{
+    ExtensionDetector, ExtensionError, LoopGuard, MemoryStore, Resolution, Store, replay,
+};
+use proptest::prelude::*;
+
+fn event(json: &str) -> Event {
+    Event::from_json(json).expect("test events are valid")
+}
+
+fn failure(task: &str, error: &str) -> Event {
+    event(&format!(
+        r#"{{"type":"failure","task":"{task}","agent":"coder","error":"{error}"}}"#
+    ))
+}
+
+fn human(task: &str) -> Event {
+    event(&format!(
+        r#"{{"type":"human","task":"{task}","note":"reviewed"}}"#
+    ))
+}
+
+/// A scripted extension detector: on events with an extra field
+/// `"script": "kind:action"` it reports a detection of that kind and action,
+/// and on `"script": "fail"` it fails. It stands in for a plugin or a
+/// semantic detector so the policy can be tested on kinds no built-in
+/// detector emits yet.
+#[derive(Debug, Default)]
+struct Scripted {
+    resets: AtomicUsize,
+}
+
+#[async_trait]
+impl ExtensionDetector for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        vec!["scripted".into()]
+    }
+
+    async fn observe(&self, event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError> {
+        let Some(script) = event.event.extra.get("script").and_then(|v| v.as_str()) else {
+            return Ok(Vec::new());
+        };
+        if script == "fail" {
+            return Err(ExtensionError("scripted failure".into()));
+        }
+        let mut parts = script.split(':');
+        let kind = parts.next().unwrap_or_default().to_owned();
+        let action: Action = parts
+            .next()
+            .unwrap_or("warn")
+            .parse()
+            .map_err(ExtensionError)?;
+        Ok(vec![Detection::new(
+            "scripted",
+            kind,
+            Severity::Medium,
+            action,
+            vec![event.line],
+            "scripted",
+        )])
+    }
+
+    async fn reset_task(&self, _task: &str) {
+        self.resets.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn scripted(task: &str, script: &str) -> Event {
+    event(&format!(
+        r#"{{"type":"transition","task":"{task}","from":"x{script}","to":"y{script}","script":"{script}"}}"#
+    ))
+}
+
+fn guard_with(extension: Arc<Scripted>) -> LoopGuard {
+    LoopGuard::builder(Config::default())
+        .extension(extension)
+        .build()
+        .expect("default config is valid")
+}
+
+#[tokio::test]
+async fn fourth_identical_failure_reaches_the_gate_and_a_human_lifts_it() {
+    let guard = LoopGuard::new(Config::default()).expect("valid");
+    let mut decisions = Vec::new();
+    for _ in 0..4 {
+        decisions.push(guard.observe(failure("T1", "E0308 mismatched types")).await);
+    }
+    let counts: Vec<u32> = decisions.iter().map(|d| d.loop_count).collect();
+    assert_eq!(counts, [0, 1, 2, 3]);
+    let actions: Vec<Action> = decisions.iter().map(|d| d.action).collect();
+    assert_eq!(
+        actions,
+        [
+            Action::None,
+            Action::Warn,
+            Action::InjectContext,
+            Action::Escalate
+        ]
+    );
+    let last = &decisions[3];
+    assert_eq!(last.status, TaskStatus::Escalated);
+    assert_eq!(last.detections[0].severity, Severity::High);
+    assert_eq!(last.detections[0].loop_count, Some(3));
+
+    // The gate holds on any event until a human comes.
+    let unrelated = guard
+        .observe(event(
+            r#"{"type":"transition","task":"T1","from":"a","to":"b"}"#,
+        ))
+        .await;
+    assert_eq!(unrelated.action, Action::Escalate);
+    assert_eq!(unrelated.status, TaskStatus::Escalated);
+
+    let lifted = guard.observe(human("T1")).await;
+    assert_eq!(lifted.action, Action::None);
+    assert_eq!(lifted.status, TaskStatus::Active);
+    assert_eq!(lifted.loop_count, 0);
+
+    // After the reset the same failure is a first attempt again.
+    let again = guard.observe(failure("T1", "E0308 mismatched types")).await;
+    assert_eq!(again.loop_count, 0);
+    assert_eq!(again.action, Action::None);
+
+    // Another task was never touched.
+    let other = guard.observe(failure("T2", "E0308 mismatched types")).await;
+    assert_eq!(other.loop_count, 0);
+}
+
+#[tokio::test]
+async fn completed_resets_and_more_events_make_the_task_active() {
+    let guard = LoopGuard::new(Config::default()).expect("valid");
+    for _ in 0..3 {
+        guard.observe(failure("T", "boom")).await;
+    }
+    let done = guard
+        .observe(event(r#"{"type":"completed","task":"T"}"#))
+        .await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert_eq!(done.loop_count, 0);
+    let next = guard.observe(failure("T", "boom")).await;
+    assert_eq!(next.status, TaskStatus::Active);
+    assert_eq!(next.loop_count, 0, "history was reset with the counters");
+}
+
+#[tokio::test]
+async fn strongest_action_wins_and_every_detection_is_kept() {
+    let extension = Arc::new(Scripted::default());
+    let guard = guard_with(extension);
+    let decision = guard.observe(scripted("T", "oscillation:block")).await;
+    assert_eq!(decision.action, Action::Block);
+    assert_eq!(decision.status, TaskStatus::Active);
+    assert_eq!(decision.detections.len(), 1);
+    // An exact failure repeat plus a scripted abort on one event: abort wins,
+    // both are evidence.
+    guard.observe(failure("U", "same")).await;
+    let mut repeat = failure("U", "same");
+    repeat
+        .extra
+        .insert("script".into(), serde_json::json!("edge_limit:abort"));
+    let decision = guard.observe(repeat).await;
+    assert_eq!(decision.action, Action::Abort);
+    assert_eq!(decision.status, TaskStatus::AbortedStuck);
+    let found: Vec<&str> = decision.detections.iter().map(|d| &*d.kind).collect();
+    assert!(found.contains(&kinds::EXACT_FAILURE), "{found:?}");
+    assert!(found.contains(&"edge_limit"), "{found:?}");
+}
+
+#[tokio::test]
+async fn abort_is_terminal_even_for_a_human() {
+    let guard = guard_with(Arc::new(Scripted::default()));
+    let aborted = guard.observe(scripted("T", "edge_limit:abort")).await;
+    assert_eq!(aborted.status, TaskStatus::AbortedStuck);
+    let after_human = guard.observe(human("T")).await;
+    assert_eq!(after_human.status, TaskStatus::AbortedStuck);
+    assert_eq!(after_human.action, Action::Abort);
+}
+
+#[tokio::test]
+async fn paused_beats_escalated_and_both_hold_until_a_human() {
+    let guard = guard_with(Arc::new(Scripted::default()));
+    let escalated = guard.observe(scripted("T", "phase_visits:escalate")).await;
+    assert_eq!(escalated.status, TaskStatus::Escalated);
+    let paused = guard
+        .observe(scripted("T", "repeated_output:escalate"))
+        .await;
+    assert_eq!(paused.status, TaskStatus::Paused);
+    // A later escalation does not demote paused to escalated (ruling 10).
+    let still = guard.observe(scripted("T", "phase_visits:escalate")).await;
+    assert_eq!(still.status, TaskStatus::Paused);
+    let lifted = guard.observe(human("T")).await;
+    assert_eq!(lifted.status, TaskStatus::Active);
+    assert_eq!(lifted.action, Action::None);
+}
+
+#[tokio::test]
+async fn loop_feeding_kinds_from_extensions_add_to_the_loop_count() {
+    let guard = guard_with(Arc::new(Scripted::default()));
+    let first = guard
+        .observe(scripted("T", "collaboration_loop:none"))
+        .await;
+    assert_eq!(first.loop_count, 1);
+    assert_eq!(first.detections[0].loop_count, Some(1));
+    assert_eq!(first.action, Action::Warn);
+    // Cycle kinds do not feed the loop count (ruling 4).
+    let cycle = guard.observe(scripted("T", "agent_pair:break_cycle")).await;
+    assert_eq!(cycle.loop_count, 1);
+    guard
+        .observe(scripted("T", "collaboration_loop:none"))
+        .await;
+    let gate = guard
+        .observe(scripted("T", "collaboration_loop:none"))
+        .await;
+    assert_eq!(gate.loop_count, 3);
+    assert_eq!(gate.action, Action::Escalate);
+    assert_eq!(gate.status, TaskStatus::Escalated);
+}
+
+#[tokio::test]
+async fn a_failing_extension_is_reported_and_the_rest_goes_on() {
+    let guard = guard_with(Arc::new(Scripted::default()));
+    guard.observe(failure("T", "same")).await;
+    let mut repeat = failure("T", "same");
+    repeat
+        .extra
+        .insert("script".into(), serde_json::json!("fail"));
+    let decision = guard.observe(repeat).await;
+    assert_eq!(decision.errors, ["detector scripted: scripted failure"]);
+    assert_eq!(decision.detections[0].kind, kinds::EXACT_FAILURE);
+    assert_eq!(decision.loop_count, 1);
+}
+
+#[tokio::test]
+async fn extensions_are_told_of_resets() {
+    let extension = Arc::new(Scripted::default());
+    let guard = guard_with(extension.clone());
+    guard.observe(human("T")).await;
+    guard
+        .observe(event(r#"{"type":"completed","task":"T"}"#))
+        .await;
+    assert_eq!(extension.resets.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
+async fn cycle_log_records_an_episode_and_its_resolution() {
+    let store = Arc::new(MemoryStore::new());
+    let guard = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    for _ in 0..4 {
+        guard.observe(failure("T", "same")).await;
+    }
+    let open = store.episodes(Some("T")).await.expect("memory store");
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].patterns, ["exact_failure"]);
+    assert_eq!(open[0].intervention, Action::Escalate);
+    assert!(open[0].escalated);
+    assert_eq!(open[0].lines, [2, 3, 4]);
+    assert_eq!(open[0].resolution, None);
+    guard.observe(human("T")).await;
+    let closed = store.episodes(Some("T")).await.expect("memory store");
+    assert_eq!(closed.len(), 1);
+    assert_eq!(closed[0].resolution, Some(Resolution::Human));
+    let snapshot = store.load_task("T").await.expect("memory store");
+    assert_eq!(snapshot.map(|s| s.status), Some(TaskStatus::Active));
+    // A new episode after the reset gets a new id.
+    guard.observe(failure("T", "again")).await;
+    guard.observe(failure("T", "again")).await;
+    let all = store.episodes(Some("T")).await.expect("memory store");
+    assert_eq!(all.len(), 2);
+    assert_ne!(all[0].id, all[1].id);
+}
+
+#[tokio::test]
+async fn idle_tasks_are_evicted_but_their_log_stays() {
+    let mut config = Config::default();
+    config.engine.task_ttl_secs = 60;
+    let store = Arc::new(MemoryStore::new());
+    let guard = LoopGuard::builder(config)
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    let at = |task: &str, ts: &str| {
+        event(&format!(
+            r#"{{"type":"failure","task":"{task}","agent":"a","error":"same","ts":"{ts}"}}"#
+        ))
+    };
+    guard.observe(at("old", "2026-11-22T10:00:00Z")).await;
+    guard.observe(at("old", "2026-11-22T10:00:01Z")).await;
+    guard.observe(at("fresh", "2026-11-22T10:01:30Z")).await;
+    assert_eq!(guard.live_tasks(), 2);
+    let now =
+        loopguard_core_types::Timestamp::parse_rfc3339("2026-11-22T10:02:00Z").expect("valid");
+    assert_eq!(guard.evict_idle(now), 1);
+    assert_eq!(guard.live_tasks(), 1);
+    assert!(guard.task("old").is_none());
+    assert!(guard.task("fresh").is_some());
+    assert_eq!(store.episodes(Some("old")).await.expect("ok").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_keep_every_task_exact() {
+    let guard = Arc::new(LoopGuard::new(Config::default()).expect("valid"));
+    let mut handles = Vec::new();
+    for task in 0..50 {
+        let guard = guard.clone();
+        handles.push(tokio::spawn(async move {
+            let mut last = None;
+            for _ in 0..3 {
+                last = Some(guard.observe(failure(&format!("T{task}"), "same")).await);
+                tokio::task::yield_now().await;
+            }
+            last
+        }));
+    }
+    for handle in handles {
+        let last: Option<Decision> = handle.await.expect("no panic");
+        assert_eq!(last.map(|d| d.loop_count), Some(2));
+    }
+    assert_eq!(guard.live_tasks(), 50);
+}
+
+#[tokio::test]
+async fn invalid_config_is_refused_with_the_key() {
+    let mut config = Config::default();
+    config.entropy.threshold = 1;
+    let err = LoopGuard::new(config).expect_err("invalid");
+    assert!(err.to_string().contains("entropy.threshold"), "{err}");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+}
+
+fn arb_event_line() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(vec!["a", "b", "c", "d", "plan", "test"]);
+    let task = prop::sample::select(vec!["T1", "T2", "T3"]);
+    let text = prop::sample::select(vec!["boom", "E1", "same", "  same  ", "", "x y"]);
+    (0..9u8, task, name.clone(), name, text, any::<bool>(), 0..20u64).prop_map(
+        |(kind, task, a, b, text, flag, n)| match kind {
+            0 => format!(r#"{{"type":"handoff","task":"{task}","from":"{a}","to":"{b}","content":"{text}"}}"#),
+            1 => format!(r#"{{"type":"collaboration","task":"{task}","from":"{a}","to":"{b}","request":"{text}"}}"#),
+            2 => format!(r#"{{"type":"failure","task":"{task}","agent":"{a}","error":"{text}"}}"#),
+            3 => format!(r#"{{"type":"turn","task":"{task}","agent":"{a}","output":"{text}","success":{flag}}}"#),
+            4 => format!(r#"{{"type":"transition","task":"{task}","from":"{a}","to":"{b}"}}"#),
+            5 => format!(r#"{{"type":"progress","task":"{task}","tests_failed":{n},"files_changed":{n}}}"#),
+            6 => format!(r#"{{"type":"completed","task":"{task}"}}"#),
+            7 => format!(r#"{{"type":"human","task":"{task}"}}"#),
+            _ => format!(
+                r#"{{"type":"handoff","task":"{task}","from":"{a}","to":"{b}","ts":"2026-11-22T10:{:02}:00Z"}}"#,
+                n % 60
+            ),
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Random valid events: the engine never panics, and its invariants hold.
+    #[test]
+    fn random_events_keep_the_invariants(lines in prop::collection::vec(arb_event_line(), 1..200)) {
+        let guard = LoopGuard::new(Config::default()).expect("valid");
+        let trace = lines.join("\n");
+        let mut decisions = Vec::new();
+        let report = runtime()
+            .block_on(replay(&guard, trace.as_bytes(), |item| {
+                if let loopguard_host::ReplayItem::Decision(d) = item {
+                    decisions.push(d.clone());
+                }
+            }))
+            .expect("in-memory input");
+        prop_assert_eq!(report.events as usize, lines.len());
+        prop_assert!(report.errors.is_empty());
+        for decision in &decisions {
+            if decision.status == TaskStatus::AbortedStuck {
+                prop_assert_eq!(decision.action, Action::Abort);
+            } else if decision.status.is_gated() {
+                prop_assert_eq!(decision.action, Action::Escalate);
+            }
+            let strongest = decision.detections.iter().map(|d| d.action).max().unwrap_or_default();
+            prop_assert!(decision.action >= strongest);
+        }
+    }
+
+    /// Random bytes: every line is either a decision or an error with its
+    /// line number; nothing panics.
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let guard = LoopGuard::new(Config::default()).expect("valid");
+        let report = runtime()
+            .block_on(replay(&guard, bytes.as_slice(), |_| {}))
+            .expect("in-memory input");
+        let lines = bytes.split(|b| *b == b'\n').count() as u64;
+        for error in &report.errors {
+            prop_assert!(error.line >= 1 && error.line <= lines);
+        }
+    }
+
+    /// Random JSON-ish text built from event fragments.
+    #[test]
+    fn mangled_events_never_panic(lines in prop::collection::vec(arb_event_line(), 1..20), cut in 0usize..80) {
+        let guard = LoopGuard::new(Config::default()).expect("valid");
+        let mangled: Vec<String> = lines.iter().map(|l| l.chars().take(cut.max(1)).collect()).collect();
+        let trace = mangled.join("\n");
+        let report = runtime().block_on(replay(&guard, trace.as_bytes(), |_| {})).expect("in-memory input");
+        prop_assert_eq!(report.events as usize + report.errors.len(), mangled.iter().filter(|l| !l.trim().is_empty()).count());
+    }
+}
