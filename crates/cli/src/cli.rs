@@ -1,0 +1,131 @@
+//! The command line: subcommands, their arguments and help texts.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Detects unproductive loops in multi-agent LLM traces.
+///
+/// Reads agent events as JSON Lines (one object per line, see the trace
+/// format) and answers each one with a decision: what loops, why, and what
+/// the orchestrator should do about it.
+#[derive(Debug, Parser)]
+#[command(name = "loopguard", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// Diagnostics on stderr: off, error, warn, info or debug [default: off].
+    /// Without this flag, the environment variable LOOPGUARD_LOG is read (a
+    /// level, or a tracing filter such as `loopguard_host=debug`).
+    #[arg(long, global = true, value_enum, value_name = "LEVEL")]
+    pub(crate) log_level: Option<LogLevel>,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Replay a recorded trace and print a decision per event, or a report.
+    ///
+    /// Every non-blank line gets an answer; a line that is not a valid event
+    /// is reported with its line number and the others go on. Exit status: 0
+    /// when the input could be read, 1 with --strict when any line had an
+    /// error, 2 when the trace or the config cannot be read.
+    Replay(ReplayArgs),
+    /// Replay bundled example traces that show every built-in loop kind.
+    ///
+    /// Each scenario is explained in plain words, then replayed and reported
+    /// like `loopguard replay` would. Needs no files.
+    Demo(DemoArgs),
+}
+
+/// `loopguard replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The trace: a JSON Lines file, or `-` for standard input.
+    #[arg(value_name = "FILE|-")]
+    pub(crate) input: PathBuf,
+
+    /// Settings as TOML (keys as in config/default.toml; unknown keys are
+    /// errors). Without it, the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Output format [default: text when stdout is a terminal, jsonl
+    /// otherwise].
+    ///
+    /// jsonl: one JSON decision per event line, or {"line":N,"error":"..."}
+    /// for a line that is not a valid event.
+    /// json: one report for the whole trace.
+    /// text: for people: one line per detection, then a summary per task.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub(crate) format: Option<Format>,
+
+    /// Exit with status 1 when any line is not a valid event.
+    #[arg(long)]
+    pub(crate) strict: bool,
+}
+
+/// `loopguard demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Output format [default: text].
+    ///
+    /// text: each scenario explained, then its text report.
+    /// json: one object {"scenarios": [{"name", "kind", "title", "report"}]}.
+    /// jsonl: every decision of every scenario, each with a "scenario" field.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// How decisions and reports are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// One JSON decision per input line.
+    Jsonl,
+    /// One JSON report for the whole trace.
+    Json,
+    /// For people: detections, then a summary per task.
+    Text,
+}
+
+impl Format {
+    /// `--format` if given; otherwise text for a terminal and JSON Lines
+    /// for a pipe or a file.
+    pub(crate) fn or_default_for_stdout(format: Option<Format>) -> Format {
+        format.unwrap_or_else(|| {
+            if std::io::stdout().is_terminal() {
+                Format::Text
+            } else {
+                Format::Jsonl
+            }
+        })
+    }
+}
+
+/// `--log-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogLevel {
+    /// No diagnostics.
+    Off,
+    /// Escalations and failures.
+    Error,
+    /// Interventions too.
+    Warn,
+    /// Every detection.
+    Info,
+    /// Everything.
+    Debug,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,93 @@
+//! `loopguard`: replay a recorded multi-agent trace and see its loops.
+//!
+//! The command speaks the trace format of `shared/spec/trace-format.md`:
+//! JSON Lines of agent events in, one decision per event and one report per
+//! trace out.
+//!
+//! ```text
+//! loopguard replay trace.jsonl                  # text for a terminal, JSON Lines in a pipe
+//! loopguard replay - --format json < trace.jsonl
+//! loopguard replay trace.jsonl --config loopguard.toml --strict
+//! loopguard demo                                # every built-in loop kind, explained
+//! ```
+//!
+//! Exit codes: 0 when the input could be read (bad lines are listed, not
+//! fatal), 1 with `--strict` when any line had an error, 2 when the trace
+//! or the config could not be read (one message on stderr naming the file
+//! or the config key).
+//!
+//! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
+//! through the engine, [`output`] writes decisions and reports in each
+//! format, [`demo`] holds the bundled scenarios, [`logging`] sets up
+//! `tracing`.
+
+use std::io;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod demo;
+mod logging;
+mod output;
+mod replay;
+
+use cli::{Cli, Command};
+
+/// Exit code when `--strict` is given and some line was not a valid event.
+const EXIT_LINE_ERRORS: u8 = 1;
+/// Exit code when the trace or the config could not be read.
+const EXIT_UNREADABLE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(err) = logging::init(cli.log_level) {
+        return fail(&err);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&anyhow::Error::new(err).context("cannot start the runtime")),
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Replay(args) => replay::run(&args).await,
+            Command::Demo(args) => demo::run(&args).await,
+        }
+    });
+    match outcome {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::LineErrors) => ExitCode::from(EXIT_LINE_ERRORS),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => fail(&err),
+    }
+}
+
+/// How a command that ran to the end went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Exit 0.
+    Clean,
+    /// `--strict` and some line had an error: exit 1.
+    LineErrors,
+}
+
+/// Prints one message for an error that stops the command, and exits 2.
+fn fail(err: &anyhow::Error) -> ExitCode {
+    // `{:#}` joins the context chain on one line: "cannot read the trace
+    // t.jsonl: No such file or directory (os error 2)".
+    eprintln!("loopguard: {err:#}");
+    ExitCode::from(EXIT_UNREADABLE)
+}
+
+/// Whoever read our output went away (`loopguard replay t | head`): not an
+/// error worth a message.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,244 @@
+//! `--format text`: for people reading a terminal.
+//!
+//! One line per detection as it happens, a pivot's directive indented under
+//! it, bad lines on stderr, then a summary per task and a totals line.
+//! Colors are written with `anstyle`; the `anstream` writers the caller
+//! passes in strip them when the stream is not a terminal.
+
+use std::fmt::Display;
+use std::io::{self, Write};
+
+use anstyle::{AnsiColor, Style};
+use loopguard_core_types::{Action, Decision, Detection, Report, Severity, TaskStatus};
+use loopguard_host::ReplayItem;
+
+use super::Output;
+
+const DIM: Style = Style::new().dimmed();
+const BOLD: Style = Style::new().bold();
+
+/// The text format.
+#[derive(Debug)]
+pub(crate) struct Text<W, E> {
+    out: W,
+    err: E,
+    /// Detection lines written so far.
+    detections: usize,
+}
+
+impl<W: Write, E: Write> Text<W, E> {
+    /// Detections and the summary to `out`, bad lines to `err`.
+    pub(crate) fn new(out: W, err: E) -> Text<W, E> {
+        Text {
+            out,
+            err,
+            detections: 0,
+        }
+    }
+
+    fn detection(&mut self, decision: &Decision, detection: &Detection) -> io::Result<()> {
+        self.detections += 1;
+        writeln!(
+            self.out,
+            "{}  {}  {}  {}  {}  {}",
+            paint(DIM, format!("line {:<4}", decision.line)),
+            decision.task,
+            paint(
+                severity_style(detection.severity),
+                pad(detection.severity, 8)
+            ),
+            paint(BOLD, pad(&detection.kind, 16)),
+            paint(action_style(detection.action), pad(detection.action, 14)),
+            detection.reason,
+        )?;
+        let directive = detection.directive.as_ref().or(
+            // The decision carries the directive of the pivot it orders.
+            decision
+                .directive
+                .as_ref()
+                .filter(|_| detection.action == Action::Pivot),
+        );
+        if let Some(directive) = directive {
+            writeln!(
+                self.out,
+                "           {} {directive}",
+                paint(action_style(Action::Pivot), "directive:")
+            )?;
+        }
+        if let Some(agent) = &detection.skip_agent {
+            writeln!(
+                self.out,
+                "           {} {agent}",
+                paint(action_style(Action::BreakCycle), "skip agent:")
+            )?;
+        }
+        Ok(())
+    }
+
+    fn summary(&mut self, report: &Report) -> io::Result<()> {
+        if self.detections == 0 && !report.tasks.is_empty() {
+            writeln!(self.out, "{}", paint(DIM, "no loops detected"))?;
+        }
+        if !report.tasks.is_empty() {
+            writeln!(self.out)?;
+            self.task_table(report)?;
+        }
+        let detections: usize = report.tasks.iter().map(|task| task.detections.len()).sum();
+        let mut statuses: Vec<(TaskStatus, usize)> = Vec::new();
+        for task in &report.tasks {
+            match statuses
+                .iter_mut()
+                .find(|(status, _)| *status == task.status)
+            {
+                Some((_, count)) => *count += 1,
+                None => statuses.push((task.status, 1)),
+            }
+        }
+        statuses.sort_by_key(|(status, _)| std::cmp::Reverse(status.precedence()));
+        let statuses = statuses
+            .iter()
+            .map(|(status, count)| format!("{count} {status}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let tasks = plural(report.tasks.len(), "task");
+        let tasks = if statuses.is_empty() {
+            tasks
+        } else {
+            format!("{tasks} ({statuses})")
+        };
+        writeln!(
+            self.out,
+            "{} {}, {}, {}, {}",
+            paint(BOLD, "Totals:"),
+            plural(report.events, "event"),
+            tasks,
+            plural(detections, "detection"),
+            plural(report.errors.len(), "line error"),
+        )?;
+        self.out.flush()?;
+        self.err.flush()
+    }
+
+    fn task_table(&mut self, report: &Report) -> io::Result<()> {
+        let task_width = report
+            .tasks
+            .iter()
+            .map(|task| task.task.chars().count())
+            .chain([4])
+            .max()
+            .unwrap_or(4);
+        writeln!(
+            self.out,
+            "{}",
+            paint(
+                BOLD,
+                format!(
+                    "{:<task_width$}  {:<13}  {:>5}  {:>6}  detections",
+                    "task", "status", "loops", "pivots"
+                )
+            )
+        )?;
+        for task in &report.tasks {
+            let mut by_kind: Vec<(&str, usize)> = Vec::new();
+            for detection in &task.detections {
+                match by_kind.iter_mut().find(|(kind, _)| *kind == detection.kind) {
+                    Some((_, count)) => *count += 1,
+                    None => by_kind.push((&detection.kind, 1)),
+                }
+            }
+            let by_kind = if by_kind.is_empty() {
+                "-".to_owned()
+            } else {
+                by_kind
+                    .iter()
+                    .map(|(kind, count)| format!("{kind} ×{count}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            writeln!(
+                self.out,
+                "{:<task_width$}  {}  {:>5}  {:>6}  {}",
+                task.task,
+                paint(status_style(task.status), pad(task.status, 13)),
+                task.loop_count,
+                task.pivots,
+                by_kind,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write, E: Write> Output for Text<W, E> {
+    fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()> {
+        match item {
+            ReplayItem::Decision(decision) => {
+                for detection in &decision.detections {
+                    self.detection(decision, detection)?;
+                }
+                Ok(())
+            }
+            ReplayItem::Error(error) => writeln!(
+                self.err,
+                "{}: {}",
+                paint(
+                    severity_style(Severity::High),
+                    format!("line {}", error.line)
+                ),
+                error.error
+            ),
+        }
+    }
+
+    fn finish(&mut self, report: &Report) -> io::Result<()> {
+        self.summary(report)
+    }
+}
+
+/// `text` in `style`, reset after it.
+fn paint(style: Style, text: impl Display) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+/// `value` left-aligned in `width` columns (padded before it is painted, so
+/// escape codes do not count).
+fn pad(value: impl Display, width: usize) -> String {
+    // Through a `String`: the contract types' `Display` ignores width.
+    format!("{:<width$}", value.to_string())
+}
+
+fn plural(count: impl Display, noun: &str) -> String {
+    let count = count.to_string();
+    if count == "1" {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+fn severity_style(severity: Severity) -> Style {
+    match severity {
+        Severity::Low => AnsiColor::Cyan.on_default(),
+        Severity::Medium => AnsiColor::Yellow.on_default(),
+        Severity::High => AnsiColor::Red.on_default(),
+        Severity::Critical => AnsiColor::Red.on_default().bold(),
+    }
+}
+
+fn action_style(action: Action) -> Style {
+    match action {
+        Action::None => Style::new(),
+        Action::Warn | Action::BreakCycle | Action::InjectContext => AnsiColor::Yellow.on_default(),
+        Action::Pivot => AnsiColor::Magenta.on_default().bold(),
+        Action::Block => AnsiColor::Red.on_default(),
+        Action::Escalate | Action::Abort => AnsiColor::Red.on_default().bold(),
+    }
+}
+
+fn status_style(status: TaskStatus) -> Style {
+    match status {
+        TaskStatus::Active | TaskStatus::Completed => AnsiColor::Green.on_default(),
+        TaskStatus::Escalated | TaskStatus::Paused => AnsiColor::Yellow.on_default().bold(),
+        TaskStatus::AbortedStuck => AnsiColor::Red.on_default().bold(),
+    }
+}

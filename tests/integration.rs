@@ -1,0 +1,22 @@
+//! Integration tests of the `loopguard` binary: every test runs the built
+//! command on a trace in `tests/traces/` (or on standard input) and checks
+//! the JSON it prints against the trace format's rules.
+//!
+//! All of them compile into this one test binary (a faster build on a
+//! 2-core machine); the modules group them by area.
+
+#[path = "integration/support.rs"]
+mod support;
+
+#[path = "integration/bad_input.rs"]
+mod bad_input;
+#[path = "integration/commands.rs"]
+mod commands;
+#[path = "integration/cycles.rs"]
+mod cycles;
+#[path = "integration/failures.rs"]
+mod failures;
+#[path = "integration/phases.rs"]
+mod phases;
+#[path = "integration/repeated_output.rs"]
+mod repeated_output;

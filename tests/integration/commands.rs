@@ -1,0 +1,254 @@
+//! The command line itself: stdin, formats, logging, demo and help.
+
+use std::ffi::OsStr;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// Every built-in structural kind the demo must show.
+const DEMO_KINDS: [&str; 9] = [
+    "exact_failure",
+    "agent_pair",
+    "multi_agent",
+    "topic_cycle",
+    "edge_limit",
+    "phase_visits",
+    "transition_limit",
+    "oscillation",
+    "repeated_output",
+];
+
+#[test]
+fn dash_reads_standard_input() {
+    let bytes = std::fs::read(trace("exact_failure.jsonl")).expect("fixture");
+    let run = run_with_stdin(["replay", "-", "--format", "jsonl"], &bytes);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        parse_jsonl(&run.stdout),
+        replay_jsonl("exact_failure.jsonl", &[])
+    );
+
+    let run = run_with_stdin(
+        ["replay", "-", "--format", "json"],
+        b"\n\n{\"type\":\"completed\",\"task\":\"T9\"}\n",
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report: Value = serde_json::from_str(&run.stdout).expect("a report");
+    assert_eq!(report["events"], 1);
+    assert_eq!(task(&report, "T9")["status"], "completed");
+}
+
+#[test]
+fn jsonl_is_the_default_when_stdout_is_not_a_terminal() {
+    let path = trace("exact_failure.jsonl");
+    let run = run([OsStr::new("replay"), path.as_os_str()]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(
+        parse_jsonl(&run.stdout),
+        replay_jsonl("exact_failure.jsonl", &[])
+    );
+}
+
+#[test]
+fn text_format_lists_detections_then_a_summary_and_totals() {
+    let path = trace("repeated_output.jsonl");
+    let run = run([
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("text"),
+    ]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "");
+    assert!(!run.stdout.contains('\u{1b}'), "no colors in a pipe");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let pivot = lines
+        .iter()
+        .position(|line| line.starts_with("line 3 ") && line.contains("repeated_output"))
+        .unwrap_or_else(|| panic!("no line for the first pivot in\n{}", run.stdout));
+    assert!(lines[pivot].contains("pivot") && lines[pivot].contains("T1"));
+    assert!(
+        lines[pivot + 1].starts_with(' ') && lines[pivot + 1].contains("directive:"),
+        "the directive is on the next line, indented"
+    );
+    let summary = lines
+        .iter()
+        .find(|line| line.starts_with("T1 "))
+        .unwrap_or_else(|| panic!("no summary row for T1 in\n{}", run.stdout));
+    assert!(summary.contains("paused") && summary.contains("repeated_output ×3"));
+    assert!(
+        lines
+            .last()
+            .is_some_and(|last| last.starts_with("Totals: 17 events, 2 tasks")),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn log_level_writes_diagnostics_to_stderr_only() {
+    let path = trace("exact_failure.jsonl");
+    let quiet = run([OsStr::new("replay"), path.as_os_str()]);
+    assert_eq!(quiet.stderr, "", "logging is off by default");
+
+    let loud = run([
+        OsStr::new("--log-level"),
+        OsStr::new("info"),
+        OsStr::new("replay"),
+        path.as_os_str(),
+    ]);
+    assert_eq!(loud.code, Some(0));
+    assert!(loud.stderr.contains("loop detected"), "{}", loud.stderr);
+    assert_eq!(parse_jsonl(&loud.stdout), parse_jsonl(&quiet.stdout));
+
+    let from_env = run_command(
+        loopguard()
+            .env("LOOPGUARD_LOG", "error")
+            .args([OsStr::new("replay"), path.as_os_str()]),
+        b"",
+    );
+    assert_eq!(from_env.code, Some(0));
+    assert!(
+        from_env.stderr.contains("task escalated"),
+        "{}",
+        from_env.stderr
+    );
+    assert!(
+        !from_env.stderr.contains("loop detected"),
+        "{}",
+        from_env.stderr
+    );
+
+    let bad = run(["--log-level", "loud", "demo"]);
+    assert_eq!(bad.code, Some(2));
+    assert_eq!(bad.stdout, "");
+}
+
+#[test]
+fn demo_exits_0_and_explains_every_kind() {
+    let run = run(["demo"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "");
+    for kind in DEMO_KINDS {
+        assert!(
+            run.stdout.contains(&format!(": {kind}: "))
+                || run.stdout.contains(&format!(" {kind}: ")),
+            "no heading for {kind}"
+        );
+        assert!(
+            run.stdout
+                .lines()
+                .any(|line| line.starts_with("line ") && line.contains(kind)),
+            "no {kind} detection in the demo output"
+        );
+    }
+    assert!(
+        !run.stdout.contains("this build found no"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn demo_json_shows_each_scenario_detecting_its_kind() {
+    let run = run(["demo", "--format", "json"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let demo: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let scenarios = demo["scenarios"].as_array().expect("scenarios");
+    let kinds: Vec<_> = scenarios
+        .iter()
+        .filter_map(|s| s["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, DEMO_KINDS);
+    for scenario in scenarios {
+        let kind = &scenario["kind"];
+        let shown = scenario["report"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .flat_map(|task| task["detections"].as_array().into_iter().flatten())
+            .any(|d| d["kind"] == *kind);
+        assert!(shown, "the {kind} scenario shows no {kind}");
+        assert_eq!(scenario["report"]["errors"], serde_json::json!([]));
+    }
+
+    let by_kind = |kind: &str| {
+        let scenario = scenarios
+            .iter()
+            .find(|s| s["kind"] == kind)
+            .expect("scenario");
+        scenario["report"]["tasks"][0].clone()
+    };
+    // The exact failure reaches the gate at the 4th identical failure.
+    let exact = by_kind("exact_failure");
+    assert_eq!(exact["status"], "escalated");
+    assert_eq!(exact["loop_count"], 3);
+    let gate: Vec<_> = exact["detections"]
+        .as_array()
+        .expect("detections")
+        .iter()
+        .filter(|d| d["action"] == "escalate")
+        .collect();
+    assert_eq!(gate.len(), 1);
+    assert_eq!(gate[0]["evidence"].as_array().map(Vec::len), Some(4));
+    assert_eq!(by_kind("edge_limit")["status"], "aborted_stuck");
+    let repeated = by_kind("repeated_output");
+    assert_eq!(repeated["status"], "paused");
+    assert_eq!(repeated["pivots"], 2);
+    let actions: Vec<_> = repeated["detections"]
+        .as_array()
+        .expect("detections")
+        .iter()
+        .map(|d| d["action"].clone())
+        .collect();
+    assert_eq!(actions, ["pivot", "pivot", "escalate"]);
+    assert_eq!(by_kind("oscillation")["detections"][0]["action"], "block");
+}
+
+#[test]
+fn demo_jsonl_tags_every_decision_with_its_scenario() {
+    let run = run(["demo", "--format", "jsonl"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let decisions = parse_jsonl(&run.stdout);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d["scenario"].is_string() && d["line"].is_u64())
+    );
+    for kind in DEMO_KINDS {
+        assert!(
+            decisions
+                .iter()
+                .any(|d| d["scenario"] == kind && !of_kind(d, kind).is_empty()),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn help_works_for_the_command_and_each_subcommand() {
+    for args in [
+        vec!["--help"],
+        vec!["replay", "--help"],
+        vec!["demo", "--help"],
+        vec!["help", "replay"],
+    ] {
+        let run = run(&args);
+        assert_eq!(run.code, Some(0), "{args:?}: {run:?}");
+        assert!(run.stdout.contains("Usage: loopguard"), "{args:?}");
+    }
+    let replay = run(["replay", "--help"]).stdout;
+    for needle in [
+        "--config",
+        "--format",
+        "--strict",
+        "--log-level",
+        "jsonl",
+        "terminal",
+    ] {
+        assert!(replay.contains(needle), "replay --help lacks {needle}");
+    }
+    let missing = run(["replay"]);
+    assert_eq!(missing.code, Some(2), "a usage error");
+}

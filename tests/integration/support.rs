@@ -1,0 +1,173 @@
+//! Running the binary and reading what it prints.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// What one run of `loopguard` gave.
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// The exit code (`None` if killed by a signal).
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// A trace fixture from `tests/traces/`.
+pub(crate) fn trace(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/traces")
+        .join(name)
+}
+
+/// A config fixture from `tests/configs/`.
+pub(crate) fn config(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/configs")
+        .join(name)
+}
+
+/// The command with a clean environment for what it reads.
+pub(crate) fn loopguard() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loopguard"));
+    command
+        .env_remove("LOOPGUARD_LOG")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// Runs `loopguard ARGS` with `stdin` as its standard input.
+pub(crate) fn run_with_stdin<I, S>(args: I, stdin: &[u8]) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run_command(loopguard().args(args), stdin)
+}
+
+/// Runs `loopguard ARGS` with an empty standard input.
+pub(crate) fn run<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    run_with_stdin(args, b"")
+}
+
+/// Runs a prepared command with `stdin` as its standard input.
+pub(crate) fn run_command(command: &mut Command, stdin: &[u8]) -> Run {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the loopguard binary starts");
+    {
+        let mut input = child.stdin.take().expect("stdin is piped");
+        // The command may stop reading early (a bad config); that is fine.
+        let _ = input.write_all(stdin);
+    }
+    let output = child.wait_with_output().expect("loopguard finishes");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// `loopguard replay TRACE --format jsonl [EXTRA]`: exit 0 and one JSON
+/// object per line.
+pub(crate) fn replay_jsonl(trace_name: &str, extra: &[&str]) -> Vec<Value> {
+    let path = trace(trace_name);
+    let mut args = vec![
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("jsonl"),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    let run = run(args);
+    assert_eq!(run.code, Some(0), "{trace_name}: {run:?}");
+    parse_jsonl(&run.stdout)
+}
+
+/// Every line of `text` as JSON.
+pub(crate) fn parse_jsonl(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("every output line is JSON"))
+        .collect()
+}
+
+/// `loopguard replay TRACE --format json [EXTRA]`: exit 0 and one report.
+pub(crate) fn replay_report(trace_name: &str, extra: &[&str]) -> Value {
+    let path = trace(trace_name);
+    let mut args = vec![
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("json"),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    let run = run(args);
+    assert_eq!(run.code, Some(0), "{trace_name}: {run:?}");
+    serde_json::from_str(&run.stdout).expect("the report is JSON")
+}
+
+/// The decision for input line `line`.
+pub(crate) fn at(decisions: &[Value], line: u64) -> &Value {
+    decisions
+        .iter()
+        .find(|decision| decision["line"] == line)
+        .unwrap_or_else(|| panic!("no output for line {line}"))
+}
+
+/// The detections of `kind` in a decision.
+pub(crate) fn of_kind<'a>(decision: &'a Value, kind: &str) -> Vec<&'a Value> {
+    decision["detections"]
+        .as_array()
+        .map(|all| all.iter().filter(|d| d["kind"] == kind).collect())
+        .unwrap_or_default()
+}
+
+/// The one detection of `kind` on input line `line`.
+pub(crate) fn detection<'a>(decisions: &'a [Value], line: u64, kind: &str) -> &'a Value {
+    let found = of_kind(at(decisions, line), kind);
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {kind} detection on line {line}, got {:?}",
+        at(decisions, line)
+    );
+    found[0]
+}
+
+/// Lines of all decisions of `task` that carry a detection of `kind`.
+pub(crate) fn lines_with(decisions: &[Value], task: &str, kind: &str) -> Vec<u64> {
+    decisions
+        .iter()
+        .filter(|decision| decision["task"] == task && !of_kind(decision, kind).is_empty())
+        .filter_map(|decision| decision["line"].as_u64())
+        .collect()
+}
+
+/// A JSON array of numbers as a vector.
+pub(crate) fn numbers(value: &Value) -> Vec<u64> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|n| n.as_u64().expect("a line number"))
+        .collect()
+}
+
+/// The task `task` of a report.
+pub(crate) fn task<'a>(report: &'a Value, task: &str) -> &'a Value {
+    report["tasks"]
+        .as_array()
+        .and_then(|tasks| tasks.iter().find(|t| t["task"] == task))
+        .unwrap_or_else(|| panic!("no task {task} in {report}"))
+}
