@@ -79,11 +79,33 @@ fn text_format_lists_detections_then_a_summary_and_totals() {
     assert!(summary.contains("paused") && summary.contains("repeated_output ×3"));
     assert!(
         lines
+            .iter()
+            .any(|line| line.trim_start().starts_with("status: paused")),
+        "the pause is announced where it happens"
+    );
+    assert!(
+        lines
             .last()
             .is_some_and(|last| last.starts_with("Totals: 17 events, 2 tasks")),
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn text_format_is_colored_only_when_asked_or_on_a_terminal() {
+    let path = trace("exact_failure.jsonl");
+    let args = [
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("text"),
+    ];
+    let plain = run(args);
+    assert!(!plain.stdout.contains('\u{1b}'));
+    let colored = run_command(loopguard().env("CLICOLOR_FORCE", "1").args(args), b"");
+    assert_eq!(colored.code, Some(0));
+    assert!(colored.stdout.contains("\u{1b}["), "{}", colored.stdout);
 }
 
 #[test]

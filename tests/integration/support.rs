@@ -36,6 +36,8 @@ pub(crate) fn loopguard() -> Command {
     command
         .env_remove("LOOPGUARD_LOG")
         .env_remove("CLICOLOR_FORCE")
+        .env_remove("CLICOLOR")
+        .env_remove("NO_COLOR")
         .env_remove("RUST_LOG");
     command
 }

@@ -2,19 +2,18 @@
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
-//! engine exactly as `loopguard replay` would, with the scenario's own small
-//! config where the defaults would make the trace long.
+//! engine with the default config, exactly as `loopguard replay` would.
 
 use std::io::{self, BufWriter, Write};
 
 use anstyle::{AnsiColor, Style};
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 use loopguard_core_types::{Config, Report};
 use loopguard_host::LoopGuard;
 
 use crate::Outcome;
 use crate::cli::{DemoArgs, Format};
-use crate::output::{Jsonl, Quiet, Text};
+use crate::output::{Jsonl, Quiet, Text, wrap};
 use crate::replay::replay_into;
 
 /// One bundled trace and what it shows.
@@ -28,8 +27,6 @@ pub(crate) struct Scenario {
     pub(crate) story: &'static str,
     /// The trace, JSON Lines.
     pub(crate) trace: &'static str,
-    /// Settings that differ from the defaults, as TOML.
-    pub(crate) config: Option<&'static str>,
 }
 
 /// Every scenario, in the order the demo plays them.
@@ -44,7 +41,6 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 inject the failure history at the second, and at the third (the 4th \
                 identical failure) escalates: the task waits for a human.",
         trace: include_str!("../demo/01_exact_failure.jsonl"),
-        config: None,
     },
     Scenario {
         kind: "agent_pair",
@@ -54,7 +50,6 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 cycle, so the 4th exchange is flagged: loopguard answers \
                 break_cycle and names the agent to route around.",
         trace: include_str!("../demo/02_agent_pair.jsonl"),
-        config: None,
     },
     Scenario {
         kind: "multi_agent",
@@ -64,7 +59,6 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 again, loopguard reports a multi-agent cycle and tells the \
                 orchestrator to break it.",
         trace: include_str!("../demo/03_multi_agent.jsonl"),
-        config: None,
     },
     Scenario {
         kind: "topic_cycle",
@@ -73,38 +67,35 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 owns it. More than 3 handoffs on one topic is a cycle even when the \
                 agents differ, so the 4th handoff is flagged.",
         trace: include_str!("../demo/04_topic_cycle.jsonl"),
-        config: None,
     },
     Scenario {
         kind: "edge_limit",
-        title: "The planner sends the researcher out once too often",
-        story: "A research graph goes planner, researcher, critic, writer and back to \
-                the planner, and the progress reports say the same thing each round. \
-                Each hop along one edge without progress counts; past the limit \
-                loopguard aborts the task as stuck (aborted_stuck). The default limit \
-                is 5 hops; this trace lowers it to 2 for planner->researcher.",
+        title: "The planner sends the researcher out a 6th time",
+        story: "A research graph goes from the planner to the researcher, past a \
+                critic or a writer, and back to the planner. The progress report \
+                halfway says what the first one said, so it is no progress. The 6th \
+                hop along planner->researcher without progress aborts the task as \
+                stuck (aborted_stuck); the same hop is also a 6th repeat of one \
+                transition, but the abort is the stronger answer.",
         trace: include_str!("../demo/05_edge_limit.jsonl"),
-        config: Some(include_str!("../demo/05_edge_limit.toml")),
     },
     Scenario {
         kind: "phase_visits",
-        title: "Back into the test phase, again",
-        story: "The workflow keeps returning to the test phase from fix and from \
-                review. Entering one phase too often is a loop even when every way \
-                in differs: loopguard blocks the entry and escalates to a human. The \
-                default is 10 visits; this trace allows the test phase 3.",
+        title: "Back into the test phase, an 11th time",
+        story: "The workflow keeps returning to the test phase, from fix, from lint \
+                and from review in turn, so no single transition repeats often. \
+                Entering one phase more than 10 times is a loop anyway: loopguard \
+                blocks the 11th entry and escalates to a human.",
         trace: include_str!("../demo/06_phase_visits.jsonl"),
-        config: Some(include_str!("../demo/06_phase_visits.toml")),
     },
     Scenario {
         kind: "transition_limit",
-        title: "build -> test, one time too many",
-        story: "Tests get fixed a few at a time, so the progress rule never fires, but \
-                the pipeline takes the same build->test step over and over. Past the \
-                limit loopguard blocks the transition and escalates. The default is \
-                5 repeats; this trace allows 2.",
+        title: "build -> test, a 6th time",
+        story: "Some tests got fixed halfway, so the edge is not stuck and nothing \
+                aborts, but the pipeline takes the same build->test step again and \
+                again. The 6th occurrence of one transition is blocked and escalated \
+                to a human.",
         trace: include_str!("../demo/07_transition_limit.jsonl"),
-        config: Some(include_str!("../demo/07_transition_limit.toml")),
     },
     Scenario {
         kind: "oscillation",
@@ -114,7 +105,6 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 (draft->review, review->draft, twice), loopguard answers block: the \
                 orchestrator should refuse this transition and try something else.",
         trace: include_str!("../demo/08_oscillation.jsonl"),
-        config: None,
     },
     Scenario {
         kind: "repeated_output",
@@ -124,7 +114,6 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 directive to drop the approach. After two pivots, the third run of \
                 three pauses the task (paused) until a human steps in.",
         trace: include_str!("../demo/09_repeated_output.jsonl"),
-        config: None,
     },
 ];
 
@@ -138,21 +127,16 @@ pub(crate) async fn run(args: &DemoArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// A fresh engine with the scenario's settings.
-fn engine_for(scenario: &Scenario) -> anyhow::Result<LoopGuard> {
-    let config = match scenario.config {
-        Some(toml) => Config::from_toml_str(toml)
-            .map_err(|err| anyhow!("the {} demo's config: {err}", scenario.kind))?,
-        None => Config::default(),
-    };
-    LoopGuard::new(config).with_context(|| format!("the {} demo's config", scenario.kind))
+/// A fresh engine with the default settings: one per scenario, so no
+/// scenario's state leaks into the next.
+fn engine() -> anyhow::Result<LoopGuard> {
+    LoopGuard::new(Config::default()).context("the default config")
 }
 
 async fn text() -> anyhow::Result<()> {
     let mut out = anstream::stdout().lock();
     let bold = Style::new().bold();
     let heading = AnsiColor::Blue.on_default().bold();
-    let dim = Style::new().dimmed();
     writeln!(
         out,
         "{bold}loopguard demo{bold:#}: {} recorded traces, one per built-in structural loop kind.\n\
@@ -172,17 +156,9 @@ async fn text() -> anyhow::Result<()> {
         for line in wrap(scenario.story, 78) {
             writeln!(out, "{line}")?;
         }
-        if let Some(config) = scenario.config {
-            let settings: Vec<&str> = config
-                .lines()
-                .map(str::trim)
-                .filter(|line| !line.is_empty() && !line.starts_with('#'))
-                .collect();
-            writeln!(out, "{dim}config: {}{dim:#}", settings.join(" "))?;
-        }
         writeln!(out)?;
         out.flush()?;
-        let engine = engine_for(scenario)?;
+        let engine = engine()?;
         let mut output = Text::new(&mut out, anstream::stderr());
         let report = replay_into(
             &engine,
@@ -208,7 +184,7 @@ async fn text() -> anyhow::Result<()> {
 async fn json() -> anyhow::Result<()> {
     let mut scenarios = Vec::with_capacity(SCENARIOS.len());
     for scenario in &SCENARIOS {
-        let engine = engine_for(scenario)?;
+        let engine = engine()?;
         let report = replay_into(
             &engine,
             scenario.trace.as_bytes(),
@@ -220,7 +196,6 @@ async fn json() -> anyhow::Result<()> {
             "name": scenario.kind,
             "kind": scenario.kind,
             "title": scenario.title,
-            "config": scenario.config,
             "report": report,
         }));
     }
@@ -234,7 +209,7 @@ async fn json() -> anyhow::Result<()> {
 async fn jsonl() -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     for scenario in &SCENARIOS {
-        let engine = engine_for(scenario)?;
+        let engine = engine()?;
         let mut output = Jsonl::tagged(&mut out, scenario.kind);
         replay_into(
             &engine,
@@ -256,40 +231,17 @@ fn shows_its_kind(scenario: &Scenario, report: &Report) -> bool {
         .any(|detection| detection.kind == scenario.kind)
 }
 
-/// Words of `text` in lines of at most `width` columns (a longer word gets
-/// a line of its own).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_trace_and_config_is_valid() {
+    fn every_trace_line_is_a_valid_event() {
         for scenario in &SCENARIOS {
             for (number, line) in scenario.trace.lines().enumerate() {
                 if let Err(err) = loopguard_core_types::Event::from_json(line) {
                     panic!("{} line {}: {err}", scenario.kind, number + 1);
                 }
-            }
-            if let Err(err) = engine_for(scenario) {
-                panic!("{}: {err:#}", scenario.kind);
             }
         }
     }
@@ -305,12 +257,5 @@ mod tests {
         kinds.sort_unstable();
         kinds.dedup();
         assert_eq!(kinds.len(), SCENARIOS.len());
-    }
-
-    #[test]
-    fn wrap_keeps_lines_short_and_words_whole() {
-        let lines = wrap("one two three four five six", 9);
-        assert_eq!(lines, ["one two", "three", "four five", "six"]);
-        assert!(wrap("", 10).is_empty());
     }
 }

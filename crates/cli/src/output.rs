@@ -14,7 +14,7 @@ mod text;
 
 pub(crate) use json::Json;
 pub(crate) use jsonl::Jsonl;
-pub(crate) use text::Text;
+pub(crate) use text::{Text, wrap};
 
 /// Where a replay's answers go.
 pub(crate) trait Output {

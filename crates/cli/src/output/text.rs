@@ -5,6 +5,7 @@
 //! Colors are written with `anstyle`; the `anstream` writers the caller
 //! passes in strip them when the stream is not a terminal.
 
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::io::{self, Write};
 
@@ -16,6 +17,10 @@ use super::Output;
 
 const DIM: Style = Style::new().dimmed();
 const BOLD: Style = Style::new().bold();
+/// Where the lines under a detection (directive, agent to skip) start.
+const INDENT: &str = "           ";
+/// Width the directive is wrapped to, indent included.
+const WIDTH: usize = 100;
 
 /// The text format.
 #[derive(Debug)]
@@ -24,6 +29,8 @@ pub(crate) struct Text<W, E> {
     err: E,
     /// Detection lines written so far.
     detections: usize,
+    /// Each task's status after its last decision, to say when it changes.
+    statuses: HashMap<String, TaskStatus>,
 }
 
 impl<W: Write, E: Write> Text<W, E> {
@@ -33,14 +40,47 @@ impl<W: Write, E: Write> Text<W, E> {
             out,
             err,
             detections: 0,
+            statuses: HashMap::new(),
         }
+    }
+
+    fn decision(&mut self, decision: &Decision) -> io::Result<()> {
+        for detection in &decision.detections {
+            self.detection(decision, detection)?;
+        }
+        let before = self
+            .statuses
+            .insert(decision.task.clone(), decision.status)
+            .unwrap_or_default();
+        // Say so when a task goes behind the gate or aborts; a reset needs
+        // no line (the summary shows where each task ended).
+        if decision.status.precedence() > before.precedence() {
+            let meaning = match decision.status {
+                TaskStatus::AbortedStuck => "stuck; the task is aborted",
+                TaskStatus::Paused => "the pivot budget is spent; waiting for a human",
+                _ => "waiting for a human",
+            };
+            writeln!(
+                self.out,
+                "{INDENT}{} {} ({meaning})",
+                paint(status_style(decision.status), "status:"),
+                paint(status_style(decision.status), decision.status),
+            )?;
+        }
+        Ok(())
     }
 
     fn detection(&mut self, decision: &Decision, detection: &Detection) -> io::Result<()> {
         self.detections += 1;
+        let evidence = detection
+            .evidence
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         writeln!(
             self.out,
-            "{}  {}  {}  {}  {}  {}",
+            "{}  {}  {}  {}  {}  {} {}",
             paint(DIM, format!("line {:<4}", decision.line)),
             decision.task,
             paint(
@@ -50,6 +90,7 @@ impl<W: Write, E: Write> Text<W, E> {
             paint(BOLD, pad(&detection.kind, 16)),
             paint(action_style(detection.action), pad(detection.action, 14)),
             detection.reason,
+            paint(DIM, format!("[evidence: lines {evidence}]")),
         )?;
         let directive = detection.directive.as_ref().or(
             // The decision carries the directive of the pivot it orders.
@@ -59,16 +100,26 @@ impl<W: Write, E: Write> Text<W, E> {
                 .filter(|_| detection.action == Action::Pivot),
         );
         if let Some(directive) = directive {
-            writeln!(
-                self.out,
-                "           {} {directive}",
-                paint(action_style(Action::Pivot), "directive:")
-            )?;
+            let label = "directive:";
+            let lines = wrap(directive, WIDTH - INDENT.len() - label.len() - 1);
+            for (number, line) in lines.iter().enumerate() {
+                if number == 0 {
+                    let label = paint(action_style(Action::Pivot), label);
+                    writeln!(self.out, "{INDENT}{label} {line}")?;
+                } else {
+                    writeln!(
+                        self.out,
+                        "{INDENT}{:width$} {line}",
+                        "",
+                        width = label.len()
+                    )?;
+                }
+            }
         }
         if let Some(agent) = &detection.skip_agent {
             writeln!(
                 self.out,
-                "           {} {agent}",
+                "{INDENT}{} {agent}",
                 paint(action_style(Action::BreakCycle), "skip agent:")
             )?;
         }
@@ -172,12 +223,7 @@ impl<W: Write, E: Write> Text<W, E> {
 impl<W: Write, E: Write> Output for Text<W, E> {
     fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()> {
         match item {
-            ReplayItem::Decision(decision) => {
-                for detection in &decision.detections {
-                    self.detection(decision, detection)?;
-                }
-                Ok(())
-            }
+            ReplayItem::Decision(decision) => self.decision(decision),
             ReplayItem::Error(error) => writeln!(
                 self.err,
                 "{}: {}",
@@ -193,6 +239,26 @@ impl<W: Write, E: Write> Output for Text<W, E> {
     fn finish(&mut self, report: &Report) -> io::Result<()> {
         self.summary(report)
     }
+}
+
+/// Words of `text` in lines of at most `width` columns (a longer word gets
+/// a line of its own).
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// `text` in `style`, reset after it.
@@ -240,5 +306,17 @@ fn status_style(status: TaskStatus) -> Style {
         TaskStatus::Active | TaskStatus::Completed => AnsiColor::Green.on_default(),
         TaskStatus::Escalated | TaskStatus::Paused => AnsiColor::Yellow.on_default().bold(),
         TaskStatus::AbortedStuck => AnsiColor::Red.on_default().bold(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_lines_short_and_words_whole() {
+        let lines = wrap("one two three four five six", 9);
+        assert_eq!(lines, ["one two", "three", "four five", "six"]);
+        assert!(wrap("", 10).is_empty());
     }
 }
