@@ -1,26 +1,689 @@
-//! STUB: to be written (see the detectors brief).
+//! Multi-agent cycles: work passed around three to six agents and back
+//! (ruling 4).
+//!
+//! Only `handoff` events make cycles (a `collaboration` asks for help, it
+//! does not pass the work on). A handoff `X -> Y` closes a cycle when the
+//! handoffs just before it chain back from `X` to a handoff *from* `Y`
+//! (`Y -> ..., ... -> X, X -> Y`) through 3 to `cycles.max_cycle_agents`
+//! (6) distinct agents. A two-agent ping-pong is [`crate::AgentPair`]'s
+//! business, never a multi-agent cycle. Direction matters:
+//! `a -> b -> c -> a` and `a -> c -> b -> a` are different cycles.
+//!
+//! Each known cycle keeps a window of the handoffs along its directed
+//! edges, seeded with the handoffs that closed it. Every handoff along a
+//! known cycle's edge counts one exchange for that cycle, as in ruling 4:
+//! more than `cycles.max_exchanges` (3) within `cycles.window_secs` (600 s)
+//! is a detection, so `a -> b`, `b -> c`, `c -> a`, `a -> b` fires on the
+//! 4th handoff, and every further handoff along the cycle in the window
+//! fires again with its count. Severity and action follow the same ladder
+//! as [`crate::AgentPair`]; the detection never adds to the task's loop
+//! count. Without timestamps the window does not apply.
+//!
+//! A cycle of more than `max_exchanges` agents (4 to 6 with the defaults)
+//! fires when it first closes: one lap already passes the work along more
+//! than 3 edges.
+//!
+//! ```
+//! use loopguard_core_types::{Config, Event};
+//! use loopguard_detectors::{Detector, MultiAgent, ObservedEvent};
+//!
+//! let detector = MultiAgent::new(&Config::default());
+//! let mut state = Default::default();
+//! let mut found = Vec::new();
+//! for (line, (from, to)) in [("a", "b"), ("b", "c"), ("c", "a"), ("a", "b")]
+//!     .iter()
+//!     .enumerate()
+//! {
+//!     let text = format!(r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}"}}"#);
+//!     let event = Event::from_json(&text)?;
+//!     detector.observe(&mut state, &ObservedEvent::new(line as u64 + 1, &event), &mut found);
+//! }
+//! assert_eq!(found.len(), 1);
+//! assert_eq!(found[0].count, Some(4));
+//! assert_eq!(found[0].skip_agent.as_deref(), Some("b"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
-use loopguard_core_types::{Config, Detection};
+use std::collections::VecDeque;
+use std::hash::Hasher;
+use std::iter;
 
-use crate::{Detector, ObservedEvent};
+use loopguard_core_types::{Config, CycleConfig, Detection, EventKind, Timestamp, kinds};
+use rustc_hash::FxHasher;
 
-/// STUB.
+use crate::agent_pair::{
+    ExchangeWindow, LruTable, count_text, cycle_detection, hash_str, window_millis, within_text,
+};
+use crate::{Detector, EvidenceRef, ObservedEvent};
+
+/// Most cycles remembered per task; the least recently used is forgotten
+/// first.
+pub const MAX_CYCLES: usize = 8;
+
+/// The bounds `cycles.max_cycle_agents` is held to (the config validates
+/// the same range; a config built in code is clamped).
+const AGENTS_RANGE: (usize, usize) = (3, 16);
+
+/// Detects work going around a cycle of 3 or more agents (kind
+/// `multi_agent`).
 #[derive(Debug, Clone)]
-pub struct MultiAgent {}
+pub struct MultiAgent {
+    cycles: CycleConfig,
+    window_ms: i64,
+    max_agents: usize,
+}
+
+/// What [`MultiAgent`] remembers about one task: the last
+/// `2 * max_cycle_agents` handoffs, and at most [`MAX_CYCLES`] known cycles
+/// with their windows.
+#[derive(Debug, Default)]
+pub struct MultiAgentState {
+    recent: VecDeque<RecentHandoff>,
+    known: LruTable<KnownCycle>,
+}
+
+impl MultiAgentState {
+    /// How many cycles are remembered.
+    pub fn cycles(&self) -> usize {
+        self.known.len()
+    }
+
+    /// How many recent handoffs are remembered.
+    pub fn recent_handoffs(&self) -> usize {
+        self.recent.len()
+    }
+}
+
+/// One recent handoff. Agents are compared by hash; only the sender's name
+/// is kept, for the label of a cycle it may close (the receiver of one
+/// handoff in a chain is the sender of the next).
+#[derive(Debug)]
+struct RecentHandoff {
+    from: Box<str>,
+    from_hash: u64,
+    to_hash: u64,
+    at: Option<Timestamp>,
+    evidence: EvidenceRef,
+}
+
+/// A cycle seen closing, in canonical order (starting at its smallest
+/// agent name).
+#[derive(Debug)]
+struct KnownCycle {
+    agents: Box<[u64]>,
+    /// `'a' -> 'b' -> 'c' -> 'a'`, for the reason.
+    label: Box<str>,
+    window: ExchangeWindow,
+}
+
+impl KnownCycle {
+    /// Whether `from -> to` is one of the cycle's directed edges.
+    fn has_edge(&self, from: u64, to: u64) -> bool {
+        let next = self.agents.iter().cycle().skip(1);
+        self.agents
+            .iter()
+            .zip(next)
+            .any(|(a, b)| *a == from && *b == to)
+    }
+}
 
 impl MultiAgent {
-    /// STUB.
-    pub fn new(_config: &Config) -> MultiAgent {
-        MultiAgent {}
+    /// The detector with the `[cycles]` limits of `config`.
+    pub fn new(config: &Config) -> MultiAgent {
+        let (fewest, most) = AGENTS_RANGE;
+        let max_agents = usize::try_from(config.cycles.max_cycle_agents)
+            .unwrap_or(most)
+            .clamp(fewest, most);
+        MultiAgent {
+            cycles: config.cycles.clone(),
+            window_ms: window_millis(&config.cycles),
+            max_agents,
+        }
+    }
+
+    /// If `from -> to` closes a cycle with the recent handoffs, how many
+    /// recent handoffs (the newest ones) it takes: `k - 1` for `k` agents.
+    fn closing_steps(&self, recent: &VecDeque<RecentHandoff>, from: u64, to: u64) -> Option<usize> {
+        // Walking back, each handoff must have gone to the agent the next
+        // one came from.
+        let mut expected = from;
+        for (steps, handoff) in (1..).zip(recent.iter().rev().take(self.max_agents - 1)) {
+            if handoff.to_hash != expected {
+                return None;
+            }
+            if handoff.from_hash == to {
+                // k = steps + 1 agents; two is a ping-pong, not a cycle.
+                // Walking further would repeat `to`, so stop either way.
+                return (steps >= 2).then_some(steps);
+            }
+            let repeated = handoff.from_hash == from
+                || recent
+                    .iter()
+                    .rev()
+                    .take(steps - 1)
+                    .any(|later| later.from_hash == handoff.from_hash);
+            if repeated {
+                return None;
+            }
+            expected = handoff.from_hash;
+        }
+        None
     }
 }
 
 impl Detector for MultiAgent {
-    type State = ();
+    type State = MultiAgentState;
 
     fn name(&self) -> &'static str {
         "multi_agent"
     }
 
-    fn observe(&self, _state: &mut (), _event: &ObservedEvent<'_>, _out: &mut Vec<Detection>) {}
+    fn observe(
+        &self,
+        state: &mut MultiAgentState,
+        event: &ObservedEvent<'_>,
+        out: &mut Vec<Detection>,
+    ) {
+        let EventKind::Handoff { from, to, .. } = &event.event.kind else {
+            return;
+        };
+        if from == to {
+            // Not an exchange between agents, and it does not break a chain.
+            return;
+        }
+        let (from_hash, to_hash) = (hash_str(from), hash_str(to));
+        let now = event.time;
+        let evidence = event.evidence_ref();
+
+        // Every known cycle with this edge counts the handoff. The one to
+        // report: highest count, then fewest agents (the tightest loop), so
+        // one handoff gives at most one detection.
+        let mut best: Option<(u32, usize, u64)> = None;
+        state.known.visit_mut(|key, cycle| {
+            if !cycle.has_edge(from_hash, to_hash) {
+                return false;
+            }
+            cycle.window.expire(now, self.window_ms);
+            cycle.window.push(now, evidence.clone());
+            let candidate = (cycle.window.count(), cycle.agents.len(), key);
+            if best.is_none_or(|best| outranks(candidate, best)) {
+                best = Some(candidate);
+            }
+            true
+        });
+
+        let closed = self
+            .closing_steps(&state.recent, from_hash, to_hash)
+            .and_then(|steps| self.new_cycle(state, steps, (from, from_hash), now, &evidence));
+
+        let ring = 2 * self.max_agents;
+        if state.recent.len() >= ring {
+            state.recent.pop_front();
+        } else if state.recent.capacity() == 0 {
+            // The ring's final size, not the next power of two.
+            state.recent.reserve_exact(ring);
+        }
+        state.recent.push_back(RecentHandoff {
+            from: from.as_str().into(),
+            from_hash,
+            to_hash,
+            at: now,
+            evidence,
+        });
+
+        // Choose before registering the new cycle: registering may evict a
+        // cycle this very handoff counted for.
+        let new_wins = closed.as_ref().is_some_and(|(key, cycle)| {
+            let candidate = (cycle.window.count(), cycle.agents.len(), *key);
+            best.is_none_or(|best| outranks(candidate, best))
+        });
+        let chosen = if new_wins {
+            closed.as_ref().map(|(_, cycle)| cycle)
+        } else {
+            best.and_then(|(_, _, key)| state.known.get(key))
+        };
+        out.extend(chosen.and_then(|cycle| self.detection(cycle, now, to)));
+        if let Some((key, cycle)) = closed {
+            // Absent, so this inserts (evicting the least recently used).
+            let _ = state.known.entry(key, MAX_CYCLES, || cycle);
+        }
+    }
+}
+
+/// Whether cycle `a` is a better report than `b` (count, agents, key):
+/// more handoffs, or as many along fewer agents.
+fn outranks(a: (u32, usize, u64), b: (u32, usize, u64)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+impl MultiAgent {
+    /// The cycle closed by the newest `steps` recent handoffs and the
+    /// handoff `from -> ...` now, with its key, if it is not known yet. Its
+    /// window is seeded with those handoffs.
+    fn new_cycle(
+        &self,
+        state: &MultiAgentState,
+        steps: usize,
+        (from, from_hash): (&str, u64),
+        now: Option<Timestamp>,
+        evidence: &EvidenceRef,
+    ) -> Option<(u64, KnownCycle)> {
+        let recent = &state.recent;
+        // The chain in order: the recent handoffs that form it, then this
+        // one. Their senders are the cycle's agents, from `to` on.
+        let skip = recent.len().saturating_sub(steps);
+        let chain = || recent.iter().skip(skip);
+        let agents = || {
+            chain()
+                .map(|handoff| (&*handoff.from, handoff.from_hash))
+                .chain(iter::once((from, from_hash)))
+        };
+        let k = steps + 1;
+        let start = agents()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| a.0.cmp(b.0))
+            .map_or(0, |(index, _)| index);
+        let canonical = || agents().cycle().skip(start).take(k);
+        let mut hasher = FxHasher::default();
+        for (_, hash) in canonical() {
+            hasher.write_u64(hash);
+        }
+        let key = hasher.finish();
+        if state.known.get(key).is_some() {
+            // Already counted this handoff along its edge.
+            return None;
+        }
+        let mut window = ExchangeWindow::default();
+        for handoff in chain() {
+            window.push(handoff.at, handoff.evidence.clone());
+        }
+        window.push(now, evidence.clone());
+        window.expire(now, self.window_ms);
+        let names: Vec<&str> = canonical().map(|(name, _)| name).collect();
+        let label = names
+            .iter()
+            .chain(names.first())
+            .map(|name| format!("'{name}'"))
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        let cycle = KnownCycle {
+            agents: canonical().map(|(_, hash)| hash).collect(),
+            label: label.into(),
+            window,
+        };
+        Some((key, cycle))
+    }
+
+    /// The detection for `cycle` if it has had more than `max_exchanges`
+    /// handoffs in the window; `to` receives the work now.
+    fn detection(&self, cycle: &KnownCycle, now: Option<Timestamp>, to: &str) -> Option<Detection> {
+        let count = cycle.window.count();
+        if count <= self.cycles.max_exchanges {
+            return None;
+        }
+        let reason = format!(
+            "work went around {}: {} handoffs along the cycle{} (more than {})",
+            cycle.label,
+            count_text(count),
+            within_text(now, &self.cycles),
+            self.cycles.max_exchanges,
+        );
+        Some(cycle_detection(
+            self.name(),
+            kinds::MULTI_AGENT,
+            &self.cycles,
+            &cycle.window,
+            to,
+            reason,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loopguard_core_types::{Action, Event, Severity};
+
+    use super::*;
+    use crate::agent_pair::tests::{handoff, run};
+
+    fn detector() -> MultiAgent {
+        MultiAgent::new(&Config::default())
+    }
+
+    /// Untimed handoffs along `hops` ("a>b").
+    fn hops(hops: &[&str]) -> Vec<Event> {
+        hops.iter()
+            .map(|hop| {
+                let (from, to) = hop.split_once('>').expect("a>b");
+                handoff(from, to, None)
+            })
+            .collect()
+    }
+
+    fn fired(found: &[Vec<Detection>]) -> Vec<(usize, u32)> {
+        found
+            .iter()
+            .enumerate()
+            .flat_map(|(index, d)| d.iter().map(move |d| (index + 1, d.count.unwrap_or(0))))
+            .collect()
+    }
+
+    #[test]
+    fn three_agent_cycle_fires_on_the_fourth_handoff() {
+        let mut state = MultiAgentState::default();
+        let found = run(
+            &detector(),
+            &mut state,
+            1,
+            &hops(&["a>b", "b>c", "c>a", "a>b"]),
+        );
+        assert!(found[..3].iter().all(Vec::is_empty), "{found:?}");
+        let [detection] = found[3].as_slice() else {
+            panic!("one detection: {found:?}");
+        };
+        assert_eq!(detection.detector, "multi_agent");
+        assert_eq!(detection.kind, kinds::MULTI_AGENT);
+        assert_eq!(detection.severity, Severity::Low);
+        assert_eq!(detection.action, Action::BreakCycle);
+        assert_eq!(detection.skip_agent.as_deref(), Some("b"));
+        assert_eq!(detection.count, Some(4));
+        assert_eq!(detection.evidence, vec![1, 2, 3, 4]);
+        assert_eq!(
+            detection.reason,
+            "work went around 'a' -> 'b' -> 'c' -> 'a': 4 handoffs along the cycle (more than 3)"
+        );
+        assert_eq!(state.cycles(), 1);
+    }
+
+    #[test]
+    fn every_further_handoff_along_the_cycle_fires_up_the_ladder() {
+        let lap = ["a>b", "b>c", "c>a"];
+        let events = hops(&lap.repeat(4));
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
+        let counts: Vec<_> = fired(&found).into_iter().map(|(_, count)| count).collect();
+        assert_eq!(counts, (4..=12).collect::<Vec<_>>());
+        let last = &found[11][0];
+        assert_eq!(last.severity, Severity::Critical);
+        assert_eq!(last.action, Action::Escalate);
+        assert_eq!(last.skip_agent, None);
+        assert_eq!(found[7][0].action, Action::InjectContext);
+        // The canonical name does not depend on where the cycle was entered.
+        assert!(
+            last.reason
+                .starts_with("work went around 'a' -> 'b' -> 'c' -> 'a'")
+        );
+    }
+
+    #[test]
+    fn cycle_is_named_from_its_smallest_agent() {
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&[
+                "tester>coder",
+                "coder>planner",
+                "planner>tester",
+                "tester>coder",
+            ]),
+        );
+        assert!(
+            found[3][0]
+                .reason
+                .starts_with("work went around 'coder' -> 'planner' -> 'tester' -> 'coder':"),
+            "{}",
+            found[3][0].reason
+        );
+        assert_eq!(found[3][0].skip_agent.as_deref(), Some("coder"));
+    }
+
+    #[test]
+    fn ping_pong_is_never_a_multi_agent_cycle() {
+        let events = hops(&["a>b", "b>a"].repeat(10));
+        let mut state = MultiAgentState::default();
+        let found = run(&detector(), &mut state, 1, &events);
+        assert!(found.iter().all(Vec::is_empty));
+        assert_eq!(state.cycles(), 0);
+    }
+
+    #[test]
+    fn direction_matters() {
+        // a->b->c->a and a->c->b->a: three handoffs each, neither fires.
+        let mut state = MultiAgentState::default();
+        let found = run(
+            &detector(),
+            &mut state,
+            1,
+            &hops(&["a>b", "b>c", "c>a", "a>c", "c>b", "b>a"]),
+        );
+        assert!(found.iter().all(Vec::is_empty), "{found:?}");
+        assert_eq!(state.cycles(), 2);
+        // The next a->b is the 4th handoff of a->b->c->a only.
+        let found = run(&detector(), &mut state, 7, &hops(&["a>b"]));
+        assert_eq!(found[0].len(), 1);
+        assert_eq!(found[0][0].evidence, vec![1, 2, 3, 7]);
+        assert!(found[0][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
+    }
+
+    #[test]
+    fn one_detection_per_handoff_for_the_busiest_cycle() {
+        // a->b->c->a closes (1-3) and gets a 4th handoff (4); a->b->d->a
+        // closes with that a->b (4-6). The next a->b is on both.
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&["a>b", "b>c", "c>a", "a>b", "b>d", "d>a", "a>b"]),
+        );
+        assert_eq!(fired(&found), vec![(4, 4), (7, 5)]);
+        assert!(found[6][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
+        assert_eq!(found[6][0].evidence, vec![1, 2, 3, 4, 7]);
+    }
+
+    #[test]
+    fn repeated_agents_and_collaborations_make_no_cycle() {
+        // y->p->q->p->x->y: p twice, not a cycle of distinct agents.
+        let mut state = MultiAgentState::default();
+        let found = run(
+            &detector(),
+            &mut state,
+            1,
+            &hops(&["y>p", "p>q", "q>p", "p>x", "x>y"]),
+        );
+        assert!(found.iter().all(Vec::is_empty), "{found:?}");
+        assert_eq!(state.cycles(), 0);
+        // The next y->p does close p->x->y->p, a cycle of distinct agents.
+        run(&detector(), &mut state, 6, &hops(&["y>p"]));
+        assert_eq!(state.cycles(), 1);
+        // Collaborations do not pass the work on.
+        let events: Vec<Event> = ["a>b", "b>c", "c>a", "a>b"]
+            .iter()
+            .map(|hop| {
+                let (from, to) = hop.split_once('>').expect("a>b");
+                Event::from_json(&format!(
+                    r#"{{"type":"collaboration","task":"T","from":"{from}","to":"{to}","request":"r"}}"#
+                ))
+                .expect("valid")
+            })
+            .collect();
+        let mut state = MultiAgentState::default();
+        let found = run(&detector(), &mut state, 1, &events);
+        assert!(found.iter().all(Vec::is_empty));
+        assert_eq!((state.cycles(), state.recent_handoffs()), (0, 0));
+    }
+
+    #[test]
+    fn self_handoffs_and_other_events_are_ignored() {
+        let mut events = hops(&["a>b", "b>b", "b>c"]);
+        events.push(
+            Event::from_json(r#"{"type":"transition","task":"T","from":"c","to":"a"}"#)
+                .expect("valid"),
+        );
+        events.extend(hops(&["c>a", "a>b"]));
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
+        assert_eq!(fired(&found), vec![(6, 4)]);
+        assert_eq!(found[5][0].evidence, vec![1, 3, 5, 6]);
+    }
+
+    #[test]
+    fn cycles_longer_than_the_limit_are_not_followed() {
+        // 7 agents: longer than max_cycle_agents (6), never a cycle.
+        let lap = ["a>b", "b>c", "c>d", "d>e", "e>f", "f>g", "g>a"];
+        let mut state = MultiAgentState::default();
+        let found = run(&detector(), &mut state, 1, &hops(&lap.repeat(3)));
+        assert!(found.iter().all(Vec::is_empty));
+        assert_eq!(state.cycles(), 0);
+        assert_eq!(state.recent_handoffs(), 12);
+        // With max_cycle_agents = 3, a 4-agent cycle is not followed either.
+        let mut config = Config::default();
+        config.cycles.max_cycle_agents = 3;
+        let lap = ["a>b", "b>c", "c>d", "d>a"];
+        let found = run(
+            &MultiAgent::new(&config),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&lap.repeat(3)),
+        );
+        assert!(found.iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn six_agent_cycle_fires_when_it_first_closes() {
+        let lap = ["a>b", "b>c", "c>d", "d>e", "e>f", "f>a"];
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &hops(&lap));
+        assert_eq!(fired(&found), vec![(6, 6)]);
+        assert_eq!(found[5][0].severity, Severity::Medium);
+        assert_eq!(found[5][0].evidence, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    fn timed(hops: &[(&str, u64)]) -> Vec<Event> {
+        hops.iter()
+            .map(|(hop, secs)| {
+                let (from, to) = hop.split_once('>').expect("a>b");
+                handoff(from, to, Some(*secs))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn window_keeps_exactly_600_seconds() {
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &timed(&[("a>b", 0), ("b>c", 100), ("c>a", 200), ("a>b", 600)]),
+        );
+        assert_eq!(fired(&found), vec![(4, 4)]);
+        assert!(
+            found[3][0]
+                .reason
+                .contains("4 handoffs along the cycle within 600 s")
+        );
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &timed(&[("a>b", 0), ("b>c", 100), ("c>a", 200), ("a>b", 601)]),
+        );
+        assert!(found.iter().all(Vec::is_empty), "{found:?}");
+    }
+
+    #[test]
+    fn a_cycle_closed_slowly_is_seeded_with_what_is_still_in_the_window() {
+        // The chain closes, but its first handoff is already out of the
+        // window: the cycle starts with 2 handoffs, not 3.
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &timed(&[
+                ("a>b", 0),
+                ("b>c", 500),
+                ("c>a", 700),
+                ("a>b", 800),
+                ("b>c", 900),
+            ]),
+        );
+        assert_eq!(fired(&found), vec![(5, 4)]);
+        assert_eq!(found[4][0].evidence, vec![2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn ids_are_echoed_in_evidence_ids() {
+        let events: Vec<Event> = ["a>b", "b>c", "c>a", "a>b"]
+            .iter()
+            .zip(["h1", "", "h3", "h4"])
+            .map(|(hop, id)| {
+                let (from, to) = hop.split_once('>').expect("a>b");
+                let id = if id.is_empty() {
+                    String::new()
+                } else {
+                    format!(r#","id":"{id}""#)
+                };
+                Event::from_json(&format!(
+                    r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}"{id}}}"#
+                ))
+                .expect("valid")
+            })
+            .collect();
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
+        assert_eq!(found[3][0].evidence_ids, vec!["h1", "h3", "h4"]);
+    }
+
+    /// Closes cycle 0 (3 handoffs), then `others` other 3-agent cycles,
+    /// then sends cycle 0's first edge again: whether it fires.
+    fn fires_after_other_cycles(others: usize) -> (bool, usize) {
+        let mut names = Vec::new();
+        for i in 0..=others {
+            let (a, b, c) = (format!("a{i}"), format!("b{i}"), format!("c{i}"));
+            names.extend([format!("{a}>{b}"), format!("{b}>{c}"), format!("{c}>{a}")]);
+        }
+        names.push("a0>b0".to_owned());
+        let hops_text: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut state = MultiAgentState::default();
+        let found = run(&detector(), &mut state, 1, &hops(&hops_text));
+        (found.last().is_some_and(|d| !d.is_empty()), state.cycles())
+    }
+
+    #[test]
+    fn cycles_are_capped_and_the_least_recently_used_is_forgotten() {
+        assert_eq!(fires_after_other_cycles(MAX_CYCLES - 1), (true, MAX_CYCLES));
+        assert_eq!(fires_after_other_cycles(MAX_CYCLES), (false, MAX_CYCLES));
+    }
+
+    #[test]
+    fn registering_a_cycle_never_loses_the_detection_it_evicts() {
+        // Eight cycles a->b->ci->a fill the table; each a->b counts for all
+        // of them. Then a->b closes a ninth, a->b->c9->a: registering it
+        // evicts a cycle this same a->b counted for, the busiest one.
+        let mut text = Vec::new();
+        for i in 1..=8 {
+            text.extend(["a>b".to_owned(), format!("b>c{i}"), format!("c{i}>a")]);
+        }
+        text.extend(["b>c9".to_owned(), "c9>a".to_owned(), "a>b".to_owned()]);
+        let text: Vec<&str> = text.iter().map(String::as_str).collect();
+        let mut state = MultiAgentState::default();
+        let found = run(&detector(), &mut state, 1, &hops(&text));
+        let last = found.last().expect("events");
+        assert_eq!(last.len(), 1, "{found:?}");
+        // a->b->c1->a: 3 handoffs, 7 more a->b, and this one.
+        assert_eq!(last[0].count, Some(11));
+        assert!(last[0].reason.contains("'a' -> 'b' -> 'c1' -> 'a'"));
+        assert_eq!(state.cycles(), MAX_CYCLES);
+    }
+
+    #[test]
+    fn recent_handoffs_are_capped() {
+        let mut state = MultiAgentState::default();
+        let events: Vec<Event> = (0..50)
+            .map(|i| handoff(&format!("x{i}"), &format!("y{i}"), None))
+            .collect();
+        run(&detector(), &mut state, 1, &events);
+        assert_eq!(state.recent_handoffs(), 12);
+        let mut config = Config::default();
+        config.cycles.max_cycle_agents = 100; // clamped to 16
+        let mut state = MultiAgentState::default();
+        run(&MultiAgent::new(&config), &mut state, 1, &events);
+        assert_eq!(state.recent_handoffs(), 32);
+    }
 }
