@@ -34,7 +34,7 @@
 pub use engine::{LoopGuard, LoopGuardBuilder};
 pub use error::HostError;
 pub use extension::{ExtensionDetector, ExtensionError};
-pub use replay::{ReplayItem, ReportBuilder, replay};
+pub use replay::{ReplayItem, ReportBuilder, replay, replay_each};
 pub use store::{CycleEpisode, MemoryStore, Resolution, Store, StoreError, TaskSnapshot};
 
 mod engine;

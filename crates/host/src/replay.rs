@@ -106,16 +106,57 @@ impl ReportBuilder {
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub async fn replay<R, F>(
-    engine: &LoopGuard,
-    mut input: R,
-    mut sink: F,
-) -> Result<Report, HostError>
+pub async fn replay<R, F>(engine: &LoopGuard, input: R, mut sink: F) -> Result<Report, HostError>
 where
     R: BufRead,
     F: FnMut(ReplayItem<'_>),
 {
     let mut report = ReportBuilder::new();
+    replay_each(engine, input, |item| {
+        sink(item);
+        match item {
+            ReplayItem::Decision(decision) => report.add_decision(decision),
+            ReplayItem::Error(error) => report.add_error(error.clone()),
+        }
+    })
+    .await?;
+    Ok(report.finish())
+}
+
+/// Replays JSON Lines from `input` through `engine` like [`replay`], calling
+/// `sink` for each non-blank line, but keeps no report: memory stays bounded
+/// by the engine's per-task state however long the trace, for callers that
+/// stream the answers (the command line's `jsonl` and `text` formats).
+/// Returns the number of lines read.
+///
+/// ```
+/// use loopguard_core_types::Config;
+/// use loopguard_host::{LoopGuard, ReplayItem, replay_each};
+///
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// let trace = "{\"type\":\"completed\",\"task\":\"T\"}\n\nnot json\n";
+/// let guard = LoopGuard::new(Config::default())?;
+/// let mut errors = Vec::new();
+/// let lines = replay_each(&guard, trace.as_bytes(), |item| {
+///     if let ReplayItem::Error(error) = item {
+///         errors.push(error.line);
+///     }
+/// })
+/// .await?;
+/// assert_eq!((lines, errors), (3, vec![3]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub async fn replay_each<R, F>(
+    engine: &LoopGuard,
+    mut input: R,
+    mut sink: F,
+) -> Result<u64, HostError>
+where
+    R: BufRead,
+    F: FnMut(ReplayItem<'_>),
+{
     let mut buffer = Vec::with_capacity(512);
     let mut line: u64 = 0;
     loop {
@@ -132,7 +173,6 @@ where
                     error: format!("the line is not valid UTF-8 ({err})"),
                 };
                 sink(ReplayItem::Error(&error));
-                report.add_error(error);
                 continue;
             }
         };
@@ -143,7 +183,6 @@ where
             Ok(event) => {
                 let decision = engine.observe_line(line, event).await;
                 sink(ReplayItem::Decision(&decision));
-                report.add_decision(&decision);
             }
             Err(err) => {
                 let error = LineError {
@@ -151,9 +190,8 @@ where
                     error: err.to_string(),
                 };
                 sink(ReplayItem::Error(&error));
-                report.add_error(error);
             }
         }
     }
-    Ok(report.finish())
+    Ok(line)
 }
