@@ -8,12 +8,12 @@ use std::io::{self, BufWriter, Write};
 
 use anstyle::{AnsiColor, Style};
 use anyhow::Context;
-use loopguard_core_types::{Config, Report};
+use loopguard_core_types::Config;
 use loopguard_host::LoopGuard;
 
 use crate::Outcome;
 use crate::cli::{DemoArgs, Format};
-use crate::output::{Jsonl, Quiet, Text, wrap};
+use crate::output::{Collect, Jsonl, Text, wrap};
 use crate::replay::replay_into;
 
 /// One bundled trace and what it shows.
@@ -160,14 +160,14 @@ async fn text() -> anyhow::Result<()> {
         out.flush()?;
         let engine = engine()?;
         let mut output = Text::new(&mut out, anstream::stderr());
-        let report = replay_into(
+        let summary = replay_into(
             &engine,
             scenario.trace.as_bytes(),
             scenario.kind,
             &mut output,
         )
         .await?;
-        if !shows_its_kind(scenario, &report) {
+        if !summary.has_kind(scenario.kind) {
             writeln!(
                 out,
                 "{}(this build found no {} detection in this trace){:#}",
@@ -185,13 +185,15 @@ async fn json() -> anyhow::Result<()> {
     let mut scenarios = Vec::with_capacity(SCENARIOS.len());
     for scenario in &SCENARIOS {
         let engine = engine()?;
-        let report = replay_into(
+        let mut report = Collect::default();
+        replay_into(
             &engine,
             scenario.trace.as_bytes(),
             scenario.kind,
-            &mut Quiet,
+            &mut report,
         )
         .await?;
+        let report = report.0.finish();
         scenarios.push(serde_json::json!({
             "name": scenario.kind,
             "kind": scenario.kind,
@@ -221,14 +223,6 @@ async fn jsonl() -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
-}
-
-fn shows_its_kind(scenario: &Scenario, report: &Report) -> bool {
-    report
-        .tasks
-        .iter()
-        .flat_map(|task| &task.detections)
-        .any(|detection| detection.kind == scenario.kind)
 }
 
 #[cfg(test)]

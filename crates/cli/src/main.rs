@@ -18,8 +18,8 @@
 //!
 //! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
 //! through the engine, [`output`] writes decisions and reports in each
-//! format, [`demo`] holds the bundled scenarios, [`logging`] sets up
-//! `tracing`.
+//! format, [`summary`] counts what a streamed replay keeps, [`demo`] holds
+//! the bundled scenarios, [`logging`] sets up `tracing`.
 
 use std::io;
 use std::process::ExitCode;
@@ -31,6 +31,7 @@ mod demo;
 mod logging;
 mod output;
 mod replay;
+mod summary;
 
 use cli::{Cli, Command};
 

@@ -1,12 +1,13 @@
 //! Output formats: how decisions and reports are written.
 //!
 //! A replay hands every non-blank input line to an [`Output`] as it is
-//! decided, then the finished report. Each format is one implementation.
+//! decided, then the trace's [`Summary`]. Each format is one implementation.
 
 use std::io;
 
-use loopguard_core_types::Report;
-use loopguard_host::ReplayItem;
+use loopguard_host::{ReplayItem, ReportBuilder};
+
+use crate::summary::Summary;
 
 mod json;
 mod jsonl;
@@ -21,20 +22,24 @@ pub(crate) trait Output {
     /// One input line's answer: a decision, or why the line is not an event.
     fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()>;
 
-    /// The report of the whole trace, after the last line.
-    fn finish(&mut self, report: &Report) -> io::Result<()>;
+    /// After the last line, with the counts of the whole trace.
+    fn finish(&mut self, summary: &Summary) -> io::Result<()>;
 }
 
-/// Prints nothing: for callers that want only the report.
+/// Prints nothing and keeps the whole report: for callers that want it.
 #[derive(Debug, Default)]
-pub(crate) struct Quiet;
+pub(crate) struct Collect(pub(crate) ReportBuilder);
 
-impl Output for Quiet {
-    fn item(&mut self, _item: ReplayItem<'_>) -> io::Result<()> {
+impl Output for Collect {
+    fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()> {
+        match item {
+            ReplayItem::Decision(decision) => self.0.add_decision(decision),
+            ReplayItem::Error(error) => self.0.add_error(error.clone()),
+        }
         Ok(())
     }
 
-    fn finish(&mut self, _report: &Report) -> io::Result<()> {
+    fn finish(&mut self, _summary: &Summary) -> io::Result<()> {
         Ok(())
     }
 }

@@ -1,16 +1,18 @@
 //! `loopguard replay`: a trace through the engine, answers to an output.
 
+use std::cell::Cell;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, anyhow};
-use loopguard_core_types::{Config, ConfigError, Report};
+use loopguard_core_types::{Config, ConfigError};
 use loopguard_host::{HostError, LoopGuard};
 
 use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
 use crate::output::{Json, Jsonl, Output, Text};
+use crate::summary::Summary;
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
 /// then the input, then every line.
@@ -21,58 +23,105 @@ pub(crate) async fn run(args: &ReplayArgs) -> anyhow::Result<Outcome> {
     };
     let engine = LoopGuard::new(config).context("the config is not valid")?;
     let (input, name) = open_input(&args.input)?;
-    let report = match Format::or_default_for_stdout(args.format) {
-        Format::Jsonl => {
-            let mut output = Jsonl::new(BufWriter::new(io::stdout().lock()));
-            replay_into(&engine, input, &name, &mut output).await?
-        }
-        Format::Json => {
-            let mut output = Json::new(BufWriter::new(io::stdout().lock()));
-            replay_into(&engine, input, &name, &mut output).await?
-        }
+    let out = stdout_for(&args.input);
+    let summary = match Format::or_default_for_stdout(args.format) {
+        Format::Jsonl => replay_into(&engine, input, &name, &mut Jsonl::new(out)).await?,
+        Format::Json => replay_into(&engine, input, &name, &mut Json::new(out)).await?,
         Format::Text => {
-            let mut output = Text::new(anstream::stdout().lock(), anstream::stderr());
+            // Colors only where stdout can show them (and as NO_COLOR /
+            // CLICOLOR_FORCE say).
+            let choice = anstream::AutoStream::choice(&io::stdout());
+            let out = anstream::AutoStream::new(out, choice);
+            let mut output = Text::new(out, anstream::stderr());
             replay_into(&engine, input, &name, &mut output).await?
         }
     };
-    Ok(if args.strict && !report.errors.is_empty() {
-        crate::Outcome::LineErrors
+    Ok(if args.strict && summary.errors > 0 {
+        Outcome::LineErrors
     } else {
-        crate::Outcome::Clean
+        Outcome::Clean
     })
 }
 
 /// Replays `input` (called `name` in messages) through `engine`, handing
-/// every answer and then the report to `output`.
+/// every answer and then the trace's summary to `output`.
 pub(crate) async fn replay_into(
     engine: &LoopGuard,
     input: impl BufRead,
     name: &str,
     output: &mut dyn Output,
-) -> anyhow::Result<Report> {
+) -> anyhow::Result<Summary> {
     // The sink cannot fail, so the first write error is kept and returned
-    // once the replay is done; later answers are not written.
+    // once the replay is done, and the input ends there: no one reads the
+    // answers to the lines after it (`loopguard replay big.jsonl | head`).
     let mut write_error = None;
-    let replayed = loopguard_host::replay(engine, input, |item| {
+    let mut summary = Summary::default();
+    let stop = Cell::new(false);
+    let input = UntilStopped {
+        inner: input,
+        stop: &stop,
+    };
+    let replayed = loopguard_host::replay_each(engine, input, |item| {
+        summary.add(item);
         if write_error.is_none()
             && let Err(err) = output.item(item)
         {
             write_error = Some(err);
+            stop.set(true);
         }
     })
     .await;
-    let report = match replayed {
-        Ok(report) => report,
+    match replayed {
+        Ok(_lines) => {}
         Err(HostError::Read(err)) => {
             return Err(anyhow!(err).context(format!("cannot read the trace {name}")));
         }
         Err(err) => return Err(anyhow!(err)),
-    };
+    }
     if let Some(err) = write_error {
         return Err(anyhow!(err).context("cannot write the output"));
     }
-    output.finish(&report).context("cannot write the output")?;
-    Ok(report)
+    output.finish(&summary).context("cannot write the output")?;
+    Ok(summary)
+}
+
+/// Standard output for answers to the lines of `input`: line by line when
+/// the trace comes from standard input (it may be a live stream, and each
+/// answer is wanted as soon as it is decided), in large blocks for a file.
+fn stdout_for(input: &Path) -> Box<dyn Write> {
+    if input == Path::new("-") {
+        Box::new(io::stdout().lock())
+    } else {
+        Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock()))
+    }
+}
+
+/// A reader that reports the end of its input once `stop` is set.
+struct UntilStopped<'a, R> {
+    inner: R,
+    stop: &'a Cell<bool>,
+}
+
+impl<R: Read> Read for UntilStopped<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.get() {
+            return Ok(0);
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl<R: BufRead> BufRead for UntilStopped<'_, R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.stop.get() {
+            return Ok(&[]);
+        }
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.inner.consume(amount);
+    }
 }
 
 /// Opens the trace: a file, or standard input for `-`. Returns the reader

@@ -2,10 +2,10 @@
 
 use std::io::{self, Write};
 
-use loopguard_core_types::Report;
 use loopguard_host::ReplayItem;
 
 use super::Output;
+use crate::summary::Summary;
 
 /// Writes each decision as `Decision` serializes, and each bad line as
 /// `{"line":N,"error":"..."}`, one per line, so the output has exactly one
@@ -51,7 +51,7 @@ impl<W: Write> Output for Jsonl<W> {
         }
     }
 
-    fn finish(&mut self, _report: &Report) -> io::Result<()> {
+    fn finish(&mut self, _summary: &Summary) -> io::Result<()> {
         self.out.flush()
     }
 }

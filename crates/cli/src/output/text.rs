@@ -10,10 +10,11 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use loopguard_core_types::{Action, Decision, Detection, Report, Severity, TaskStatus};
+use loopguard_core_types::{Action, Decision, Detection, Severity, TaskStatus};
 use loopguard_host::ReplayItem;
 
 use super::Output;
+use crate::summary::Summary;
 
 const DIM: Style = Style::new().dimmed();
 const BOLD: Style = Style::new().bold();
@@ -126,17 +127,16 @@ impl<W: Write, E: Write> Text<W, E> {
         Ok(())
     }
 
-    fn summary(&mut self, report: &Report) -> io::Result<()> {
-        if self.detections == 0 && !report.tasks.is_empty() {
+    fn summary(&mut self, summary: &Summary) -> io::Result<()> {
+        if self.detections == 0 && !summary.tasks.is_empty() {
             writeln!(self.out, "{}", paint(DIM, "no loops detected"))?;
         }
-        if !report.tasks.is_empty() {
+        if !summary.tasks.is_empty() {
             writeln!(self.out)?;
-            self.task_table(report)?;
+            self.task_table(summary)?;
         }
-        let detections: usize = report.tasks.iter().map(|task| task.detections.len()).sum();
         let mut statuses: Vec<(TaskStatus, usize)> = Vec::new();
-        for task in &report.tasks {
+        for task in &summary.tasks {
             match statuses
                 .iter_mut()
                 .find(|(status, _)| *status == task.status)
@@ -151,7 +151,7 @@ impl<W: Write, E: Write> Text<W, E> {
             .map(|(status, count)| format!("{count} {status}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let tasks = plural(report.tasks.len(), "task");
+        let tasks = plural(summary.tasks.len(), "task");
         let tasks = if statuses.is_empty() {
             tasks
         } else {
@@ -161,17 +161,17 @@ impl<W: Write, E: Write> Text<W, E> {
             self.out,
             "{} {}, {}, {}, {}",
             paint(BOLD, "Totals:"),
-            plural(report.events, "event"),
+            plural(summary.events, "event"),
             tasks,
-            plural(detections, "detection"),
-            plural(report.errors.len(), "line error"),
+            plural(summary.detections, "detection"),
+            plural(summary.errors, "line error"),
         )?;
         self.out.flush()?;
         self.err.flush()
     }
 
-    fn task_table(&mut self, report: &Report) -> io::Result<()> {
-        let task_width = report
+    fn task_table(&mut self, summary: &Summary) -> io::Result<()> {
+        let task_width = summary
             .tasks
             .iter()
             .map(|task| task.task.chars().count())
@@ -189,18 +189,11 @@ impl<W: Write, E: Write> Text<W, E> {
                 )
             )
         )?;
-        for task in &report.tasks {
-            let mut by_kind: Vec<(&str, usize)> = Vec::new();
-            for detection in &task.detections {
-                match by_kind.iter_mut().find(|(kind, _)| *kind == detection.kind) {
-                    Some((_, count)) => *count += 1,
-                    None => by_kind.push((&detection.kind, 1)),
-                }
-            }
-            let by_kind = if by_kind.is_empty() {
+        for task in &summary.tasks {
+            let by_kind = if task.by_kind.is_empty() {
                 "-".to_owned()
             } else {
-                by_kind
+                task.by_kind
                     .iter()
                     .map(|(kind, count)| format!("{kind} ×{count}"))
                     .collect::<Vec<_>>()
@@ -236,8 +229,8 @@ impl<W: Write, E: Write> Output for Text<W, E> {
         }
     }
 
-    fn finish(&mut self, report: &Report) -> io::Result<()> {
-        self.summary(report)
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.summary(summary)
     }
 }
 
