@@ -73,7 +73,7 @@ pub(crate) struct DemoArgs {
     /// Output format [default: text].
     ///
     /// text: each scenario explained, then its text report.
-    /// json: one object {"scenarios": [{"name", "kind", "title", "report"}]}.
+    /// json: one object {"scenarios": [{"kind", "title", "report"}]}.
     /// jsonl: every decision of every scenario, each with a "scenario" field.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Text)]
     pub(crate) format: Format,

@@ -195,7 +195,6 @@ async fn json() -> anyhow::Result<()> {
         .await?;
         let report = report.0.finish();
         scenarios.push(serde_json::json!({
-            "name": scenario.kind,
             "kind": scenario.kind,
             "title": scenario.title,
             "report": report,
