@@ -45,6 +45,7 @@ pub use phase_visits::{PhaseVisits, TransitionLimit};
 pub use progress::{ProgressState, ProgressTracker};
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
+    pauses_task,
 };
 pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
