@@ -186,13 +186,17 @@ impl BuiltinDetectors {
         self.exact_failure
             .observe(&mut state.exact_failure, &event, out);
         self.agent_pair.observe(&mut state.agent_pair, &event, out);
-        self.multi_agent.observe(&mut state.multi_agent, &event, out);
-        self.topic_cycle.observe(&mut state.topic_cycle, &event, out);
+        self.multi_agent
+            .observe(&mut state.multi_agent, &event, out);
+        self.topic_cycle
+            .observe(&mut state.topic_cycle, &event, out);
         self.edge_limit.observe(&mut state.edge_limit, &event, out);
-        self.phase_visits.observe(&mut state.phase_visits, &event, out);
+        self.phase_visits
+            .observe(&mut state.phase_visits, &event, out);
         self.transition_limit
             .observe(&mut state.transition_limit, &event, out);
-        self.oscillation.observe(&mut state.oscillation, &event, out);
+        self.oscillation
+            .observe(&mut state.oscillation, &event, out);
         self.repeated_output
             .observe(&mut state.repeated_output, &event, out);
     }
