@@ -93,6 +93,35 @@ fn text_format_lists_detections_then_a_summary_and_totals() {
 }
 
 #[test]
+fn text_format_says_when_the_gate_closes_and_lifts() {
+    let path = trace("human_gate.jsonl");
+    let run = run([
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("text"),
+    ]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let gate = lines
+        .iter()
+        .position(|line| line.starts_with("line 4 "))
+        .unwrap_or_else(|| panic!("no line 4 in\n{}", run.stdout));
+    assert!(lines[gate].contains("escalate"));
+    assert_eq!(
+        lines[gate + 1].trim(),
+        "status: escalated (waiting for a human)"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("line 7 ") && line.contains("status: active")),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn text_format_is_colored_only_when_asked_or_on_a_terminal() {
     let path = trace("exact_failure.jsonl");
     let args = [

@@ -53,19 +53,36 @@ impl<W: Write, E: Write> Text<W, E> {
             .statuses
             .insert(decision.task.clone(), decision.status)
             .unwrap_or_default();
-        // Say so when a task goes behind the gate or aborts; a reset needs
-        // no line (the summary shows where each task ended).
-        if decision.status.precedence() > before.precedence() {
-            let meaning = match decision.status {
-                TaskStatus::AbortedStuck => "stuck; the task is aborted",
-                TaskStatus::Paused => "the pivot budget is spent; waiting for a human",
-                _ => "waiting for a human",
+        // Say so when a task goes behind the gate or aborts, and when the
+        // gate lifts; other changes show in the summary.
+        let meaning = if decision.status.precedence() > before.precedence() {
+            match decision.status {
+                TaskStatus::AbortedStuck => Some("stuck; the task is aborted"),
+                TaskStatus::Paused => Some("the pivot budget is spent; waiting for a human"),
+                _ => Some("waiting for a human"),
+            }
+        } else if before.is_gated() && !decision.status.is_gated() {
+            Some("the gate is lifted")
+        } else {
+            None
+        };
+        if let Some(meaning) = meaning {
+            // Under the detections that caused it, or on a line of its own.
+            let at = if decision.detections.is_empty() {
+                format!(
+                    "{}  {}  ",
+                    paint(DIM, format!("line {:<4}", decision.line)),
+                    decision.task
+                )
+            } else {
+                INDENT.to_owned()
             };
+            let style = status_style(decision.status);
             writeln!(
                 self.out,
-                "{INDENT}{} {} ({meaning})",
-                paint(status_style(decision.status), "status:"),
-                paint(status_style(decision.status), decision.status),
+                "{at}{} {} ({meaning})",
+                paint(style, "status:"),
+                paint(style, decision.status),
             )?;
         }
         Ok(())
