@@ -1,0 +1,143 @@
+//! What a same-request check costs, and how our path compares with a bare
+//! ONNX Runtime session on the same `model.onnx`.
+//!
+//! ```text
+//! cargo bench -p loopguard-semantic --bench embed [-- --quick]
+//! ```
+//!
+//! The pinned files are fetched on first run (through `ModelFiles`), like
+//! the tests do.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use loopguard_semantic::{
+    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, ModelFiles, ProvisionOptions,
+    ServiceOptions, SimilarityIndex, normalize,
+};
+
+#[path = "../tests/support/bare.rs"]
+mod bare;
+
+const THREADS: usize = 2;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A sentence never seen before, always about the same length.
+fn fresh_text() -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("request {n:07}: can you review the authentication code in this module again")
+}
+
+fn fresh_batch(size: usize) -> Vec<String> {
+    (0..size).map(|_| fresh_text()).collect()
+}
+
+fn benches(c: &mut Criterion) {
+    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
+        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
+    let options = FastEmbedderOptions::new().intra_threads(THREADS);
+    let model = Arc::new(
+        FastEmbedder::with_options(&files, &options)
+            .unwrap_or_else(|e| panic!("cannot load the model: {e}")),
+    );
+    let service = EmbeddingService::with_options(
+        Arc::clone(&model) as Arc<dyn Embedder>,
+        // Big enough that the cold texts never evict the cached one.
+        ServiceOptions::new().cache_capacity(1_000_000),
+    )
+    .unwrap_or_else(|e| panic!("cannot start the service: {e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+    let mut bare = bare::Bare::new(&files, THREADS).unwrap_or_else(|e| panic!("bare ort: {e}"));
+
+    let mut group = c.benchmark_group("one_request");
+    group.bench_function("service_cold", |b| {
+        b.iter_batched(
+            fresh_text,
+            |text| runtime.block_on(service.embed(&text)),
+            BatchSize::SmallInput,
+        );
+    });
+    let cached = "Can you review this authentication code?";
+    let _ = runtime.block_on(service.embed(cached));
+    group.bench_function("service_cached", |b| {
+        b.iter(|| runtime.block_on(service.embed(black_box(cached))));
+    });
+    group.bench_function("fastembed_direct", |b| {
+        b.iter_batched(
+            fresh_text,
+            |text| model.embed_batch(&[&text]),
+            BatchSize::SmallInput,
+        );
+    });
+    group.bench_function("bare_ort", |b| {
+        b.iter_batched(
+            fresh_text,
+            |text| bare.embed(&[&text]),
+            BatchSize::SmallInput,
+        );
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("batch_64");
+    group.sample_size(10);
+    group.bench_function("service_embed_many", |b| {
+        b.iter_batched(
+            || fresh_batch(64),
+            |texts| {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                runtime.block_on(service.embed_many(&refs))
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    group.bench_function("bare_ort", |b| {
+        b.iter_batched(
+            || fresh_batch(64),
+            |texts| {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                bare.embed(&refs)
+            },
+            BatchSize::SmallInput,
+        );
+    });
+    group.finish();
+
+    // History of 1,000 rows of the real dimension; deterministic pseudo-random.
+    let dim = model.dimension();
+    let mut index = SimilarityIndex::new(dim, 1_000);
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut unit = || {
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        normalize(&mut v);
+        v
+    };
+    for row in 0..1_000u64 {
+        index
+            .push(row, &unit())
+            .unwrap_or_else(|e| panic!("push: {e}"));
+    }
+    let query = unit();
+    let mut group = c.benchmark_group("similarity");
+    group.bench_function("nearest_of_1000", |b| {
+        b.iter(|| index.nearest(black_box(&query)));
+    });
+    group.bench_function("best_above_of_1000", |b| {
+        b.iter(|| index.best_above(black_box(&query), 0.85));
+    });
+    group.finish();
+}
+
+criterion_group!(embed, benches);
+criterion_main!(embed);

