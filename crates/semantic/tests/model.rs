@@ -60,6 +60,7 @@ fn reference_pairs_have_the_measured_cosines() -> Result<()> {
     let e = embedder();
     for (a, b, expected) in PAIRS {
         let c = cosine(&embed_one(&*e, a), &embed_one(&*e, b))?;
+        eprintln!("{c:.4} (models.md {expected}) {a:?} / {b:?}");
         assert!(
             (c - expected).abs() <= 0.01,
             "{a:?} / {b:?}: cosine {c:.4}, models.md says {expected}"
@@ -67,6 +68,7 @@ fn reference_pairs_have_the_measured_cosines() -> Result<()> {
     }
     for (a, b) in UNRELATED {
         let c = cosine(&embed_one(&*e, a), &embed_one(&*e, b))?;
+        eprintln!("{c:.4} (unrelated) {a:?} / {b:?}");
         assert!(
             (-0.11..=0.27).contains(&c),
             "{a:?} / {b:?}: cosine {c:.4}, models.md says unrelated pairs are -0.10 … 0.26"

