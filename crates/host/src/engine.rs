@@ -1,13 +1,13 @@
 //! The engine: per-task state, the detector pipeline and the action policy.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use loopguard_core_types::{
     Action, Config, Decision, Detection, Event, EventKind, Severity, TaskStatus, Timestamp, kinds,
 };
-use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent};
+use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, pauses_task};
 use parking_lot::Mutex;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
@@ -206,10 +206,14 @@ impl LoopGuard {
     }
 
     fn shard_of(&self, task: &str) -> &Mutex<Shard> {
-        let mut hasher = FxBuildHasher.build_hasher();
-        task.hash(&mut hasher);
-        // SHARDS is a power of two and the slice is never empty.
-        let index = (hasher.finish() as usize) % self.shards.len().max(1);
+        // The shard's map hashes with the same function and takes its bucket
+        // from the low bits, so the shard comes from the top bits of a
+        // multiplicative remix: keys of one shard still spread over all of
+        // its buckets.
+        let hash = FxBuildHasher
+            .hash_one(task)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let index = ((hash >> 58) as usize) % self.shards.len().max(1);
         &self.shards[index]
     }
 
@@ -317,8 +321,14 @@ impl LoopGuard {
         }
 
         let time = Timestamp(now_ms);
+        // The episode is written when it opens and when it changes in a way
+        // a reader of the log cares about (a new pattern, a stronger
+        // intervention, the gate); further evidence lines ride along with
+        // the next such write or the resolution.
+        let mut episode_changed = false;
         if !detections.is_empty() {
             let episode = state.episode.get_or_insert_with(|| {
+                episode_changed = true;
                 Box::new(CycleEpisode {
                     id: self.next_episode.fetch_add(1, Ordering::Relaxed),
                     task: event.task.clone(),
@@ -334,10 +344,17 @@ impl LoopGuard {
             for detection in &detections {
                 if !episode.patterns.iter().any(|kind| *kind == detection.kind) {
                     episode.patterns.push(detection.kind.to_string());
+                    episode_changed = true;
                 }
             }
-            episode.intervention = episode.intervention.max(action);
-            episode.escalated |= state.status.is_gated();
+            if action > episode.intervention {
+                episode.intervention = action;
+                episode_changed = true;
+            }
+            if state.status.is_gated() && !episode.escalated {
+                episode.escalated = true;
+                episode_changed = true;
+            }
             if episode.lines.len() < EPISODE_LINES {
                 episode.lines.push(observed.line);
             }
@@ -370,7 +387,7 @@ impl LoopGuard {
                 action = Action::None;
             }
         } else if let Some(episode) = &state.episode
-            && !detections.is_empty()
+            && episode_changed
         {
             writes.episodes.push((**episode).clone());
         }
@@ -460,10 +477,4 @@ fn apply_loop_policy(detection: &mut Detection, loop_count: u32, gate: u32) {
     } else {
         Action::InjectContext
     };
-}
-
-/// Whether a detection puts its task on `paused` (ruling 8): a repeated
-/// output once the pivot budget is spent.
-fn pauses_task(detection: &Detection) -> bool {
-    detection.kind == kinds::REPEATED_OUTPUT && detection.action == Action::Escalate
 }
