@@ -178,6 +178,10 @@ pub enum SemanticError {
         detail: String,
     },
 
+    /// The embedding service's worker thread could not be started.
+    #[error("cannot start the embedding worker thread: {0}")]
+    Worker(#[source] std::io::Error),
+
     /// The embedding service's worker is gone (it panicked, or the service
     /// was shut down).
     #[error("the embedding service's worker thread has stopped; create a new service")]

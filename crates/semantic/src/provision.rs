@@ -154,6 +154,9 @@ pub const ENV_OFFLINE: &str = "LOOPGUARD_OFFLINE";
 /// Environment variable naming the Python interpreter that runs pip.
 pub const ENV_PYTHON: &str = "LOOPGUARD_PYTHON";
 
+/// The configuration key proposed for the runtime library.
+const RUNTIME_CONFIG_KEY: &str = "[semantic] ort_library";
+
 /// The file recording which files were verified, by size, mtime and inode.
 const STAMP_FILE: &str = ".verified";
 
@@ -323,7 +326,9 @@ pub struct Resolved {
 pub struct ModelFiles {
     dir: PathBuf,
     runtime: PathBuf,
-    runtime_pinned: bool,
+    /// Where an explicitly named runtime library came from; `None` for
+    /// the pinned copy in `dir`.
+    runtime_origin: Option<String>,
 }
 
 impl ModelFiles {
@@ -357,7 +362,7 @@ impl ModelFiles {
                 if !path.is_file() {
                     return Err(SemanticError::RuntimeNotFound {
                         path: path.clone(),
-                        origin: origin_label(*origin, "[semantic] ort_library"),
+                        origin: origin_label(*origin, RUNTIME_CONFIG_KEY),
                     });
                 }
                 path.clone()
@@ -403,7 +408,10 @@ impl ModelFiles {
         Ok(Self {
             dir: dir.clone(),
             runtime,
-            runtime_pinned: resolved.runtime.is_none(),
+            runtime_origin: resolved
+                .runtime
+                .as_ref()
+                .map(|(_, origin)| origin_label(*origin, RUNTIME_CONFIG_KEY)),
         })
     }
 
@@ -451,7 +459,7 @@ impl ModelFiles {
     /// pinned copy, still intact) just before loading it: `ort` panics
     /// instead of returning an error when the library is missing.
     pub fn check_runtime(&self) -> Result<()> {
-        if self.runtime_pinned {
+        let Some(origin) = &self.runtime_origin else {
             let file = &PINNED_FILES[0];
             let mut stamp = Stamp::load(&self.dir);
             return match check_file(&self.dir, file, &mut stamp, false)? {
@@ -462,13 +470,13 @@ impl ModelFiles {
                     "it changed after it was verified; loading never fetches",
                 )),
             };
-        }
+        };
         if self.runtime.is_file() {
             Ok(())
         } else {
             Err(SemanticError::RuntimeNotFound {
                 path: self.runtime.clone(),
-                origin: "the configuration or ORT_DYLIB_PATH".into(),
+                origin: origin.clone(),
             })
         }
     }

@@ -140,7 +140,7 @@ impl EmbeddingService {
         std::thread::Builder::new()
             .name("loopguard-embed".into())
             .spawn(move || worker.run(&jobs, max_batch))
-            .map_err(|e| SemanticError::io("cannot start the embedding worker", "", e))?;
+            .map_err(SemanticError::Worker)?;
         Ok(Self { shared, queue })
     }
 
@@ -383,5 +383,19 @@ impl Shared {
                 Ok(Embedding::from(v))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shareable_across_tasks() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<EmbeddingService>();
+        send_sync::<crate::SimilarityIndex<u64>>();
+        #[cfg(feature = "fastembed")]
+        send_sync::<crate::FastEmbedder>();
     }
 }

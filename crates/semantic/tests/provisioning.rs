@@ -329,3 +329,24 @@ fn explicit_runtime_path_skips_the_pinned_copy() -> loopguard_semantic::Result<(
     assert_eq!(found.runtime(), runtime);
     Ok(())
 }
+
+#[test]
+fn an_explicit_runtime_removed_after_lookup_is_an_error_not_a_panic() {
+    let dir = model_dir(&[], &[]);
+    let runtime = dir.path().join(RUNTIME_FILE);
+    let verified = ModelFiles::ensure_with(
+        &ProvisionOptions::new()
+            .model_dir(dir.path())
+            .ort_library(&runtime)
+            .offline(true),
+    )
+    .expect("verifies");
+    fs::remove_file(&runtime).expect("remove the runtime");
+    let err = std::panic::catch_unwind(|| FastEmbedder::new(&verified))
+        .expect("no panic")
+        .expect_err("the runtime is gone");
+    assert!(
+        matches!(&err, SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
+        "{err:?}"
+    );
+}

@@ -177,7 +177,7 @@ async fn contract_breaches_are_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_concurrent_callers_share_batches() -> Result<()> {
+async fn many_concurrent_callers_each_get_their_own_vector() -> Result<()> {
     let toy = Arc::new(Toy::default());
     let service = Arc::new(EmbeddingService::with_options(
         Arc::clone(&toy) as Arc<dyn Embedder>,
