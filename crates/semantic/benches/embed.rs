@@ -11,6 +11,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use loopguard_semantic::{
@@ -106,6 +107,58 @@ fn benches(c: &mut Criterion) {
         );
     });
     group.finish();
+
+    // The same two paths, interleaved request by request, so both see the
+    // same load on a shared machine: the printed ratio is our overhead.
+    let mut group = c.benchmark_group("paired");
+    group.sample_size(10);
+    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
+    group.bench_function("one_request_service_vs_bare", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                let text = fresh_text();
+                let start = Instant::now();
+                let _ = black_box(runtime.block_on(service.embed(&text)));
+                timed += start.elapsed();
+                let text = fresh_text();
+                let start = Instant::now();
+                let _ = black_box(bare.embed(&[&text]));
+                theirs += start.elapsed();
+            }
+            ours += timed;
+            timed
+        });
+    });
+    let single = ours.as_secs_f64() / theirs.as_secs_f64();
+    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
+    group.bench_function("batch_64_service_vs_bare", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                let texts = fresh_batch(64);
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let start = Instant::now();
+                let _ = black_box(runtime.block_on(service.embed_many(&refs)));
+                timed += start.elapsed();
+                let texts = fresh_batch(64);
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let start = Instant::now();
+                let _ = black_box(bare.embed(&refs));
+                theirs += start.elapsed();
+            }
+            ours += timed;
+            timed
+        });
+    });
+    group.finish();
+    if single.is_finite() {
+        eprintln!("paired: one request, service / bare ort = {single:.3}");
+    }
+    let batch = ours.as_secs_f64() / theirs.as_secs_f64();
+    if batch.is_finite() {
+        eprintln!("paired: batch of 64, service / bare ort = {batch:.3}");
+    }
 
     // History of 1,000 rows of the real dimension; deterministic pseudo-random.
     let dim = model.dimension();
