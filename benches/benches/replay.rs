@@ -1,5 +1,7 @@
-//! Replay of a generated trace from a file (1M events under `cargo bench`,
-//! 20k under `cargo test`), against serde_json merely parsing the same file.
+//! Replay of generated traces from a file (1M events over 10k tasks under
+//! `cargo bench`, 20k under `cargo test`), against serde_json merely
+//! parsing the same file. Two traces: a realistic one (tasks mostly move
+//! on) and a loop-heavy one (detectors fire on most events).
 //!
 //! Also prints the steady per-task state of the engine, measured with a
 //! counting allocator (not a criterion figure).
@@ -11,12 +13,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_benches::generate_trace;
+use loopguard_benches::{Mix, generate_trace_mix};
 use loopguard_core_types::{Config, Event};
 use std::sync::Arc;
 
 use loopguard_host::{
-    CycleEpisode, LoopGuard, ReplayItem, Store, StoreError, TaskSnapshot, replay,
+    CycleEpisode, LoopGuard, ReplayItem, Store, StoreError, TaskSnapshot, replay, replay_each,
 };
 
 struct Counting;
@@ -52,9 +54,9 @@ fn full_run() -> bool {
     std::env::args().any(|arg| arg == "--bench")
 }
 
-fn write_trace(path: &Path, events: usize, tasks: usize) {
+fn write_trace(path: &Path, events: usize, tasks: usize, mix: Mix) {
     let mut text = String::with_capacity(events * 140);
-    generate_trace(events, tasks, &mut text);
+    generate_trace_mix(events, tasks, mix, &mut text);
     std::fs::write(path, text).expect("temp file is writable");
 }
 
@@ -64,17 +66,34 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
+/// Replays a file the way `loopguard replay --format jsonl` does: one
+/// decision per line, streamed, no report kept. With `emit_jsonl` each
+/// decision is serialized (to a sink).
 fn replay_file(path: &Path, emit_jsonl: bool) -> u64 {
     let guard = LoopGuard::new(Config::default()).expect("default config");
     let input = BufReader::with_capacity(1 << 16, File::open(path).expect("trace exists"));
     let mut out = BufWriter::new(std::io::sink());
-    let report = runtime()
-        .block_on(replay(&guard, input, |item| {
-            if emit_jsonl && let ReplayItem::Decision(decision) = item {
-                let _ = serde_json::to_writer(&mut out, decision);
-                let _ = out.write_all(b"\n");
+    let mut decisions = 0;
+    runtime()
+        .block_on(replay_each(&guard, input, |item| {
+            if let ReplayItem::Decision(decision) = item {
+                decisions += 1;
+                if emit_jsonl {
+                    let _ = serde_json::to_writer(&mut out, decision);
+                    let _ = out.write_all(b"\n");
+                }
             }
         }))
+        .expect("trace is readable");
+    decisions
+}
+
+/// Replays a file building the whole JSON report (`--format json`).
+fn replay_file_report(path: &Path) -> u64 {
+    let guard = LoopGuard::new(Config::default()).expect("default config");
+    let input = BufReader::with_capacity(1 << 16, File::open(path).expect("trace exists"));
+    let report = runtime()
+        .block_on(replay(&guard, input, |_| {}))
         .expect("trace is readable");
     report.events
 }
@@ -130,9 +149,9 @@ impl Store for DiscardStore {
 }
 
 /// Bytes of engine state per live task after a long trace.
-fn per_task_state(tasks: usize, events: usize) -> f64 {
+fn per_task_state(tasks: usize, events: usize, mix: Mix) -> f64 {
     let mut trace = String::new();
-    generate_trace(events, tasks, &mut trace);
+    generate_trace_mix(events, tasks, mix, &mut trace);
     let runtime = runtime();
     let before = LIVE_BYTES.load(Ordering::Relaxed);
     let guard = LoopGuard::builder(Config::default())
@@ -141,7 +160,7 @@ fn per_task_state(tasks: usize, events: usize) -> f64 {
         .expect("default config");
     runtime.block_on(async {
         // Events are parsed and dropped one at a time, so what stays
-        // allocated is the engine's state (and its in-memory store).
+        // allocated is the engine's state.
         for (line, text) in trace.lines().enumerate() {
             let event = Event::from_json(text).expect("generated lines are valid");
             black_box(guard.observe_line(line as u64 + 1, event).await);
@@ -159,17 +178,19 @@ fn replay_benches(c: &mut Criterion) {
         (20_000, 500)
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("trace.jsonl");
-    write_trace(&path, events, tasks);
+    for mix in [Mix::Realistic, Mix::LoopHeavy] {
+        let state = per_task_state(tasks, events.min(400_000), mix);
+        println!(
+            "steady per-task state, {mix:?}: {state:.0} bytes per task ({tasks} tasks, {} events)",
+            events.min(400_000)
+        );
+    }
+
+    let path = dir.path().join("realistic.jsonl");
+    write_trace(&path, events, tasks, Mix::Realistic);
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-
-    let state = per_task_state(tasks, events.min(400_000));
-    println!(
-        "steady per-task state: {state:.0} bytes per task ({tasks} tasks, {} events)",
-        events.min(400_000)
-    );
-
-    let mut group = c.benchmark_group("replay_file");
+    println!("realistic trace: {events} events over {tasks} tasks, {bytes} bytes");
+    let mut group = c.benchmark_group("replay_realistic");
     group.sample_size(10);
     group.throughput(Throughput::Elements(events as u64));
     group.bench_function("serde_json_value_parse", |b| {
@@ -187,8 +208,20 @@ fn replay_benches(c: &mut Criterion) {
     group.bench_function("replay_structural_jsonl_out", |b| {
         b.iter(|| assert_eq!(replay_file(&path, true), events as u64))
     });
+    group.bench_function("replay_structural_json_report", |b| {
+        b.iter(|| assert_eq!(replay_file_report(&path), events as u64))
+    });
     group.finish();
-    println!("trace: {events} events, {bytes} bytes");
+
+    let heavy = dir.path().join("loop-heavy.jsonl");
+    write_trace(&heavy, events, tasks, Mix::LoopHeavy);
+    let mut group = c.benchmark_group("replay_loop_heavy");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(events as u64));
+    group.bench_function("replay_structural_jsonl_out", |b| {
+        b.iter(|| assert_eq!(replay_file(&heavy, true), events as u64))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, replay_benches);

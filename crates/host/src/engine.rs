@@ -4,12 +4,14 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use compact_str::CompactString;
+use foldhash::HashMap as FastHashMap;
+use foldhash::fast::FixedState;
 use loopguard_core_types::{
     Action, Config, Decision, Detection, Event, EventKind, Severity, TaskStatus, Timestamp, kinds,
 };
 use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, pauses_task};
 use parking_lot::Mutex;
-use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::HostError;
 use crate::extension::ExtensionDetector;
@@ -60,7 +62,10 @@ pub struct LoopGuard {
 
 #[derive(Debug, Default)]
 struct Shard {
-    tasks: FxHashMap<Box<str>, TaskState>,
+    /// Task ids up to 24 bytes are stored inline in the key, so a lookup
+    /// compares against the table's own memory rather than chasing a
+    /// pointer to a separate allocation.
+    tasks: FastHashMap<CompactString, TaskState>,
 }
 
 /// What the engine keeps per live task.
@@ -210,7 +215,7 @@ impl LoopGuard {
         // from the low bits, so the shard comes from the top bits of a
         // multiplicative remix: keys of one shard still spread over all of
         // its buckets.
-        let hash = FxBuildHasher
+        let hash = FixedState::default()
             .hash_one(task)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let index = ((hash >> 58) as usize) % self.shards.len().max(1);
@@ -272,7 +277,7 @@ impl LoopGuard {
             Some(state) => state,
             None => shard
                 .tasks
-                .entry(Box::from(event.task.as_str()))
+                .entry(CompactString::from(event.task.as_str()))
                 .or_default(),
         };
         state.last_seen_ms = now_ms;
@@ -404,13 +409,15 @@ impl LoopGuard {
         }
         let decision = Decision {
             line: observed.line,
-            task: event.task.clone(),
+            // Filled in by the caller, which owns the event and moves its
+            // task and id in rather than copying them.
+            task: String::new(),
             action,
             loop_count: state.loop_count,
             status: state.status,
             pivots,
             directive,
-            id: event.id.clone(),
+            id: None,
             detections,
             errors,
         };

@@ -3,8 +3,9 @@
 
 use std::io::BufRead;
 
+use compact_str::CompactString;
+use foldhash::HashMap as FastHashMap;
 use loopguard_core_types::{Decision, Event, LineError, Report, TaskReport};
-use rustc_hash::FxHashMap;
 
 use crate::{HostError, LoopGuard};
 
@@ -21,7 +22,7 @@ pub enum ReplayItem<'a> {
 #[derive(Debug, Default)]
 pub struct ReportBuilder {
     report: Report,
-    index: FxHashMap<String, usize>,
+    index: FastHashMap<CompactString, usize>,
 }
 
 impl ReportBuilder {
@@ -38,7 +39,8 @@ impl ReportBuilder {
             Some(&at) => at,
             None => {
                 let at = self.report.tasks.len();
-                self.index.insert(decision.task.clone(), at);
+                self.index
+                    .insert(CompactString::from(decision.task.as_str()), at);
                 self.report.tasks.push(TaskReport {
                     task: decision.task.clone(),
                     status: decision.status,
