@@ -19,6 +19,8 @@ pub struct Config {
     pub gate: GateConfig,
     /// Similarity thresholds for "same request" and "same topic".
     pub similarity: SimilarityConfig,
+    /// The local embedding model behind the similarity detectors.
+    pub semantic: SemanticConfig,
     /// Failure history.
     pub failures: FailureConfig,
     /// Agent exchange cycles (`agent_pair`, `multi_agent`, `topic_cycle`).
@@ -48,10 +50,113 @@ pub struct GateConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimilarityConfig {
-    /// Same-request threshold for collaboration requests (default 0.85).
+    /// Same-request threshold for collaboration requests and repeated
+    /// queries (default 0.85).
     pub request_threshold: f32,
     /// Same-topic threshold (default 0.85).
     pub topic_threshold: f32,
+    /// Thresholds for one task type, chosen by an event's `task_type` field
+    /// (`[similarity.task_types.research]`). A key left out keeps the
+    /// general threshold.
+    pub task_types: BTreeMap<String, TaskTypeThresholds>,
+}
+
+/// `[similarity.task_types.NAME]`: thresholds for one task type.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskTypeThresholds {
+    /// Overrides `similarity.request_threshold` for this task type.
+    pub request_threshold: Option<f32>,
+    /// Overrides `similarity.topic_threshold` for this task type.
+    pub topic_threshold: Option<f32>,
+}
+
+/// A threshold and the config key it came from, so a report can say which
+/// threshold fired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// The cosine to exceed.
+    pub value: f32,
+    /// The config key, e.g. `similarity.request_threshold` or
+    /// `similarity.task_types.research.request_threshold`.
+    pub key: String,
+}
+
+impl SimilarityConfig {
+    /// The same-request threshold for a task of type `task_type`.
+    pub fn request_threshold_for(&self, task_type: Option<&str>) -> Threshold {
+        self.pick(
+            task_type,
+            "request_threshold",
+            |t| t.request_threshold,
+            self.request_threshold,
+        )
+    }
+
+    /// The same-topic threshold for a task of type `task_type`.
+    pub fn topic_threshold_for(&self, task_type: Option<&str>) -> Threshold {
+        self.pick(
+            task_type,
+            "topic_threshold",
+            |t| t.topic_threshold,
+            self.topic_threshold,
+        )
+    }
+
+    fn pick(
+        &self,
+        task_type: Option<&str>,
+        name: &str,
+        field: impl Fn(&TaskTypeThresholds) -> Option<f32>,
+        general: f32,
+    ) -> Threshold {
+        if let Some(task_type) = task_type
+            && let Some(value) = self.task_types.get(task_type).and_then(field)
+        {
+            return Threshold {
+                value,
+                key: format!("similarity.task_types.{task_type}.{name}"),
+            };
+        }
+        Threshold {
+            value: general,
+            key: format!("similarity.{name}"),
+        }
+    }
+}
+
+/// `[semantic]`: the local embedding model (all-MiniLM-L6-v2 on ONNX
+/// Runtime, from pinned PyPI files).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SemanticConfig {
+    /// Use embeddings (default true). When false, the similarity detectors
+    /// fall back to exact normalized-text matching and every detection says
+    /// so.
+    pub enabled: bool,
+    /// Where the model files are (default: `LOOPGUARD_MODEL_DIR`, else
+    /// `models/cache/` of the checkout). Config wins over the environment.
+    pub model_dir: Option<std::path::PathBuf>,
+    /// The ONNX Runtime library (default: `ORT_DYLIB_PATH`, else the pinned
+    /// copy in the model directory).
+    pub ort_library: Option<std::path::PathBuf>,
+    /// Never download missing files (default false; also
+    /// `LOOPGUARD_OFFLINE=1`).
+    pub offline: bool,
+    /// Embeddings cached by text (default 10000).
+    pub cache_capacity: usize,
+}
+
+impl Default for SemanticConfig {
+    fn default() -> Self {
+        SemanticConfig {
+            enabled: true,
+            model_dir: None,
+            ort_library: None,
+            offline: false,
+            cache_capacity: 10_000,
+        }
+    }
 }
 
 /// `[failures]`: failure history.
@@ -150,6 +255,7 @@ impl Default for SimilarityConfig {
         SimilarityConfig {
             request_threshold: 0.85,
             topic_threshold: 0.85,
+            task_types: BTreeMap::new(),
         }
     }
 }
@@ -328,6 +434,27 @@ impl Config {
             "similarity.topic_threshold",
             self.similarity.topic_threshold,
         )?;
+        for (task_type, thresholds) in &self.similarity.task_types {
+            if let Some(value) = thresholds.request_threshold {
+                threshold(
+                    &format!("similarity.task_types.{task_type}.request_threshold"),
+                    value,
+                )?;
+            }
+            if let Some(value) = thresholds.topic_threshold {
+                threshold(
+                    &format!("similarity.task_types.{task_type}.topic_threshold"),
+                    value,
+                )?;
+            }
+        }
+        if self.semantic.cache_capacity > 10_000_000 {
+            return Err(invalid(
+                "semantic.cache_capacity",
+                self.semantic.cache_capacity,
+                "at most 10000000 embeddings are cached",
+            ));
+        }
         at_least_one("failures.history", self.failures.history)?;
         if self.failures.history > 1000 {
             return Err(invalid(
@@ -491,6 +618,37 @@ mod tests {
         assert_eq!(config.phases.visit_limit_for("build"), 10);
         assert_eq!(config.edges.limit_for("planner", "researcher"), 8);
         assert_eq!(config.edges.limit_for("researcher", "planner"), 5);
+    }
+
+    #[test]
+    fn task_type_thresholds_override_and_name_their_key() {
+        let config = Config::from_toml_str(
+            "[similarity]\nrequest_threshold = 0.9\n[similarity.task_types.research]\nrequest_threshold = 0.8\n",
+        )
+        .expect("valid");
+        let research = config.similarity.request_threshold_for(Some("research"));
+        assert_eq!(research.value, 0.8);
+        assert_eq!(
+            research.key,
+            "similarity.task_types.research.request_threshold"
+        );
+        let general = config.similarity.request_threshold_for(Some("coding"));
+        assert_eq!(
+            (general.value, general.key.as_str()),
+            (0.9, "similarity.request_threshold")
+        );
+        let topic = config.similarity.topic_threshold_for(Some("research"));
+        assert_eq!(
+            (topic.value, topic.key.as_str()),
+            (0.85, "similarity.topic_threshold")
+        );
+        let err = Config::from_toml_str("[similarity.task_types.x]\ntopic_threshold = 2.0\n")
+            .expect_err("out of range");
+        assert!(
+            err.to_string()
+                .contains("similarity.task_types.x.topic_threshold"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, pauses_
 use parking_lot::Mutex;
 
 use crate::HostError;
-use crate::extension::ExtensionDetector;
+use crate::extension::{ExtensionDetector, TopicAssigner};
 use crate::store::{CycleEpisode, MemoryStore, Resolution, Store, TaskSnapshot};
 
 /// Shards of the task map: enough that tokio tasks working on different
@@ -52,6 +52,7 @@ pub struct LoopGuard {
     config: Arc<Config>,
     detectors: BuiltinDetectors,
     extensions: Vec<Arc<dyn ExtensionDetector>>,
+    topics: Option<Arc<dyn TopicAssigner>>,
     store: Arc<dyn Store>,
     shards: Box<[Mutex<Shard>]>,
     sequence: AtomicU64,
@@ -84,6 +85,7 @@ pub struct LoopGuardBuilder {
     config: Config,
     store: Option<Arc<dyn Store>>,
     extensions: Vec<Arc<dyn ExtensionDetector>>,
+    topics: Option<Arc<dyn TopicAssigner>>,
 }
 
 impl LoopGuardBuilder {
@@ -101,6 +103,13 @@ impl LoopGuardBuilder {
         self
     }
 
+    /// Chooses topics by similarity for `topic_cycle` (the semantic
+    /// crate's assigner); without one, topics are exact normalized text.
+    pub fn topics(mut self, assigner: Arc<dyn TopicAssigner>) -> Self {
+        self.topics = Some(assigner);
+        self
+    }
+
     /// Validates the config and builds the engine.
     pub fn build(self) -> Result<LoopGuard, HostError> {
         self.config.validate()?;
@@ -109,6 +118,7 @@ impl LoopGuardBuilder {
             detectors: BuiltinDetectors::new(&self.config),
             config: Arc::new(self.config),
             extensions: self.extensions,
+            topics: self.topics,
             store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
             shards,
             sequence: AtomicU64::new(0),
@@ -139,6 +149,7 @@ impl LoopGuard {
             config,
             store: None,
             extensions: Vec::new(),
+            topics: None,
         }
     }
 
@@ -223,17 +234,31 @@ impl LoopGuard {
     }
 
     async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
+        let mut errors = Vec::new();
+        let semantic_topic = match (&self.topics, topic_text(&event)) {
+            (Some(assigner), Some(text)) => {
+                let task_type = event.extra.get("task_type").and_then(|v| v.as_str());
+                match assigner.assign(&event.task, task_type, line, text).await {
+                    Ok(topic) => topic,
+                    Err(err) => {
+                        tracing::error!(task = %event.task, line, error = %err, "topic assignment failed");
+                        errors.push(format!("topic assigner: {err}"));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let observed = ObservedEvent {
             line,
             event: &event,
             time,
             progressed: false,
-            semantic_topic: None,
+            semantic_topic: semantic_topic.as_ref(),
         };
         // Extension detectors may await (plugins run off the reactor), so
         // they run before the task's lock is taken.
         let mut extension_detections = Vec::new();
-        let mut errors = Vec::new();
         for extension in &self.extensions {
             match extension.observe(&observed).await {
                 Ok(found) => extension_detections.extend(found),
@@ -247,6 +272,9 @@ impl LoopGuard {
         if is_reset {
             for extension in &self.extensions {
                 extension.reset_task(&event.task).await;
+            }
+            if let Some(assigner) = &self.topics {
+                assigner.reset_task(&event.task).await;
             }
         }
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
@@ -484,4 +512,19 @@ fn apply_loop_policy(detection: &mut Detection, loop_count: u32, gate: u32) {
     } else {
         Action::InjectContext
     };
+}
+
+/// The free text whose topic a [`TopicAssigner`] chooses: a handoff's
+/// `content` when it has no explicit `topic`, a collaboration's `request`.
+fn topic_text(event: &Event) -> Option<&str> {
+    match &event.kind {
+        EventKind::Handoff {
+            topic: None,
+            content: Some(content),
+            ..
+        } => Some(content.as_str()),
+        EventKind::Collaboration { request, .. } => Some(request.as_str()),
+        _ => None,
+    }
+    .filter(|text| !text.trim().is_empty())
 }

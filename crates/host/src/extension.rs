@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use loopguard_core_types::Detection;
-use loopguard_detectors::ObservedEvent;
+use loopguard_detectors::{ObservedEvent, SemanticTopic};
 
 /// Why an extension detector could not judge an event.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +30,31 @@ pub trait ExtensionDetector: Send + Sync + std::fmt::Debug {
     async fn observe(&self, event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError>;
 
     /// Forgets a task's state (on `completed` and `human`).
+    async fn reset_task(&self, task: &str) {
+        let _ = task;
+    }
+}
+
+/// Chooses the topic of an event's free text by similarity (the seam the
+/// semantic crate fills). The engine asks it for every `handoff` without an
+/// explicit `topic` (its `content`) and every `collaboration` (its
+/// `request`), and passes the answer to `topic_cycle` as
+/// [`ObservedEvent::semantic_topic`]. Without an assigner, topics are exact
+/// normalized text.
+#[async_trait]
+pub trait TopicAssigner: Send + Sync + std::fmt::Debug {
+    /// The topic of `text` in `task` (seen on input line `line`), joining
+    /// the most similar earlier topic above the threshold or starting a new
+    /// one. `None` when the text has no topic (empty).
+    async fn assign(
+        &self,
+        task: &str,
+        task_type: Option<&str>,
+        line: u64,
+        text: &str,
+    ) -> Result<Option<SemanticTopic>, ExtensionError>;
+
+    /// Forgets a task's topics (on `completed` and `human`).
     async fn reset_task(&self, task: &str) {
         let _ = task;
     }

@@ -33,7 +33,7 @@
 
 pub use engine::{LoopGuard, LoopGuardBuilder};
 pub use error::HostError;
-pub use extension::{ExtensionDetector, ExtensionError};
+pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner};
 pub use replay::{ReplayItem, ReportBuilder, replay, replay_each};
 pub use store::{CycleEpisode, MemoryStore, Resolution, Store, StoreError, TaskSnapshot};
 

@@ -423,3 +423,79 @@ proptest! {
         prop_assert_eq!(report.events as usize + report.errors.len(), mangled.iter().filter(|l| !l.trim().is_empty()).count());
     }
 }
+
+/// A scripted topic assigner: texts mentioning "auth" share topic 7 with a
+/// fixed similarity; others get no topic. It stands in for the semantic
+/// crate's embedding-based assigner so the seam is tested on its own.
+#[derive(Debug, Default)]
+struct AuthTopics {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl loopguard_host::TopicAssigner for AuthTopics {
+    async fn assign(
+        &self,
+        _task: &str,
+        _task_type: Option<&str>,
+        line: u64,
+        text: &str,
+    ) -> Result<Option<loopguard_detectors::SemanticTopic>, ExtensionError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(text
+            .contains("auth")
+            .then(|| loopguard_detectors::SemanticTopic {
+                id: 7,
+                label: "auth".into(),
+                similarity: (line > 1).then_some(0.91),
+                threshold: 0.85,
+                matched_line: (line > 1).then_some(1),
+            }))
+    }
+}
+
+#[tokio::test]
+async fn a_topic_assigner_groups_differently_worded_exchanges() {
+    let assigner = Arc::new(AuthTopics::default());
+    let guard = LoopGuard::builder(Config::default())
+        .topics(assigner.clone())
+        .build()
+        .expect("valid");
+    let contents = [
+        "review the auth module",
+        "auth code needs another look",
+        "please check auth again",
+        "auth: one more pass",
+    ];
+    let mut last = None;
+    for (i, content) in contents.iter().enumerate() {
+        let (from, to) = if i % 2 == 0 { ("a", "b") } else { ("c", "d") };
+        last = Some(
+            guard
+                .observe_line(
+                    i as u64 + 1,
+                    event(&format!(
+                        r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}","content":"{content}"}}"#
+                    )),
+                )
+                .await,
+        );
+    }
+    let decision = last.expect("four decisions");
+    let topic = decision
+        .detections
+        .iter()
+        .find(|d| d.kind == kinds::TOPIC_CYCLE)
+        .expect("a topic cycle across differently worded contents");
+    assert_eq!(topic.similarity, Some(0.91));
+    assert_eq!(topic.matched_line, Some(1));
+    assert_eq!(topic.evidence, [1, 2, 3, 4]);
+    assert_eq!(assigner.calls.load(Ordering::Relaxed), 4);
+    // An explicit topic is not sent to the assigner.
+    guard
+        .observe(event(
+            r#"{"type":"handoff","task":"T","from":"a","to":"b","content":"auth","topic":"login"}"#,
+        ))
+        .await;
+    assert_eq!(assigner.calls.load(Ordering::Relaxed), 4);
+}
