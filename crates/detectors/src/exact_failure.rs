@@ -8,6 +8,11 @@
 //! between (ruling 2). Messages that differ never match here; judging those
 //! is left to the progress-based detectors.
 //!
+//! External failures (network, timeout, authentication, dependency; see
+//! [`crate::failure_class`]) are ignored entirely (ruling 3): they are never
+//! a loop and never join the history, so a timeout between two identical
+//! agent failures neither matches nor pushes an earlier failure out.
+//!
 //! `exact_failure` feeds the task's loop count, which the engine owns: it
 //! rewrites the `severity`, `action` and `loop_count` of every loop-feeding
 //! detection (rulings 4 and 11). This detector therefore reports a
@@ -78,6 +83,9 @@ impl Detector for ExactFailure {
         else {
             return;
         };
+        if crate::failure_class::classify(error_type.as_deref(), error).is_external() {
+            return;
+        }
         let message = hash128(error);
         let current = event.evidence_ref();
         let same = |seen: &&SeenFailure| seen.message == message;
@@ -298,6 +306,28 @@ mod tests {
         let found = run(&[failure("a", ""), failure("b", "")]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].1.evidence, vec![1, 2]);
+    }
+
+    #[test]
+    fn external_failures_are_ignored_entirely() {
+        // Ruling 3: identical timeouts are no loop, and they do not take the
+        // place of earlier failures in the history.
+        let mut config = Config::default();
+        config.failures.history = 1;
+        let lines = vec![
+            failure("a", "boom"),
+            failure("a", "request timed out"),
+            failure("a", "request timed out"),
+            r#"{"type":"failure","task":"T1","agent":"a","error":"E1","error_type":"network"}"#
+                .to_owned(),
+            r#"{"type":"failure","task":"T1","agent":"a","error":"E1","error_type":"network"}"#
+                .to_owned(),
+            failure("b", "boom"),
+        ];
+        let found = run_with(&config, &lines);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, 6);
+        assert_eq!(found[0].1.evidence, vec![1, 6]);
     }
 
     #[test]
