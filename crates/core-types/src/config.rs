@@ -35,6 +35,12 @@ pub struct Config {
     pub entropy: EntropyConfig,
     /// The engine's own bookkeeping.
     pub engine: EngineConfig,
+    /// Progress evaluation of differing failures (`regression`,
+    /// `no_progress`, `external_failure`).
+    pub progress: ProgressConfig,
+    /// The optional LLM judge of goal proximity (an OpenAI-compatible
+    /// chat-completions server).
+    pub llm: LlmConfig,
 }
 
 /// `[gate]`: when a task goes behind the human gate.
@@ -324,6 +330,61 @@ impl Default for EngineConfig {
     }
 }
 
+/// `[progress]`: judging failures by test metrics and completion signals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProgressConfig {
+    /// Differing failures in a row with no progress signal between them
+    /// that make one `no_progress` loop (default 3).
+    pub no_progress_failures: u32,
+    /// External failures in a row in one task that escalate as a
+    /// dependency problem (default 3, ruling 3).
+    pub external_failures_before_escalation: u32,
+}
+
+impl Default for ProgressConfig {
+    fn default() -> Self {
+        ProgressConfig {
+            no_progress_failures: 3,
+            external_failures_before_escalation: 3,
+        }
+    }
+}
+
+/// `[llm]`: the LLM judge of goal proximity, asked only when test metrics
+/// and completion signals cannot decide. Without a base URL and a model
+/// (here or in the environment) there is no judge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    /// The OpenAI-compatible API's base URL, e.g. `http://127.0.0.1:11434/v1`
+    /// (the judge posts to `{base_url}/chat/completions`). Config wins over
+    /// `LOOPGUARD_LLM_BASE_URL`.
+    pub base_url: Option<String>,
+    /// The model name. Config wins over `LOOPGUARD_LLM_MODEL`.
+    pub model: Option<String>,
+    /// The environment variable holding the API key, if the server needs one
+    /// (default `LOOPGUARD_LLM_API_KEY`). The key itself is never in a file.
+    pub api_key_env: String,
+    /// Seconds one request may take (default 20).
+    pub timeout_secs: u64,
+    /// Retries after a connection error, a 5xx or a 429, with exponential
+    /// backoff (default 2).
+    pub retries: u32,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: None,
+            model: None,
+            api_key_env: "LOOPGUARD_LLM_API_KEY".to_owned(),
+            timeout_secs: 20,
+            retries: 2,
+        }
+    }
+}
+
 /// A configuration that could not be read or is not valid.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -542,6 +603,50 @@ impl Config {
         if self.engine.task_ttl_secs == 0 {
             return Err(invalid("engine.task_ttl_secs", 0, "must be at least 1"));
         }
+        at_least_one(
+            "progress.no_progress_failures",
+            self.progress.no_progress_failures,
+        )?;
+        at_least_one(
+            "progress.external_failures_before_escalation",
+            self.progress.external_failures_before_escalation,
+        )?;
+        let llm = &self.llm;
+        if let Some(url) = &llm.base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "llm.base_url",
+                format!("{url:?}"),
+                "must be an http:// or https:// URL, e.g. \"http://127.0.0.1:11434/v1\"",
+            ));
+        }
+        if let Some(model) = &llm.model
+            && model.trim().is_empty()
+        {
+            return Err(invalid(
+                "llm.model",
+                format!("{model:?}"),
+                "must name a model",
+            ));
+        }
+        if llm.api_key_env.is_empty() || llm.api_key_env.contains(['=', '\0']) {
+            return Err(invalid(
+                "llm.api_key_env",
+                format!("{:?}", llm.api_key_env),
+                "must be the name of an environment variable",
+            ));
+        }
+        if !(1..=600).contains(&llm.timeout_secs) {
+            return Err(invalid(
+                "llm.timeout_secs",
+                llm.timeout_secs,
+                "must be between 1 and 600",
+            ));
+        }
+        if llm.retries > 10 {
+            return Err(invalid("llm.retries", llm.retries, "must be at most 10"));
+        }
         Ok(())
     }
 }
@@ -649,6 +754,42 @@ mod tests {
                 .contains("similarity.task_types.x.topic_threshold"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn progress_and_llm_defaults_and_validation() {
+        let config = Config::default();
+        assert_eq!(config.progress.no_progress_failures, 3);
+        assert_eq!(config.progress.external_failures_before_escalation, 3);
+        assert_eq!(config.llm.base_url, None);
+        assert_eq!(config.llm.model, None);
+        assert_eq!(config.llm.api_key_env, "LOOPGUARD_LLM_API_KEY");
+        assert_eq!((config.llm.timeout_secs, config.llm.retries), (20, 2));
+
+        let config = Config::from_toml_str(
+            "[llm]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"qwen\"\n",
+        )
+        .expect("valid");
+        assert_eq!(config.llm.model.as_deref(), Some("qwen"));
+        for (toml, key) in [
+            (
+                "[progress]\nno_progress_failures = 0\n",
+                "progress.no_progress_failures",
+            ),
+            (
+                "[progress]\nexternal_failures_before_escalation = 0\n",
+                "progress.external_failures_before_escalation",
+            ),
+            ("[llm]\nbase_url = \"localhost:8080\"\n", "llm.base_url"),
+            ("[llm]\nmodel = \" \"\n", "llm.model"),
+            ("[llm]\napi_key_env = \"\"\n", "llm.api_key_env"),
+            ("[llm]\ntimeout_secs = 0\n", "llm.timeout_secs"),
+            ("[llm]\nretries = 11\n", "llm.retries"),
+            ("[llm]\nkey = \"sk-1\"\n", "key"),
+        ] {
+            let err = Config::from_toml_str(toml).expect_err(toml);
+            assert!(err.to_string().contains(key), "{toml}: {err}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub use config::{
     Config, ConfigError, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig, EngineConfig, EntropyConfig,
     FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SimilarityConfig,
 };
+pub use config::{LlmConfig, ProgressConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, ProgressSnapshot};
 pub use report::{LineError, Report, TaskReport};
