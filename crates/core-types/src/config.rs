@@ -187,7 +187,7 @@ pub struct CycleConfig {
     /// Exchange count from which a cycle is of high severity (default 8).
     pub severity_high: u32,
     /// Exchange count from which a cycle is critical and escalates
-    /// (default 12).
+    /// (default 12; at most 16, the exchanges a window keeps).
     pub severity_critical: u32,
     /// Most distinct agents in a multi-agent cycle (default 6; the fewest
     /// is 3).
@@ -404,6 +404,11 @@ pub enum ConfigError {
     },
 }
 
+/// Most exchanges the detectors keep per pair, cycle or topic window (the
+/// detectors' `WINDOW_CAP`); counts saturate there, so
+/// `cycles.severity_critical` must not exceed it.
+const MOST_EXCHANGES_KEPT: u32 = 16;
+
 impl CycleConfig {
     /// Severity of a cycle detection with this many exchanges (ruling 4).
     pub fn severity(&self, exchanges: u32) -> crate::Severity {
@@ -548,6 +553,14 @@ impl Config {
                 "cycles.severity_critical",
                 cycles.severity_critical,
                 "must be greater than cycles.severity_high",
+            ));
+        }
+        if cycles.severity_critical > MOST_EXCHANGES_KEPT {
+            return Err(invalid(
+                "cycles.severity_critical",
+                cycles.severity_critical,
+                "must be at most 16: windows keep at most 16 exchanges per pair, cycle or \
+                 topic, so a higher count is never reached",
             ));
         }
         if !(3..=16).contains(&cycles.max_cycle_agents) {
@@ -754,6 +767,19 @@ mod tests {
                 .contains("similarity.task_types.x.topic_threshold"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn severity_critical_must_fit_in_a_window() {
+        let err = Config::from_toml_str("[cycles]\nseverity_critical = 17\n").expect_err("17");
+        assert_eq!(
+            err.to_string(),
+            "config: `cycles.severity_critical` = 17 is not valid: must be at most 16: windows \
+             keep at most 16 exchanges per pair, cycle or topic, so a higher count is never \
+             reached"
+        );
+        let config = Config::from_toml_str("[cycles]\nseverity_critical = 16\n").expect("16");
+        assert_eq!(config.cycles.severity_critical, 16);
     }
 
     #[test]
