@@ -59,23 +59,43 @@ fn agent_pair_window_is_600_seconds_and_does_not_apply_without_timestamps() {
 }
 
 #[test]
-fn multi_agent_cycle_fires_on_the_4th_handoff_along_it() {
+fn multi_agent_cycle_fires_once_the_work_went_around_it_twice() {
     let decisions = replay_jsonl("multi_agent.jsonl", &[]);
-    assert_eq!(lines_with(&decisions, "T1", "multi_agent"), [4]);
-    assert!(
-        lines_with(&decisions, "T1", "agent_pair").is_empty(),
-        "no pair exchanged more than twice"
-    );
-    let found = detection(&decisions, 4, "multi_agent");
+    // T1: planner -> coder -> tester -> planner. One lap and more (lines
+    // 1-5) is ordinary iteration; the 6th handoff completes the second lap.
+    assert_eq!(lines_with(&decisions, "T1", "multi_agent"), [6]);
+    for task in ["T1", "T2"] {
+        assert!(
+            lines_with(&decisions, task, "agent_pair").is_empty(),
+            "{task}: no pair exchanged more than twice"
+        );
+    }
+    let found = detection(&decisions, 6, "multi_agent");
     assert_eq!(found["action"], "break_cycle");
-    assert_eq!(found["severity"], "low");
-    assert_eq!(numbers(&found["evidence"]), [1, 2, 3, 4]);
+    assert_eq!(found["severity"], "medium");
+    assert_eq!(found["count"], 6);
+    assert_eq!(found["skip_agent"], "planner");
+    assert_eq!(numbers(&found["evidence"]), [1, 2, 3, 4, 5, 6]);
     assert_eq!(
         found["evidence_ids"],
-        serde_json::json!(["m1", "m2", "m3", "m4"])
+        serde_json::json!(["m1", "m2", "m3", "m4", "m5", "m6"])
     );
-    assert_eq!(at(&decisions, 4)["action"], "break_cycle");
-    assert_eq!(at(&decisions, 4)["loop_count"], 0);
+    for line in 1..=5 {
+        assert_eq!(at(&decisions, line)["action"], "none", "line {line}");
+    }
+    assert_eq!(at(&decisions, 6)["action"], "break_cycle");
+    assert_eq!(at(&decisions, 6)["loop_count"], 0);
+
+    // T2: a four-agent cycle (lines 7-14) needs 8 handoffs, two full laps;
+    // its first lap closing (line 10) is no detection.
+    assert_eq!(lines_with(&decisions, "T2", "multi_agent"), [14]);
+    let found = detection(&decisions, 14, "multi_agent");
+    assert_eq!(found["count"], 8);
+    assert_eq!(found["severity"], "high");
+    assert_eq!(found["action"], "inject_context");
+    assert_eq!(numbers(&found["evidence"]), (7..=14).collect::<Vec<_>>());
+    assert_eq!(at(&decisions, 14)["action"], "inject_context");
+    assert_eq!(at(&decisions, 14)["status"], "active");
 }
 
 #[test]

@@ -12,6 +12,14 @@ fn edge_limit_aborts_at_the_6th_hop_without_progress_and_abort_is_terminal() {
     assert_eq!(found["action"], "abort");
     assert_eq!(found["severity"], "critical");
     assert_eq!(numbers(&found["evidence"]), [1, 3, 5, 7, 9, 11]);
+    // Without progress, plan <-> search is also an oscillation from the 4th
+    // hop on (ruling 7): those hops are blocked before the edge aborts.
+    assert_eq!(
+        lines_with(&decisions, "T1", "oscillation"),
+        (4..=11).collect::<Vec<_>>()
+    );
+    assert_eq!(at(&decisions, 4)["action"], "block");
+    assert_eq!(at(&decisions, 10)["action"], "block");
     let aborted = at(&decisions, 11);
     assert_eq!(aborted["action"], "abort");
     assert_eq!(aborted["status"], "aborted_stuck");
@@ -31,6 +39,9 @@ fn progress_that_changes_a_metric_resets_the_edge_counter() {
     // tests: no edge is stuck. The 6th occurrence still hits the
     // transition limit, which progress does not reset.
     assert!(lines_with(&decisions, "T1", "edge_limit").is_empty());
+    // Progress clears the recent transitions too: plan <-> search with
+    // fewer failing tests every round is no oscillation.
+    assert!(lines_with(&decisions, "T1", "oscillation").is_empty());
     assert_eq!(lines_with(&decisions, "T1", "transition_limit"), [16]);
     let last = at(&decisions, 16);
     assert_eq!(last["status"], "escalated");

@@ -55,9 +55,9 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         kind: "multi_agent",
         title: "Planner, coder, tester, planner, coder...",
         story: "No two agents talk to each other often, yet the work goes round a \
-                three-agent circle. When the first hop of the circle comes around \
-                again, loopguard reports a multi-agent cycle and tells the \
-                orchestrator to break it.",
+                three-agent circle. One lap is an ordinary iteration; once the work \
+                has gone around twice in full (the 6th handoff), loopguard reports a \
+                multi-agent cycle and tells the orchestrator to break it.",
         trace: include_str!("../demo/03_multi_agent.jsonl"),
     },
     Scenario {

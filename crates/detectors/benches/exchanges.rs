@@ -7,7 +7,7 @@
 //!
 //! - `loop_untimed`: the loop each detector catches, without timestamps
 //!   (`a <-> b`; `a -> b -> c -> a`; one topic). Every event fires with a
-//!   saturated 64-exchange window: the most work one event can cause.
+//!   saturated 16-exchange window: the most work one event can cause.
 //! - `team_timed`: four agents passing work and asking for help at random on
 //!   eight topics, an event every 20 s, so windows expire as they go.
 //! - `many_timed`: 200 agents and 400 topics at random, an event every 2 s:

@@ -16,6 +16,12 @@
 //! A handoff from an agent to itself is not an exchange between two agents
 //! and is ignored.
 //!
+//! A window keeps at most [`WINDOW_CAP`] (16) exchanges, so counts saturate
+//! at 16 and the reason reads "at least 16"; the config holds
+//! `cycles.severity_critical` to 16 or less, so every severity is reached.
+//! A task remembers at most [`MAX_PAIRS`] pairs; a pair whose exchanges
+//! have all left the window is forgotten.
+//!
 //! This module also holds what the three exchange detectors
 //! ([`AgentPair`], [`crate::MultiAgent`], [`crate::TopicCycle`]) share: the
 //! time window of exchanges, a small least-recently-used table, and the
@@ -44,7 +50,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
 use loopguard_core_types::{
@@ -52,11 +57,14 @@ use loopguard_core_types::{
 };
 use rustc_hash::FxHasher;
 
+use crate::evidence::{NO_TIME, SharedEvidence};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
-/// Most exchanges one window keeps (per pair, per cycle, per topic). Counts
-/// saturate here, well above the critical severity (12 by default).
-pub const WINDOW_CAP: usize = 64;
+/// Most exchanges one window keeps (per pair, per topic, and per cycle of
+/// up to 8 agents; a longer cycle keeps its two laps). Counts saturate
+/// here, above the critical severity (12 by default, and the config allows
+/// at most 16), so every severity is still reached.
+pub const WINDOW_CAP: usize = 16;
 
 /// Most agent pairs remembered per task; the least recently used is
 /// forgotten first.
@@ -70,10 +78,12 @@ pub struct AgentPair {
 }
 
 /// What [`AgentPair`] remembers about one task: one exchange window per
-/// pair, at most [`MAX_PAIRS`] pairs.
+/// pair, at most [`MAX_PAIRS`] pairs. A pair whose exchanges have all left
+/// the window is forgotten (it would count from zero anyway).
 #[derive(Debug, Default)]
 pub struct AgentPairState {
     pairs: LruTable<ExchangeWindow>,
+    sweep: Sweep,
 }
 
 impl AgentPairState {
@@ -106,6 +116,19 @@ impl Detector for AgentPair {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl AgentPair {
+    /// [`Detector::observe`] with the event's evidence shared.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut AgentPairState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let (from, to) = match &event.event.kind {
             EventKind::Handoff { from, to, .. } | EventKind::Collaboration { from, to, .. } => {
                 (from.as_str(), to.as_str())
@@ -115,17 +138,21 @@ impl Detector for AgentPair {
         if from == to {
             return;
         }
+        state
+            .sweep
+            .sweep_table(&mut state.pairs, event.time, self.window_ms);
         let key = pair_key(from, to);
         let Some(window) = state.pairs.entry(key, MAX_PAIRS, ExchangeWindow::default) else {
             return;
         };
-        let count = window.record(event.time, event.evidence_ref(), self.window_ms);
+        let count = window.record(event.time, evidence.get(), self.window_ms);
+        state.sweep.note(event.time, self.window_ms);
         if count <= self.cycles.max_exchanges {
             return;
         }
         let reason = format!(
             "agents '{from}' and '{to}' exchanged work {} times{} (more than {})",
-            count_text(count),
+            count_text(count, WINDOW_CAP),
             within_text(event.time, &self.cycles),
             self.cycles.max_exchanges,
         );
@@ -202,10 +229,10 @@ pub(crate) fn cycle_detection(
     detection
 }
 
-/// The count as the reason shows it: "64" is a saturated window, so it
-/// reads "at least 64".
-pub(crate) fn count_text(count: u32) -> String {
-    if usize::try_from(count).is_ok_and(|count| count >= WINDOW_CAP) {
+/// The count as the reason shows it: a window of `cap` exchanges is
+/// saturated, so its count reads "at least 16".
+pub(crate) fn count_text(count: u32, cap: usize) -> String {
+    if usize::try_from(count).is_ok_and(|count| count >= cap) {
         format!("at least {count}")
     } else {
         count.to_string()
@@ -220,23 +247,16 @@ pub(crate) fn within_text(time: Option<Timestamp>, cycles: &CycleConfig) -> Stri
     }
 }
 
-/// `WindowEntry::at_ms` of an exchange without a time. No RFC 3339 time
-/// (years 0000–9999) maps to it, so it cannot be confused with a real one.
-const NO_TIME: i64 = i64::MIN;
-
-/// One exchange in a window. The time is kept as bare milliseconds with a
-/// sentinel (not `Option<Timestamp>`) to keep entries at 32 bytes.
-#[derive(Debug, Clone)]
-struct WindowEntry {
-    at_ms: i64,
-    evidence: EvidenceRef,
-}
-
 /// The exchanges of one pair, cycle or topic within the time window, oldest
-/// first, at most [`WINDOW_CAP`].
+/// first, at most a cap ([`WINDOW_CAP`] for pairs and topics). Each is a
+/// shared [`EvidenceRef`] (a pointer), which carries the exchange's time.
+///
+/// A `Vec`, not a `VecDeque`: dropping the oldest of a few dozen pointers
+/// is a tiny move, and a `Vec` is a word smaller, which counts with dozens
+/// of windows per task.
 #[derive(Debug, Default)]
 pub(crate) struct ExchangeWindow {
-    entries: VecDeque<WindowEntry>,
+    entries: Vec<EvidenceRef>,
 }
 
 impl ExchangeWindow {
@@ -248,39 +268,47 @@ impl ExchangeWindow {
         window_ms: i64,
     ) -> u32 {
         self.expire(now, window_ms);
-        self.push(now, evidence);
+        self.push(evidence, WINDOW_CAP);
         self.count()
     }
 
-    /// Adds an exchange, dropping the oldest when the window is full.
-    pub(crate) fn push(&mut self, at: Option<Timestamp>, evidence: EvidenceRef) {
-        if self.entries.len() >= WINDOW_CAP {
-            self.entries.pop_front();
+    /// Adds an exchange, dropping the oldest when `cap` are held. The
+    /// buffer grows in small steps up to `cap`, never past it.
+    pub(crate) fn push(&mut self, evidence: EvidenceRef, cap: usize) {
+        let cap = cap.max(1);
+        if self.entries.len() >= cap {
+            let excess = self.entries.len() + 1 - cap;
+            self.entries.drain(..excess);
         }
-        self.entries.push_back(WindowEntry {
-            at_ms: at.map_or(NO_TIME, Timestamp::as_millis),
-            evidence,
-        });
+        let len = self.entries.len();
+        if len == self.entries.capacity() {
+            self.entries.reserve_exact((len / 2).max(2).min(cap - len));
+        }
+        self.entries.push(evidence);
     }
 
     /// Drops timed exchanges more than `window_ms` before `now`. Untimed
     /// exchanges never expire, and nothing expires when `now` is unknown
     /// ("without timestamps the window does not apply"). Entries need not
     /// be in time order (timed and untimed events mix, clocks skew), so the
-    /// whole window is checked; it holds at most [`WINDOW_CAP`] entries.
+    /// whole window is checked; it holds a few dozen entries at most.
     pub(crate) fn expire(&mut self, now: Option<Timestamp>, window_ms: i64) {
         let Some(now) = now else {
             return;
         };
         let now = now.as_millis();
-        self.entries
-            .retain(|entry| entry.at_ms == NO_TIME || now.saturating_sub(entry.at_ms) <= window_ms);
-        // A burst grows the buffer; give most of it back once the burst has
-        // expired, so a quiet task keeps a small state. Only when a third
-        // full or less, so a steady rate does not reallocate back and forth.
+        self.entries.retain(|entry| {
+            let at = entry.at_ms();
+            at == NO_TIME || now.saturating_sub(at) <= window_ms
+        });
+        // Give memory back once exchanges have expired, so a quiet pair,
+        // cycle or topic costs next to nothing; but only with 4 or more
+        // spare slots, so a steady rate does not reallocate back and forth.
         let (len, capacity) = (self.entries.len(), self.entries.capacity());
-        if capacity > 8 && len * 3 <= capacity {
-            self.entries.shrink_to((len * 2).max(4));
+        if len == 0 {
+            self.entries = Vec::new();
+        } else if capacity - len >= 4 {
+            self.entries.shrink_to(len + 2);
         }
     }
 
@@ -289,9 +317,97 @@ impl ExchangeWindow {
         u32::try_from(self.entries.len()).unwrap_or(u32::MAX)
     }
 
+    /// Whether the window holds no exchange.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The time of the oldest timed exchange, if any.
+    fn oldest_ms(&self) -> Option<i64> {
+        self.entries
+            .iter()
+            .map(EvidenceRef::at_ms)
+            .filter(|at| *at != NO_TIME)
+            .min()
+    }
+
     /// Lines and ids of the exchanges, oldest first.
     pub(crate) fn evidence(&self) -> (Vec<u64>, Vec<String>) {
-        evidence_of(self.entries.iter().map(|entry| &entry.evidence))
+        evidence_of(&self.entries)
+    }
+}
+
+/// When a task's windows (one per pair, topic or cycle) next hold an
+/// exchange old enough to drop.
+///
+/// A window is expired exactly whenever it counts an exchange, so counts
+/// never include stale exchanges. A window that goes quiet is not touched,
+/// though, and would keep its stale exchanges: every so often all windows
+/// are expired together to give that memory back. "Every so often" is once
+/// an exchange somewhere is older than the window plus an eighth of it, so
+/// a sweep happens at most about eight times per window length of stream
+/// time, never once per event.
+#[derive(Debug)]
+pub(crate) struct Sweep {
+    /// Sweep once the time passes this; `i64::MAX` when nothing is timed.
+    due_ms: i64,
+}
+
+impl Default for Sweep {
+    fn default() -> Self {
+        Sweep { due_ms: i64::MAX }
+    }
+}
+
+impl Sweep {
+    /// Whether the windows should be swept at `now`.
+    pub(crate) fn is_due(&self, now: Option<Timestamp>) -> bool {
+        now.is_some_and(|now| now.as_millis() > self.due_ms)
+    }
+
+    /// Takes an exchange at `at` into account (the one just recorded).
+    pub(crate) fn note(&mut self, at: Option<Timestamp>, window_ms: i64) {
+        if let Some(at) = at {
+            self.note_ms(at.as_millis(), window_ms);
+        }
+    }
+
+    /// Takes `window`'s oldest timed exchange into account.
+    pub(crate) fn note_window(&mut self, window: &ExchangeWindow, window_ms: i64) {
+        if let Some(oldest) = window.oldest_ms() {
+            self.note_ms(oldest, window_ms);
+        }
+    }
+
+    fn note_ms(&mut self, at_ms: i64, window_ms: i64) {
+        let due = at_ms
+            .saturating_add(window_ms)
+            .saturating_add(window_ms / 8);
+        self.due_ms = self.due_ms.min(due);
+    }
+
+    /// Starts over before noting every window of a sweep.
+    pub(crate) fn restart(&mut self) {
+        self.due_ms = i64::MAX;
+    }
+
+    /// If due, expires every window of `table` and forgets the empty ones
+    /// (an empty window counts from zero, like a missing one).
+    pub(crate) fn sweep_table(
+        &mut self,
+        table: &mut LruTable<ExchangeWindow>,
+        now: Option<Timestamp>,
+        window_ms: i64,
+    ) {
+        if !self.is_due(now) {
+            return;
+        }
+        self.restart();
+        table.retain(|window| {
+            window.expire(now, window_ms);
+            self.note_window(window, window_ms);
+            !window.is_empty()
+        });
     }
 }
 
@@ -336,6 +452,12 @@ impl<V> LruTable<V> {
         let slot = match found {
             Some(index) => self.slots.get_mut(index)?,
             None if self.slots.len() < cap => {
+                if self.slots.len() == self.slots.capacity() {
+                    // Small steps up to the cap: a table holds a few
+                    // entries more often than it holds its cap.
+                    let grow = (self.slots.len() / 2).max(2).min(cap - self.slots.len());
+                    self.slots.reserve_exact(grow);
+                }
                 self.slots.push(LruSlot {
                     key,
                     used,
@@ -374,6 +496,16 @@ impl<V> LruTable<V> {
             if visit(slot.key, &mut slot.value) {
                 slot.used = used;
             }
+        }
+    }
+
+    /// Keeps the values for which `keep` returns `true`, and gives back
+    /// the room of the others.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&mut V) -> bool) {
+        self.slots.retain_mut(|slot| keep(&mut slot.value));
+        let (len, capacity) = (self.slots.len(), self.slots.capacity());
+        if capacity - len >= 4 {
+            self.slots.shrink_to(len + 2);
         }
     }
 
@@ -641,11 +773,19 @@ pub(crate) mod tests {
             &ping_pong(WINDOW_CAP + 6, |_| None),
         );
         let last = &found[WINDOW_CAP + 5][0];
-        assert_eq!(last.count, Some(64));
+        assert_eq!(last.count, Some(16));
         assert_eq!(last.evidence.len(), WINDOW_CAP);
         assert_eq!(last.evidence.first(), Some(&7));
         assert_eq!(last.evidence.last(), Some(&(WINDOW_CAP as u64 + 6)));
-        assert!(last.reason.contains("at least 64 times"), "{}", last.reason);
+        assert!(last.reason.contains("at least 16 times"), "{}", last.reason);
+        // 16 is still critical: the whole severity ladder fits in a window.
+        assert_eq!(last.severity, Severity::Critical);
+        assert_eq!(found[WINDOW_CAP - 2][0].count, Some(15));
+        assert!(
+            !found[WINDOW_CAP - 2][0].reason.contains("at least"),
+            "{}",
+            found[WINDOW_CAP - 2][0].reason
+        );
     }
 
     /// Three exchanges of {a,b}, then one exchange each of `others` pairs,
@@ -694,18 +834,75 @@ pub(crate) mod tests {
 
     #[test]
     fn window_gives_memory_back_after_a_burst() {
+        let at =
+            |line: u64, secs: i64| EvidenceRef::timed(line, Some(Timestamp(secs * 1000)), None);
         let mut window = ExchangeWindow::default();
         for i in 0..40 {
-            window.push(Some(Timestamp(i)), EvidenceRef::new(1, None));
+            window.push(at(1, i), WINDOW_CAP);
         }
-        assert!(window.entries.capacity() >= 40);
-        let later = Some(Timestamp(700_000));
-        assert_eq!(window.record(later, EvidenceRef::new(2, None), 600_000), 1);
+        // Never past the cap, and grown in steps to exactly the cap.
+        assert_eq!(window.count(), 16);
+        assert_eq!(window.entries.capacity(), WINDOW_CAP);
+        assert_eq!(
+            window.record(Some(Timestamp(639_000)), at(2, 639), 600_000),
+            2
+        );
         assert!(
             window.entries.capacity() <= 8,
             "{}",
             window.entries.capacity()
         );
+        // Once everything has expired, nothing is held.
+        window.expire(Some(Timestamp(5_000_000)), 600_000);
+        assert_eq!((window.count(), window.entries.capacity()), (0, 0));
+    }
+
+    #[test]
+    fn quiet_pairs_are_swept_and_forgotten() {
+        // Ten pairs exchange once each, a minute apart; then one pair keeps
+        // going. The quiet pairs' exchanges leave the window and, once a
+        // sweep is due, the pairs are forgotten.
+        let mut events: Vec<Event> = (0..10)
+            .map(|i| handoff(&format!("x{i}"), "y", Some(i * 60)))
+            .collect();
+        events.extend((0..10).map(|i| handoff("a", "b", Some(1_300 + i))));
+        let mut state = AgentPairState::default();
+        run(&detector(), &mut state, 1, &events);
+        assert_eq!(state.pairs(), 1);
+        // Without timestamps nothing expires, so nothing is swept.
+        let events: Vec<Event> = (0..10)
+            .map(|i| handoff(&format!("x{i}"), "y", None))
+            .collect();
+        let mut state = AgentPairState::default();
+        run(&detector(), &mut state, 1, &events);
+        assert_eq!(state.pairs(), 10);
+    }
+
+    #[test]
+    fn a_sweep_never_drops_what_is_still_in_the_window() {
+        // Pair {a,b} at 0, 300, 599 s; pair {c,d} at 700 s sweeps (the
+        // 0 s exchange is 700 s old, past 600 + 75): {a,b} keeps 300 and
+        // 599, so its exchanges at 800 and 850 make four within 600 s.
+        let events = [
+            handoff("a", "b", Some(0)),
+            handoff("b", "a", Some(300)),
+            handoff("a", "b", Some(599)),
+            handoff("c", "d", Some(700)),
+            handoff("b", "a", Some(800)),
+            handoff("a", "b", Some(850)),
+        ];
+        let found = run(&detector(), &mut AgentPairState::default(), 1, &events);
+        assert!(found[..5].iter().all(Vec::is_empty), "{found:?}");
+        assert_eq!(found[5][0].evidence, vec![2, 3, 5, 6]);
+    }
+
+    #[test]
+    fn the_config_holds_critical_within_a_window() {
+        let mut config = Config::default();
+        config.cycles.severity_critical = WINDOW_CAP as u32;
+        assert_eq!(config.validate(), Ok(()));
+        config.cycles.severity_critical += 1;
+        assert!(config.validate().is_err());
     }
 
     #[test]

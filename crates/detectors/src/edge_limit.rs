@@ -15,6 +15,7 @@
 
 use loopguard_core_types::{Action, Config, Detection, EdgeConfig, EventKind, Severity, kinds};
 
+use crate::evidence::SharedEvidence;
 use crate::phase_visits::CounterTable;
 use crate::{Detector, ObservedEvent};
 
@@ -60,6 +61,20 @@ impl Detector for EdgeLimit {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl EdgeLimit {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut EdgeLimitState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         if event.progressed {
             state.edges.clear();
             return;
@@ -67,7 +82,7 @@ impl Detector for EdgeLimit {
         let EventKind::Transition { from, to } = &event.event.kind else {
             return;
         };
-        let hit = state.edges.hit(from, to, event.evidence_ref());
+        let hit = state.edges.hit(from, to, evidence.get());
         let limit = self.config.limit_for(from, to);
         if hit.count <= limit {
             return;

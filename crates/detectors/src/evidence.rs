@@ -1,22 +1,105 @@
 //! Evidence: the input lines (and orchestrator ids) that show a loop.
+//!
+//! One event is often remembered by several detectors at once (a handoff
+//! sits in its pair's window, its topic's window and the windows of the
+//! cycles it is on), so what is remembered is one shared record per event:
+//! a reference costs a pointer, and an event's `id` is stored once however
+//! many detectors keep it.
 
-/// One event a detector remembers as evidence: its line and, if the event
-/// carried one, its `id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EvidenceRef {
-    /// The 1-based input line.
-    pub line: u64,
-    /// The event's `id`, if any.
-    pub id: Option<Box<str>>,
+use std::cell::OnceCell;
+use std::fmt;
+use std::sync::Arc;
+
+use loopguard_core_types::Timestamp;
+
+use crate::ObservedEvent;
+
+/// `Record::at_ms` of an event without a time. No RFC 3339 time (years
+/// 0000–9999) maps to it, so it cannot be confused with a real one.
+pub(crate) const NO_TIME: i64 = i64::MIN;
+
+/// One event a detector remembers as evidence: its line, its time, and its
+/// `id` if it had one. Cloning shares the record.
+#[derive(Clone)]
+pub struct EvidenceRef(Arc<Record>);
+
+/// What an [`EvidenceRef`] points to. The time is bare milliseconds with a
+/// sentinel (not `Option<Timestamp>`) to keep the record small.
+#[derive(Debug)]
+struct Record {
+    line: u64,
+    at_ms: i64,
+    id: Option<Box<str>>,
 }
 
 impl EvidenceRef {
-    /// Evidence for the event at `line` with the given id.
+    /// Evidence for the event at `line` with the given id, without a time.
     pub fn new(line: u64, id: Option<&str>) -> EvidenceRef {
-        EvidenceRef {
+        EvidenceRef::timed(line, None, id)
+    }
+
+    /// Evidence for the event at `line`, at `time`, with the given id.
+    pub fn timed(line: u64, time: Option<Timestamp>, id: Option<&str>) -> EvidenceRef {
+        EvidenceRef(Arc::new(Record {
             line,
+            at_ms: time.map_or(NO_TIME, Timestamp::as_millis),
             id: id.map(Box::from),
+        }))
+    }
+
+    /// The 1-based input line.
+    pub fn line(&self) -> u64 {
+        self.0.line
+    }
+
+    /// The event's `id`, if any.
+    pub fn id(&self) -> Option<&str> {
+        self.0.id.as_deref()
+    }
+
+    /// The event's time in milliseconds, or [`NO_TIME`].
+    pub(crate) fn at_ms(&self) -> i64 {
+        self.0.at_ms
+    }
+}
+
+impl PartialEq for EvidenceRef {
+    fn eq(&self, other: &EvidenceRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.line == other.0.line
+                && self.0.at_ms == other.0.at_ms
+                && self.0.id == other.0.id)
+    }
+}
+
+impl Eq for EvidenceRef {}
+
+impl fmt::Debug for EvidenceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The evidence of the event being observed, made on first use and then
+/// shared: [`crate::BuiltinDetectors`] hands one to every detector, so an
+/// event kept by several of them is one record, and an event none of them
+/// keeps costs nothing.
+pub(crate) struct SharedEvidence<'a> {
+    event: &'a ObservedEvent<'a>,
+    made: OnceCell<EvidenceRef>,
+}
+
+impl<'a> SharedEvidence<'a> {
+    pub(crate) fn new(event: &'a ObservedEvent<'a>) -> SharedEvidence<'a> {
+        SharedEvidence {
+            event,
+            made: OnceCell::new(),
         }
+    }
+
+    /// The event's evidence (a shared reference to one record).
+    pub(crate) fn get(&self) -> EvidenceRef {
+        self.made.get_or_init(|| self.event.evidence_ref()).clone()
     }
 }
 
@@ -26,10 +109,37 @@ pub fn evidence_of<'a>(refs: impl IntoIterator<Item = &'a EvidenceRef>) -> (Vec<
     let mut lines = Vec::new();
     let mut ids = Vec::new();
     for reference in refs {
-        lines.push(reference.line);
-        if let Some(id) = &reference.id {
-            ids.push(id.to_string());
+        lines.push(reference.line());
+        if let Some(id) = reference.id() {
+            ids.push(id.to_owned());
         }
     }
     (lines, ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use loopguard_core_types::Event;
+
+    use super::*;
+
+    #[test]
+    fn a_reference_is_one_pointer_and_clones_share_the_record() {
+        assert_eq!(size_of::<EvidenceRef>(), size_of::<usize>());
+        let event = Event::from_json(
+            r#"{"type":"completed","task":"T","id":"e-1","ts":"2026-11-22T10:00:00Z"}"#,
+        )
+        .expect("valid");
+        let observed = ObservedEvent::new(7, &event);
+        let shared = SharedEvidence::new(&observed);
+        let (a, b) = (shared.get(), shared.get());
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert_eq!((a.line(), a.id()), (7, Some("e-1")));
+        assert_eq!(a.at_ms(), event.ts.map_or(0, Timestamp::as_millis));
+        assert_eq!(EvidenceRef::new(3, None).at_ms(), NO_TIME);
+        assert_eq!(
+            evidence_of([&a, &EvidenceRef::new(9, None)]),
+            (vec![7, 9], vec!["e-1".to_owned()])
+        );
+    }
 }

@@ -29,6 +29,7 @@ use loopguard_core_types::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::evidence::SharedEvidence;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Detects a failure whose message exactly repeats one of the task's recent
@@ -73,6 +74,20 @@ impl Detector for ExactFailure {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl ExactFailure {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut ExactFailureState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let EventKind::Failure {
             error,
             error_type,
@@ -87,7 +102,7 @@ impl Detector for ExactFailure {
             return;
         }
         let message = hash128(error);
-        let current = event.evidence_ref();
+        let current = evidence.get();
         let same = |seen: &&SeenFailure| seen.message == message;
         if state.recent.iter().any(|seen| same(&seen)) {
             let (lines, ids) = evidence_of(
@@ -157,15 +172,16 @@ pub(crate) fn hash128(text: &str) -> [u8; 16] {
 
 /// Appends `item` to a window of at most `cap` items, dropping the oldest.
 ///
-/// The buffer grows no further than `cap`, so a full window neither
-/// reallocates nor holds spare room (a `VecDeque` doubles by default).
+/// The buffer grows by half (at least 4) and no further than `cap`, so a
+/// full window neither reallocates nor holds spare room, and a window that
+/// is mostly empty holds little (a `VecDeque` doubles by default).
 pub(crate) fn push_bounded<T>(window: &mut VecDeque<T>, item: T, cap: usize) {
     let cap = cap.max(1);
     while window.len() >= cap {
         window.pop_front();
     }
     if window.len() == window.capacity() {
-        let grow = window.len().max(4).min(cap - window.len());
+        let grow = (window.len() / 2).max(4).min(cap - window.len());
         window.reserve_exact(grow);
     }
     window.push_back(item);
@@ -465,6 +481,12 @@ mod tests {
         push_bounded(&mut window, 1, 0);
         push_bounded(&mut window, 2, 0);
         assert_eq!(window, [2]);
+        // Grown in steps of at least 4 to exactly the cap, never past it.
+        let mut window = VecDeque::new();
+        for item in 1..=25 {
+            push_bounded(&mut window, item, 10);
+        }
+        assert_eq!(window.capacity(), 10);
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub mod topic_cycle;
 
 use loopguard_core_types::{Config, Detection, Event, Timestamp};
 
+use crate::evidence::SharedEvidence;
+
 /// One event as a detector sees it: the event, its input line, and what the
 /// engine worked out before the detectors ran.
 #[derive(Debug, Clone, Copy)]
@@ -96,9 +98,9 @@ impl<'a> ObservedEvent<'a> {
         }
     }
 
-    /// The evidence reference for this event (line and id).
+    /// The evidence reference for this event (line, time and id).
     pub fn evidence_ref(&self) -> EvidenceRef {
-        EvidenceRef::new(self.line, self.event.id.as_deref())
+        EvidenceRef::timed(self.line, self.time, self.event.id.as_deref())
     }
 }
 
@@ -185,21 +187,25 @@ impl BuiltinDetectors {
     ) {
         let mut event = *event;
         event.progressed = self.progress.observe(&mut state.progress, event.event);
+        // One evidence record for every detector that keeps this event.
+        let at = SharedEvidence::new(&event);
         self.exact_failure
-            .observe(&mut state.exact_failure, &event, out);
-        self.agent_pair.observe(&mut state.agent_pair, &event, out);
+            .observe_shared(&mut state.exact_failure, &event, &at, out);
+        self.agent_pair
+            .observe_shared(&mut state.agent_pair, &event, &at, out);
         self.multi_agent
-            .observe(&mut state.multi_agent, &event, out);
+            .observe_shared(&mut state.multi_agent, &event, &at, out);
         self.topic_cycle
-            .observe(&mut state.topic_cycle, &event, out);
-        self.edge_limit.observe(&mut state.edge_limit, &event, out);
+            .observe_shared(&mut state.topic_cycle, &event, &at, out);
+        self.edge_limit
+            .observe_shared(&mut state.edge_limit, &event, &at, out);
         self.phase_visits
-            .observe(&mut state.phase_visits, &event, out);
+            .observe_shared(&mut state.phase_visits, &event, &at, out);
         self.transition_limit
-            .observe(&mut state.transition_limit, &event, out);
+            .observe_shared(&mut state.transition_limit, &event, &at, out);
         self.oscillation
-            .observe(&mut state.oscillation, &event, out);
+            .observe_shared(&mut state.oscillation, &event, &at, out);
         self.repeated_output
-            .observe(&mut state.repeated_output, &event, out);
+            .observe_shared(&mut state.repeated_output, &event, &at, out);
     }
 }

@@ -10,18 +10,22 @@
 //! `a -> b -> c -> a` and `a -> c -> b -> a` are different cycles.
 //!
 //! Each known cycle keeps a window of the handoffs along its directed
-//! edges, seeded with the handoffs that closed it. Every handoff along a
-//! known cycle's edge counts one exchange for that cycle, as in ruling 4:
-//! more than `cycles.max_exchanges` (3) within `cycles.window_secs` (600 s)
-//! is a detection, so `a -> b`, `b -> c`, `c -> a`, `a -> b` fires on the
-//! 4th handoff, and every further handoff along the cycle in the window
-//! fires again with its count. Severity and action follow the same ladder
-//! as [`crate::AgentPair`]; the detection never adds to the task's loop
-//! count. Without timestamps the window does not apply.
+//! edges, seeded with the handoffs that closed it; every handoff along a
+//! known cycle's edge counts one exchange for that cycle. A cycle of `k`
+//! agents is a loop once the work has gone around it twice in full within
+//! `cycles.window_secs` (600 s): at least `2k` handoffs along the cycle, and
+//! more than `cycles.max_exchanges` (3). That is the pair rule of ruling 4
+//! carried over: two agents are a cycle at their 4th exchange, which is two
+//! full laps. One lap is an ordinary iteration of a pipeline (plan, code,
+//! review, back to plan), so it never fires on its own. `a -> b -> c -> a`
+//! therefore fires on the 6th handoff, and every further handoff along the
+//! cycle in the window fires again with its count. Severity and action
+//! follow the same ladder as [`crate::AgentPair`]; the detection never adds
+//! to the task's loop count. Without timestamps the window does not apply.
 //!
-//! A cycle of more than `max_exchanges` agents (4 to 6 with the defaults)
-//! fires when it first closes: one lap already passes the work along more
-//! than 3 edges.
+//! A cycle's window keeps at most [`crate::agent_pair::WINDOW_CAP`] (16)
+//! handoffs, or its two laps when it has more than 8 agents (possible with
+//! `cycles.max_cycle_agents` above 8), so every cycle followed can fire.
 //!
 //! ```
 //! use loopguard_core_types::{Config, Event};
@@ -30,7 +34,8 @@
 //! let detector = MultiAgent::new(&Config::default());
 //! let mut state = Default::default();
 //! let mut found = Vec::new();
-//! for (line, (from, to)) in [("a", "b"), ("b", "c"), ("c", "a"), ("a", "b")]
+//! let laps = [("a", "b"), ("b", "c"), ("c", "a"), ("a", "b"), ("b", "c"), ("c", "a")];
+//! for (line, (from, to)) in laps
 //!     .iter()
 //!     .enumerate()
 //! {
@@ -39,21 +44,24 @@
 //!     detector.observe(&mut state, &ObservedEvent::new(line as u64 + 1, &event), &mut found);
 //! }
 //! assert_eq!(found.len(), 1);
-//! assert_eq!(found[0].count, Some(4));
-//! assert_eq!(found[0].skip_agent.as_deref(), Some("b"));
+//! assert_eq!(found[0].count, Some(6));
+//! assert_eq!(found[0].skip_agent.as_deref(), Some("a"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::collections::VecDeque;
 use std::hash::Hasher;
 use std::iter;
+use std::sync::Arc;
 
 use loopguard_core_types::{Config, CycleConfig, Detection, EventKind, Timestamp, kinds};
 use rustc_hash::FxHasher;
 
 use crate::agent_pair::{
-    ExchangeWindow, LruTable, count_text, cycle_detection, hash_str, window_millis, within_text,
+    ExchangeWindow, LruTable, Sweep, WINDOW_CAP, count_text, cycle_detection, hash_str,
+    window_millis, within_text,
 };
+use crate::evidence::SharedEvidence;
 use crate::{Detector, EvidenceRef, ObservedEvent};
 
 /// Most cycles remembered per task; the least recently used is forgotten
@@ -74,12 +82,14 @@ pub struct MultiAgent {
 }
 
 /// What [`MultiAgent`] remembers about one task: the last
-/// `2 * max_cycle_agents` handoffs, and at most [`MAX_CYCLES`] known cycles
-/// with their windows.
+/// `max_cycle_agents - 1` handoffs (the most a new cycle's closing handoff
+/// chains back through), and at most [`MAX_CYCLES`] known cycles with their
+/// windows.
 #[derive(Debug, Default)]
 pub struct MultiAgentState {
     recent: VecDeque<RecentHandoff>,
     known: LruTable<KnownCycle>,
+    sweep: Sweep,
 }
 
 impl MultiAgentState {
@@ -96,13 +106,14 @@ impl MultiAgentState {
 
 /// One recent handoff. Agents are compared by hash; only the sender's name
 /// is kept, for the label of a cycle it may close (the receiver of one
-/// handoff in a chain is the sender of the next).
+/// handoff in a chain is the sender of the next). Names are shared between
+/// the recent handoffs, so a team's names are held once.
 #[derive(Debug)]
 struct RecentHandoff {
-    from: Box<str>,
+    from: Arc<str>,
     from_hash: u64,
     to_hash: u64,
-    at: Option<Timestamp>,
+    /// Its line, time and id.
     evidence: EvidenceRef,
 }
 
@@ -184,6 +195,20 @@ impl Detector for MultiAgent {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl MultiAgent {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut MultiAgentState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let EventKind::Handoff { from, to, .. } = &event.event.kind else {
             return;
         };
@@ -193,41 +218,59 @@ impl Detector for MultiAgent {
         }
         let (from_hash, to_hash) = (hash_str(from), hash_str(to));
         let now = event.time;
-        let evidence = event.evidence_ref();
+        let evidence = evidence.get();
 
         // Every known cycle with this edge counts the handoff. The one to
         // report: highest count, then fewest agents (the tightest loop), so
-        // one handoff gives at most one detection.
+        // one handoff gives at most one detection. When a sweep is due, the
+        // other cycles' windows are expired too, to give memory back.
         let mut best: Option<(u32, usize, u64)> = None;
+        let sweep = state.sweep.is_due(now);
+        if sweep {
+            state.sweep.restart();
+        }
+        let window_ms = self.window_ms;
         state.known.visit_mut(|key, cycle| {
-            if !cycle.has_edge(from_hash, to_hash) {
-                return false;
+            let counts = cycle.has_edge(from_hash, to_hash);
+            if counts || sweep {
+                cycle.window.expire(now, window_ms);
             }
-            cycle.window.expire(now, self.window_ms);
-            cycle.window.push(now, evidence.clone());
-            let candidate = (cycle.window.count(), cycle.agents.len(), key);
-            if best.is_none_or(|best| outranks(candidate, best)) {
-                best = Some(candidate);
+            if counts {
+                cycle
+                    .window
+                    .push(evidence.clone(), window_cap(&cycle.agents));
+                let candidate = (cycle.window.count(), cycle.agents.len(), key);
+                if best.is_none_or(|best| outranks(candidate, best)) {
+                    best = Some(candidate);
+                }
             }
-            true
+            if sweep {
+                state.sweep.note_window(&cycle.window, window_ms);
+            }
+            counts
         });
+        state.sweep.note(now, window_ms);
 
         let closed = self
             .closing_steps(&state.recent, from_hash, to_hash)
             .and_then(|steps| self.new_cycle(state, steps, (from, from_hash), now, &evidence));
 
-        let ring = 2 * self.max_agents;
+        if let Some((_, cycle)) = &closed {
+            // Its seed may be older than anything noted so far.
+            state.sweep.note_window(&cycle.window, window_ms);
+        }
+        let ring = self.max_agents - 1;
         if state.recent.len() >= ring {
             state.recent.pop_front();
         } else if state.recent.capacity() == 0 {
             // The ring's final size, not the next power of two.
             state.recent.reserve_exact(ring);
         }
+        let from = intern(&state.recent, from);
         state.recent.push_back(RecentHandoff {
-            from: from.as_str().into(),
+            from,
             from_hash,
             to_hash,
-            at: now,
             evidence,
         });
 
@@ -248,6 +291,21 @@ impl Detector for MultiAgent {
             let _ = state.known.entry(key, MAX_CYCLES, || cycle);
         }
     }
+}
+
+/// Most handoffs a cycle of `agents` keeps in its window: [`WINDOW_CAP`],
+/// or its two full laps if a cycle is that long (more than 8 agents), so
+/// that every cycle followed can fire.
+fn window_cap(agents: &[u64]) -> usize {
+    WINDOW_CAP.max(2 * agents.len())
+}
+
+/// The name held by a recent handoff equal to `name`, shared, or a new one.
+fn intern(recent: &VecDeque<RecentHandoff>, name: &str) -> Arc<str> {
+    recent
+        .iter()
+        .find(|handoff| *handoff.from == *name)
+        .map_or_else(|| Arc::from(name), |handoff| Arc::clone(&handoff.from))
 }
 
 /// Whether cycle `a` is a better report than `b` (count, agents, key):
@@ -278,6 +336,7 @@ impl MultiAgent {
                 .map(|handoff| (&*handoff.from, handoff.from_hash))
                 .chain(iter::once((from, from_hash)))
         };
+        let cap = WINDOW_CAP.max(2 * (steps + 1));
         let k = steps + 1;
         let start = agents()
             .enumerate()
@@ -295,9 +354,9 @@ impl MultiAgent {
         }
         let mut window = ExchangeWindow::default();
         for handoff in chain() {
-            window.push(handoff.at, handoff.evidence.clone());
+            window.push(handoff.evidence.clone(), cap);
         }
-        window.push(now, evidence.clone());
+        window.push(evidence.clone(), cap);
         window.expire(now, self.window_ms);
         let names: Vec<&str> = canonical().map(|(name, _)| name).collect();
         let label = names
@@ -314,19 +373,22 @@ impl MultiAgent {
         Some((key, cycle))
     }
 
-    /// The detection for `cycle` if it has had more than `max_exchanges`
-    /// handoffs in the window; `to` receives the work now.
+    /// The detection for `cycle` if the work went around it twice in full
+    /// (and more than `max_exchanges` handoffs) in the window; `to`
+    /// receives the work now.
     fn detection(&self, cycle: &KnownCycle, now: Option<Timestamp>, to: &str) -> Option<Detection> {
         let count = cycle.window.count();
-        if count <= self.cycles.max_exchanges {
+        let laps = u32::try_from(cycle.agents.len().saturating_mul(2)).unwrap_or(u32::MAX);
+        let needed = laps.max(self.cycles.max_exchanges.saturating_add(1));
+        if count < needed {
             return None;
         }
         let reason = format!(
-            "work went around {}: {} handoffs along the cycle{} (more than {})",
+            "work went around {} twice: {} handoffs along the cycle{} (a loop from {})",
             cycle.label,
-            count_text(count),
+            count_text(count, window_cap(&cycle.agents)),
             within_text(now, &self.cycles),
-            self.cycles.max_exchanges,
+            needed,
         );
         Some(cycle_detection(
             self.name(),
@@ -369,28 +431,31 @@ mod tests {
     }
 
     #[test]
-    fn three_agent_cycle_fires_on_the_fourth_handoff() {
+    fn three_agent_cycle_fires_on_the_sixth_handoff() {
         let mut state = MultiAgentState::default();
         let found = run(
             &detector(),
             &mut state,
             1,
-            &hops(&["a>b", "b>c", "c>a", "a>b"]),
+            &hops(&["a>b", "b>c", "c>a", "a>b", "b>c", "c>a"]),
         );
-        assert!(found[..3].iter().all(Vec::is_empty), "{found:?}");
-        let [detection] = found[3].as_slice() else {
+        // One lap and more (4 and 5 handoffs along the cycle) is not a loop.
+        assert!(found[..5].iter().all(Vec::is_empty), "{found:?}");
+        let [detection] = found[5].as_slice() else {
             panic!("one detection: {found:?}");
         };
         assert_eq!(detection.detector, "multi_agent");
         assert_eq!(detection.kind, kinds::MULTI_AGENT);
-        assert_eq!(detection.severity, Severity::Low);
+        // 6 exchanges: medium on the ladder of ruling 4.
+        assert_eq!(detection.severity, Severity::Medium);
         assert_eq!(detection.action, Action::BreakCycle);
-        assert_eq!(detection.skip_agent.as_deref(), Some("b"));
-        assert_eq!(detection.count, Some(4));
-        assert_eq!(detection.evidence, vec![1, 2, 3, 4]);
+        assert_eq!(detection.skip_agent.as_deref(), Some("a"));
+        assert_eq!(detection.count, Some(6));
+        assert_eq!(detection.evidence, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(detection.loop_count, None);
         assert_eq!(
             detection.reason,
-            "work went around 'a' -> 'b' -> 'c' -> 'a': 4 handoffs along the cycle (more than 3)"
+            "work went around 'a' -> 'b' -> 'c' -> 'a' twice: 6 handoffs along the cycle (a loop from 6)"
         );
         assert_eq!(state.cycles(), 1);
     }
@@ -398,15 +463,31 @@ mod tests {
     #[test]
     fn every_further_handoff_along_the_cycle_fires_up_the_ladder() {
         let lap = ["a>b", "b>c", "c>a"];
-        let events = hops(&lap.repeat(4));
+        let events = hops(&lap.repeat(5));
         let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
-        let counts: Vec<_> = fired(&found).into_iter().map(|(_, count)| count).collect();
-        assert_eq!(counts, (4..=12).collect::<Vec<_>>());
-        let last = &found[11][0];
-        assert_eq!(last.severity, Severity::Critical);
-        assert_eq!(last.action, Action::Escalate);
+        let fired = fired(&found);
+        assert_eq!(
+            fired,
+            (6..=15).map(|n| (n, n as u32)).collect::<Vec<_>>(),
+            "from the 6th handoff on, each fires with its count"
+        );
+        let ladder: Vec<_> = found[5..]
+            .iter()
+            .map(|d| (d[0].severity, d[0].action))
+            .collect();
+        let medium = (Severity::Medium, Action::BreakCycle);
+        let high = (Severity::High, Action::InjectContext);
+        let critical = (Severity::Critical, Action::Escalate);
+        assert_eq!(
+            ladder,
+            [
+                medium, medium, high, high, high, high, critical, critical, critical, critical
+            ]
+        );
+        let last = &found[14][0];
         assert_eq!(last.skip_agent, None);
-        assert_eq!(found[7][0].action, Action::InjectContext);
+        assert_eq!(found[7][0].skip_agent, None);
+        assert_eq!(found[6][0].skip_agent.as_deref(), Some("b"));
         // The canonical name does not depend on where the cycle was entered.
         assert!(
             last.reason
@@ -425,16 +506,19 @@ mod tests {
                 "coder>planner",
                 "planner>tester",
                 "tester>coder",
+                "coder>planner",
+                "planner>tester",
             ]),
         );
+        assert_eq!(fired(&found), vec![(6, 6)]);
         assert!(
-            found[3][0]
+            found[5][0]
                 .reason
-                .starts_with("work went around 'coder' -> 'planner' -> 'tester' -> 'coder':"),
+                .starts_with("work went around 'coder' -> 'planner' -> 'tester' -> 'coder' twice:"),
             "{}",
-            found[3][0].reason
+            found[5][0].reason
         );
-        assert_eq!(found[3][0].skip_agent.as_deref(), Some("coder"));
+        assert_eq!(found[5][0].skip_agent.as_deref(), Some("tester"));
     }
 
     #[test]
@@ -458,26 +542,40 @@ mod tests {
         );
         assert!(found.iter().all(Vec::is_empty), "{found:?}");
         assert_eq!(state.cycles(), 2);
-        // The next a->b is the 4th handoff of a->b->c->a only.
-        let found = run(&detector(), &mut state, 7, &hops(&["a>b"]));
-        assert_eq!(found[0].len(), 1);
-        assert_eq!(found[0][0].evidence, vec![1, 2, 3, 7]);
-        assert!(found[0][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
+        // The next lap of a->b->c->a is its 4th to 6th handoffs; none of
+        // them is on a->c->b->a, which stays at 3.
+        let found = run(&detector(), &mut state, 7, &hops(&["a>b", "b>c", "c>a"]));
+        assert_eq!(fired(&found), vec![(3, 6)]);
+        assert_eq!(found[2][0].evidence, vec![1, 2, 3, 7, 8, 9]);
+        assert!(found[2][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
+        assert_eq!(state.cycles(), 2);
     }
 
     #[test]
     fn one_detection_per_handoff_for_the_busiest_cycle() {
         // a->b->c->a closes (1-3) and gets a 4th handoff (4); a->b->d->a
-        // closes with that a->b (4-6). The next a->b is on both.
+        // closes with that a->b (4-6). Every a->b is on both cycles.
         let found = run(
             &detector(),
             &mut MultiAgentState::default(),
             1,
-            &hops(&["a>b", "b>c", "c>a", "a>b", "b>d", "d>a", "a>b"]),
+            &hops(&[
+                "a>b", "b>c", "c>a", "a>b", "b>d", "d>a", "a>b", "b>c", "c>a", "a>b", "b>d", "d>a",
+                "a>b",
+            ]),
         );
-        assert_eq!(fired(&found), vec![(4, 4), (7, 5)]);
-        assert!(found[6][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
-        assert_eq!(found[6][0].evidence, vec![1, 2, 3, 4, 7]);
+        // a->b->c->a: 6 at line 8; a->b->d->a: 6 at line 11.
+        assert_eq!(
+            fired(&found),
+            vec![(8, 6), (9, 7), (10, 8), (11, 6), (12, 7), (13, 9)]
+        );
+        assert!(found[10][0].reason.contains("'a' -> 'b' -> 'd' -> 'a'"));
+        assert_eq!(found[10][0].evidence, vec![4, 5, 6, 7, 10, 11]);
+        // Line 13 is the 9th handoff of a->b->c->a and the 8th of
+        // a->b->d->a: one detection, for the busier cycle.
+        assert_eq!(found[12].len(), 1);
+        assert!(found[12][0].reason.contains("'a' -> 'b' -> 'c' -> 'a'"));
+        assert_eq!(found[12][0].evidence, vec![1, 2, 3, 4, 7, 8, 9, 10, 13]);
     }
 
     #[test]
@@ -519,10 +617,10 @@ mod tests {
             Event::from_json(r#"{"type":"transition","task":"T","from":"c","to":"a"}"#)
                 .expect("valid"),
         );
-        events.extend(hops(&["c>a", "a>b"]));
+        events.extend(hops(&["c>a", "a>b", "c>c", "b>c", "c>a"]));
         let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
-        assert_eq!(fired(&found), vec![(6, 4)]);
-        assert_eq!(found[5][0].evidence, vec![1, 3, 5, 6]);
+        assert_eq!(fired(&found), vec![(9, 6)]);
+        assert_eq!(found[8][0].evidence, vec![1, 3, 5, 6, 8, 9]);
     }
 
     #[test]
@@ -533,7 +631,7 @@ mod tests {
         let found = run(&detector(), &mut state, 1, &hops(&lap.repeat(3)));
         assert!(found.iter().all(Vec::is_empty));
         assert_eq!(state.cycles(), 0);
-        assert_eq!(state.recent_handoffs(), 12);
+        assert_eq!(state.recent_handoffs(), 5);
         // With max_cycle_agents = 3, a 4-agent cycle is not followed either.
         let mut config = Config::default();
         config.cycles.max_cycle_agents = 3;
@@ -548,12 +646,67 @@ mod tests {
     }
 
     #[test]
-    fn six_agent_cycle_fires_when_it_first_closes() {
+    fn six_agent_cycle_fires_after_two_laps() {
         let lap = ["a>b", "b>c", "c>d", "d>e", "e>f", "f>a"];
-        let found = run(&detector(), &mut MultiAgentState::default(), 1, &hops(&lap));
-        assert_eq!(fired(&found), vec![(6, 6)]);
-        assert_eq!(found[5][0].severity, Severity::Medium);
-        assert_eq!(found[5][0].evidence, vec![1, 2, 3, 4, 5, 6]);
+        let found = run(
+            &detector(),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&lap.repeat(2)),
+        );
+        // Not when it first closes (6 handoffs, one lap): at the 12th.
+        assert_eq!(fired(&found), vec![(12, 12)]);
+        let detection = &found[11][0];
+        assert_eq!(detection.severity, Severity::Critical);
+        assert_eq!(detection.action, Action::Escalate);
+        assert_eq!(detection.skip_agent, None);
+        assert_eq!(detection.evidence, (1..=12).collect::<Vec<u64>>());
+        assert!(
+            detection
+                .reason
+                .ends_with("twice: 12 handoffs along the cycle (a loop from 12)"),
+            "{}",
+            detection.reason
+        );
+    }
+
+    #[test]
+    fn four_and_five_agent_cycles_fire_on_their_second_full_lap() {
+        for (lap, at) in [
+            (&["a>b", "b>c", "c>d", "d>a"][..], 8),
+            (&["a>b", "b>c", "c>d", "d>e", "e>a"][..], 10),
+        ] {
+            let found = run(
+                &detector(),
+                &mut MultiAgentState::default(),
+                1,
+                &hops(&lap.repeat(3)),
+            );
+            let expected: Vec<_> = (at..=lap.len() * 3).map(|n| (n, n as u32)).collect();
+            assert_eq!(fired(&found), expected, "{} agents", lap.len());
+            let first = &found[at - 1][0];
+            assert_eq!(first.severity, Severity::High, "{} agents", lap.len());
+            assert_eq!(first.action, Action::InjectContext);
+        }
+    }
+
+    #[test]
+    fn a_higher_max_exchanges_is_needed_too() {
+        // Two laps of three agents are 6 handoffs; with max_exchanges 7 the
+        // cycle needs 8, as a pair would.
+        let mut config = Config::default();
+        config.cycles.max_exchanges = 7;
+        config.cycles.severity_medium = 8;
+        config.cycles.severity_high = 10;
+        let lap = ["a>b", "b>c", "c>a"];
+        let found = run(
+            &MultiAgent::new(&config),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&lap.repeat(3)),
+        );
+        assert_eq!(fired(&found), vec![(8, 8), (9, 9)]);
+        assert!(found[7][0].reason.ends_with("(a loop from 8)"));
     }
 
     fn timed(hops: &[(&str, u64)]) -> Vec<Event> {
@@ -567,24 +720,25 @@ mod tests {
 
     #[test]
     fn window_keeps_exactly_600_seconds() {
-        let found = run(
-            &detector(),
-            &mut MultiAgentState::default(),
-            1,
-            &timed(&[("a>b", 0), ("b>c", 100), ("c>a", 200), ("a>b", 600)]),
-        );
-        assert_eq!(fired(&found), vec![(4, 4)]);
+        let laps = |last: u64| {
+            timed(&[
+                ("a>b", 0),
+                ("b>c", 100),
+                ("c>a", 200),
+                ("a>b", 300),
+                ("b>c", 400),
+                ("c>a", last),
+            ])
+        };
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &laps(600));
+        assert_eq!(fired(&found), vec![(6, 6)]);
         assert!(
-            found[3][0]
+            found[5][0]
                 .reason
-                .contains("4 handoffs along the cycle within 600 s")
+                .contains("6 handoffs along the cycle within 600 s")
         );
-        let found = run(
-            &detector(),
-            &mut MultiAgentState::default(),
-            1,
-            &timed(&[("a>b", 0), ("b>c", 100), ("c>a", 200), ("a>b", 601)]),
-        );
+        // 601 s after the first, it has left the window: 5 handoffs.
+        let found = run(&detector(), &mut MultiAgentState::default(), 1, &laps(601));
         assert!(found.iter().all(Vec::is_empty), "{found:?}");
     }
 
@@ -602,17 +756,19 @@ mod tests {
                 ("c>a", 700),
                 ("a>b", 800),
                 ("b>c", 900),
+                ("c>a", 1000),
+                ("a>b", 1050),
             ]),
         );
-        assert_eq!(fired(&found), vec![(5, 4)]);
-        assert_eq!(found[4][0].evidence, vec![2, 3, 4, 5]);
+        assert_eq!(fired(&found), vec![(7, 6)]);
+        assert_eq!(found[6][0].evidence, vec![2, 3, 4, 5, 6, 7]);
     }
 
     #[test]
     fn ids_are_echoed_in_evidence_ids() {
-        let events: Vec<Event> = ["a>b", "b>c", "c>a", "a>b"]
+        let events: Vec<Event> = ["a>b", "b>c", "c>a", "a>b", "b>c", "c>a"]
             .iter()
-            .zip(["h1", "", "h3", "h4"])
+            .zip(["h1", "", "h3", "h4", "", "h6"])
             .map(|(hop, id)| {
                 let (from, to) = hop.split_once('>').expect("a>b");
                 let id = if id.is_empty() {
@@ -627,18 +783,20 @@ mod tests {
             })
             .collect();
         let found = run(&detector(), &mut MultiAgentState::default(), 1, &events);
-        assert_eq!(found[3][0].evidence_ids, vec!["h1", "h3", "h4"]);
+        assert_eq!(found[5][0].evidence, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(found[5][0].evidence_ids, vec!["h1", "h3", "h4", "h6"]);
     }
 
     /// Closes cycle 0 (3 handoffs), then `others` other 3-agent cycles,
-    /// then sends cycle 0's first edge again: whether it fires.
+    /// then sends cycle 0 around a second time: whether its last handoff
+    /// fires (the 6th if cycle 0 is remembered; a fresh cycle of 3 if not).
     fn fires_after_other_cycles(others: usize) -> (bool, usize) {
         let mut names = Vec::new();
         for i in 0..=others {
             let (a, b, c) = (format!("a{i}"), format!("b{i}"), format!("c{i}"));
             names.extend([format!("{a}>{b}"), format!("{b}>{c}"), format!("{c}>{a}")]);
         }
-        names.push("a0>b0".to_owned());
+        names.extend(["a0>b0", "b0>c0", "c0>a0"].map(str::to_owned));
         let hops_text: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut state = MultiAgentState::default();
         let found = run(&detector(), &mut state, 1, &hops(&hops_text));
@@ -666,10 +824,68 @@ mod tests {
         let found = run(&detector(), &mut state, 1, &hops(&text));
         let last = found.last().expect("events");
         assert_eq!(last.len(), 1, "{found:?}");
-        // a->b->c1->a: 3 handoffs, 7 more a->b, and this one.
+        // a->b->c1->a: 3 handoffs, 7 more a->b, and this one: 11, past the
+        // 6 of two laps.
         assert_eq!(last[0].count, Some(11));
         assert!(last[0].reason.contains("'a' -> 'b' -> 'c1' -> 'a'"));
         assert_eq!(state.cycles(), MAX_CYCLES);
+    }
+
+    #[test]
+    fn a_cycle_of_more_than_eight_agents_keeps_its_two_laps() {
+        // Two laps of 9 agents are 18 handoffs, more than WINDOW_CAP.
+        let mut config = Config::default();
+        config.cycles.max_cycle_agents = 9;
+        let names: Vec<String> = (0..9).map(|i| format!("a{i}>a{}", (i + 1) % 9)).collect();
+        let lap: Vec<&str> = names.iter().map(String::as_str).collect();
+        let found = run(
+            &MultiAgent::new(&config),
+            &mut MultiAgentState::default(),
+            1,
+            &hops(&lap.repeat(3)),
+        );
+        let fired = fired(&found);
+        assert_eq!(fired.first(), Some(&(18, 18)), "{fired:?}");
+        // The window saturates at two laps: 18 from then on.
+        assert!(fired.iter().skip(1).all(|(_, count)| *count == 18));
+        assert_eq!(fired.len(), 10);
+        assert_eq!(found[17][0].evidence, (1..=18).collect::<Vec<u64>>());
+        assert!(
+            found[26][0]
+                .reason
+                .contains("at least 18 handoffs along the cycle"),
+            "{}",
+            found[26][0].reason
+        );
+    }
+
+    #[test]
+    fn quiet_cycles_give_their_windows_back() {
+        // a->b->c->a closes at 0-2 s; then x->y->z->x goes around from
+        // 1000 s on. a->b->c->a is still known, but a sweep has emptied its
+        // window, and it counts from zero.
+        let mut events = timed(&[("a>b", 0), ("b>c", 1), ("c>a", 2)]);
+        for i in 0..6 {
+            let (from, to) = [("x", "y"), ("y", "z"), ("z", "x")][i % 3];
+            events.push(handoff(from, to, Some(1000 + i as u64)));
+        }
+        let mut state = MultiAgentState::default();
+        run(&detector(), &mut state, 1, &events);
+        assert_eq!(state.cycles(), 2);
+        let mut held = Vec::new();
+        state.known.visit_mut(|_, cycle| {
+            held.push(cycle.window.count());
+            false
+        });
+        held.sort_unstable();
+        assert_eq!(held, [0, 6]);
+        let found = run(
+            &detector(),
+            &mut state,
+            10,
+            &timed(&[("a>b", 1010), ("b>c", 1011), ("c>a", 1012)]),
+        );
+        assert!(found.iter().all(Vec::is_empty), "{found:?}");
     }
 
     #[test]
@@ -679,11 +895,13 @@ mod tests {
             .map(|i| handoff(&format!("x{i}"), &format!("y{i}"), None))
             .collect();
         run(&detector(), &mut state, 1, &events);
-        assert_eq!(state.recent_handoffs(), 12);
+        // A cycle of at most 6 agents closes through the 5 handoffs before.
+        assert_eq!(state.recent_handoffs(), 5);
+        assert_eq!(state.recent.capacity(), 5);
         let mut config = Config::default();
         config.cycles.max_cycle_agents = 100; // clamped to 16
         let mut state = MultiAgentState::default();
         run(&MultiAgent::new(&config), &mut state, 1, &events);
-        assert_eq!(state.recent_handoffs(), 32);
+        assert_eq!(state.recent_handoffs(), 15);
     }
 }

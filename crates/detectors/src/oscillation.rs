@@ -10,12 +10,22 @@
 //!
 //! Self-loops (A→A) are never an oscillation: the phases of a cycle must be
 //! distinct. They are left to the edge and transition limits.
+//!
+//! Progress clears the recent transitions ([`ObservedEvent::progressed`]: a
+//! `progress` event that changed a metric, or more `files_changed`), so the
+//! two laps must come without progress in between. This extends ruling 7
+//! the way ruling 5 treats edges: a build→test→build→test cycle whose tests
+//! improve on every round is the work getting done, not a loop, and
+//! blocking it would stop a task that is converging. A `progress` event
+//! that changed nothing does not clear them, and neither does any other
+//! event. The transition limits (ruling 6) still bound such a cycle.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, kinds};
 
+use crate::evidence::SharedEvidence;
 use crate::exact_failure::push_bounded;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
@@ -110,13 +120,31 @@ impl Detector for Oscillation {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl Oscillation {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut OscillationState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
+        if event.progressed {
+            state.recent.clear();
+            return;
+        }
         let EventKind::Transition { from, to } = &event.event.kind else {
             return;
         };
         let hop = Hop {
             from: intern(&state.recent, from),
             to: intern(&state.recent, to),
-            at: event.evidence_ref(),
+            at: evidence.get(),
         };
         push_bounded(&mut state.recent, hop, self.history);
         let Some(length) = self.cycle_length(&state.recent) else {
@@ -170,6 +198,7 @@ fn intern(recent: &VecDeque<Hop>, name: &str) -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ProgressState, ProgressTracker};
     use loopguard_core_types::Event;
 
     fn transition(from: &str, to: &str) -> String {
@@ -185,15 +214,20 @@ mod tests {
             .collect()
     }
 
+    /// Runs the lines through a fresh detector, with progress worked out as
+    /// the built-in detectors do; returns (line, detection).
     fn run_with(config: &Config, lines: &[String]) -> Vec<(u64, Detection)> {
         let detector = Oscillation::new(config);
         let mut state = OscillationState::default();
+        let mut progress = ProgressState::default();
         let mut found = Vec::new();
         for (index, text) in lines.iter().enumerate() {
             let event = Event::from_json(text).expect("valid event");
             let line = index as u64 + 1;
+            let mut observed = ObservedEvent::new(line, &event);
+            observed.progressed = ProgressTracker.observe(&mut progress, &event);
             let mut out = Vec::new();
-            detector.observe(&mut state, &ObservedEvent::new(line, &event), &mut out);
+            detector.observe(&mut state, &observed, &mut out);
             assert!(out.len() <= 1, "at most one detection per transition");
             found.extend(out.into_iter().map(|detection| (line, detection)));
         }
@@ -321,13 +355,61 @@ mod tests {
         assert!(run(&lines).is_empty());
     }
 
+    fn tests_failed(failed: u32) -> String {
+        format!(r#"{{"type":"progress","task":"T1","tests_total":40,"tests_failed":{failed}}}"#)
+    }
+
+    #[test]
+    fn progress_in_between_clears_the_transitions() {
+        // build -> test, test -> build, tests improve, then the same again.
+        let mut lines = vec![tests_failed(9)];
+        lines.extend(path("btb"));
+        lines.push(tests_failed(7));
+        lines.extend(path("btb"));
+        assert!(run(&lines).is_empty(), "{:?}", run(&lines));
+        // Every round improving: never an oscillation.
+        let mut lines = Vec::new();
+        for failed in (0..8).rev() {
+            lines.extend(path("btb"));
+            lines.push(tests_failed(failed));
+        }
+        assert!(run(&lines).is_empty());
+    }
+
+    #[test]
+    fn progress_that_changed_nothing_does_not_clear_them() {
+        let mut lines = vec![tests_failed(9)];
+        lines.extend(path("btb"));
+        lines.push(tests_failed(9));
+        lines.extend(path("btb"));
+        let found = run(&lines);
+        assert_eq!(fired_lines(&found), vec![6]);
+        assert_eq!(found[0].1.evidence, vec![2, 3, 5, 6]);
+        // An empty progress event reports nothing, so changes nothing.
+        let mut lines = path("btb");
+        lines.push(r#"{"type":"progress","task":"T1"}"#.to_owned());
+        lines.extend(path("btb"));
+        assert_eq!(fired_lines(&run(&lines)), vec![5]);
+    }
+
+    #[test]
+    fn the_cycle_counts_again_from_progress() {
+        // The transition before progress (line 1) does not count towards the
+        // laps after it: the 4th transition after progress fires (line 6),
+        // not the 3rd (line 5, which would complete b->t, t->b twice).
+        let mut lines = path("bt");
+        lines.push(tests_failed(3));
+        lines.extend(path("tbtbt"));
+        let found = run(&lines);
+        assert_eq!(fired_lines(&found), vec![6]);
+        assert_eq!(found[0].1.evidence, vec![3, 4, 5, 6]);
+    }
+
     #[test]
     fn other_events_do_not_break_the_cycle() {
         let mut lines = path("ababa");
-        lines.insert(
-            2,
-            r#"{"type":"progress","task":"T1","tests_failed":1}"#.to_owned(),
-        );
+        // A first progress event that reports no metric is no progress.
+        lines.insert(2, r#"{"type":"progress","task":"T1"}"#.to_owned());
         lines.insert(
             1,
             r#"{"type":"handoff","task":"T1","from":"x","to":"y"}"#.to_owned(),

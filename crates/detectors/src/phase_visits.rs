@@ -26,6 +26,7 @@ use std::hash::{Hash, Hasher};
 use loopguard_core_types::{Action, Config, Detection, EventKind, PhaseConfig, Severity, kinds};
 use rustc_hash::FxHasher;
 
+use crate::evidence::SharedEvidence;
 use crate::exact_failure::push_bounded;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
@@ -85,11 +86,25 @@ impl Detector for PhaseVisits {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl PhaseVisits {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut PhaseVisitsState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let EventKind::Transition { to, .. } = &event.event.kind else {
             return;
         };
         // One name only: the first half of the key stays empty.
-        let hit = state.phases.hit("", to, event.evidence_ref());
+        let hit = state.phases.hit("", to, evidence.get());
         let limit = self.config.visit_limit_for(to);
         if hit.count <= limit {
             return;
@@ -130,10 +145,24 @@ impl Detector for TransitionLimit {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl TransitionLimit {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut TransitionLimitState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let EventKind::Transition { from, to } = &event.event.kind else {
             return;
         };
-        let hit = state.transitions.hit(from, to, event.evidence_ref());
+        let hit = state.transitions.hit(from, to, evidence.get());
         let limit = self.max_transitions;
         if hit.count <= limit {
             return;
@@ -180,7 +209,9 @@ struct Counter {
     key: u64,
     /// Both names back to back; `split` is where the second begins.
     names: Box<str>,
-    split: usize,
+    /// `u32`, not `usize`, to keep a counter at 40 bytes (an event line
+    /// is never 4 GiB; a longer name would only never match).
+    split: u32,
     count: u32,
     last_used: u64,
 }
@@ -213,7 +244,7 @@ impl<const KEYS: usize, const RECENT: usize> CounterTable<KEYS, RECENT> {
                 self.insert(Counter {
                     key,
                     names: [first, second].concat().into_boxed_str(),
-                    split: first.len(),
+                    split: u32::try_from(first.len()).unwrap_or(u32::MAX),
                     count: 1,
                     last_used: clock,
                 });
@@ -226,7 +257,13 @@ impl<const KEYS: usize, const RECENT: usize> CounterTable<KEYS, RECENT> {
 
     /// Adds a counter, replacing the least recently used one when full.
     fn insert(&mut self, counter: Counter) {
-        if self.counters.len() < KEYS.max(1) {
+        let (len, cap) = (self.counters.len(), KEYS.max(1));
+        if len < cap {
+            if len == self.counters.capacity() {
+                // Small steps up to the cap: most workflows have a few
+                // phases and edges, not `KEYS`.
+                self.counters.reserve_exact((len / 2).max(4).min(cap - len));
+            }
             self.counters.push(counter);
         } else if let Some(oldest) = self
             .counters
@@ -272,7 +309,8 @@ impl<const KEYS: usize, const RECENT: usize> CounterTable<KEYS, RECENT> {
 impl Counter {
     /// Whether this counter's key is (`first`, `second`).
     fn is(&self, first: &str, second: &str) -> bool {
-        self.names.split_at_checked(self.split) == Some((first, second))
+        let split = usize::try_from(self.split).unwrap_or(usize::MAX);
+        self.names.split_at_checked(split) == Some((first, second))
     }
 }
 

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 
 use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, kinds};
 
+use crate::evidence::SharedEvidence;
 use crate::exact_failure::{hash128, push_bounded};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
@@ -101,6 +102,20 @@ impl Detector for RepeatedOutput {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl RepeatedOutput {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut RepeatedOutputState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let EventKind::Turn {
             output, success, ..
         } = &event.event.kind
@@ -125,7 +140,7 @@ impl Detector for RepeatedOutput {
         // The row never outgrows the threshold: it restarts when reached.
         push_bounded(
             &mut state.row,
-            event.evidence_ref(),
+            evidence.get(),
             usize::try_from(self.threshold).unwrap_or(usize::MAX),
         );
         if state.count < self.threshold {

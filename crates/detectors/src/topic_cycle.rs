@@ -57,8 +57,10 @@ use loopguard_core_types::{Config, CycleConfig, Detection, EventKind, kinds};
 use rustc_hash::FxHasher;
 
 use crate::agent_pair::{
-    ExchangeWindow, LruTable, count_text, cycle_detection, window_millis, within_text,
+    ExchangeWindow, LruTable, Sweep, WINDOW_CAP, count_text, cycle_detection, window_millis,
+    within_text,
 };
+use crate::evidence::SharedEvidence;
 use crate::{Detector, ObservedEvent};
 
 /// Most topics remembered per task; the least recently used is forgotten
@@ -211,10 +213,12 @@ pub struct TopicCycle {
 }
 
 /// What [`TopicCycle`] remembers about one task: one exchange window per
-/// topic hash, at most [`MAX_TOPICS`] topics.
+/// topic hash, at most [`MAX_TOPICS`] topics. A topic whose exchanges have
+/// all left the window is forgotten (it would count from zero anyway).
 #[derive(Debug, Default)]
 pub struct TopicCycleState {
     topics: LruTable<ExchangeWindow>,
+    sweep: Sweep,
 }
 
 impl TopicCycleState {
@@ -253,6 +257,20 @@ impl Detector for TopicCycle {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
+        self.observe_shared(state, event, &SharedEvidence::new(event), out);
+    }
+}
+
+impl TopicCycle {
+    /// [`Detector::observe`] with the event's evidence shared with the
+    /// other detectors.
+    pub(crate) fn observe_shared(
+        &self,
+        state: &mut TopicCycleState,
+        event: &ObservedEvent<'_>,
+        evidence: &SharedEvidence<'_>,
+        out: &mut Vec<Detection>,
+    ) {
         let (from, to, texts) = match &event.event.kind {
             EventKind::Handoff {
                 from,
@@ -278,10 +296,14 @@ impl Detector for TopicCycle {
         let Some((key, topic)) = found else {
             return;
         };
+        state
+            .sweep
+            .sweep_table(&mut state.topics, event.time, self.window_ms);
         let Some(window) = state.topics.entry(key, MAX_TOPICS, ExchangeWindow::default) else {
             return;
         };
-        let count = window.record(event.time, event.evidence_ref(), self.window_ms);
+        let count = window.record(event.time, evidence.get(), self.window_ms);
+        state.sweep.note(event.time, self.window_ms);
         if count <= self.cycles.max_exchanges {
             return;
         }
@@ -307,7 +329,7 @@ impl Detector for TopicCycle {
         };
         let reason = format!(
             "topic '{label}' came up in {} exchanges{} (more than {}), {matched}; latest '{from}' -> '{to}'",
-            count_text(count),
+            count_text(count, WINDOW_CAP),
             within_text(event.time, &self.cycles),
             self.cycles.max_exchanges,
         );
