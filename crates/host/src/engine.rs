@@ -278,7 +278,9 @@ impl LoopGuard {
             }
         }
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
-        let (decision, writes) = self.decide(&observed, now_ms, extension_detections, errors);
+        let (mut decision, writes) = self.decide(&observed, now_ms, extension_detections, errors);
+        decision.task = event.task;
+        decision.id = event.id;
         self.write(writes).await;
         self.log(&decision);
         let count = self.observed.fetch_add(1, Ordering::Relaxed) + 1;

@@ -112,6 +112,7 @@ async fn fourth_identical_failure_reaches_the_gate_and_a_human_lifts_it() {
         ]
     );
     let last = &decisions[3];
+    assert!(decisions.iter().all(|d| d.task == "T1"));
     assert_eq!(last.status, TaskStatus::Escalated);
     assert_eq!(last.detections[0].severity, Severity::High);
     assert_eq!(last.detections[0].loop_count, Some(3));
@@ -487,6 +488,7 @@ async fn a_topic_assigner_groups_differently_worded_exchanges() {
         .iter()
         .find(|d| d.kind == kinds::TOPIC_CYCLE)
         .expect("a topic cycle across differently worded contents");
+    assert_eq!(decision.task, "T");
     assert_eq!(topic.similarity, Some(0.91));
     assert_eq!(topic.matched_line, Some(1));
     assert_eq!(topic.evidence, [1, 2, 3, 4]);
@@ -498,4 +500,22 @@ async fn a_topic_assigner_groups_differently_worded_exchanges() {
         ))
         .await;
     assert_eq!(assigner.calls.load(Ordering::Relaxed), 4);
+}
+
+#[tokio::test]
+async fn decisions_echo_the_task_id_and_line() {
+    let guard = LoopGuard::new(Config::default()).expect("valid");
+    let streamed = guard
+        .observe(event(r#"{"type":"completed","task":"T-9","id":"evt-1"}"#))
+        .await;
+    assert_eq!(streamed.task, "T-9");
+    assert_eq!(streamed.id.as_deref(), Some("evt-1"));
+    assert_eq!(streamed.line, 1);
+    let replayed = guard
+        .observe_line(42, event(r#"{"type":"human","task":"T-10"}"#))
+        .await;
+    assert_eq!(
+        (replayed.task.as_str(), replayed.id, replayed.line),
+        ("T-10", None, 42)
+    );
 }
