@@ -254,9 +254,22 @@ pub(crate) fn within_text(time: Option<Timestamp>, cycles: &CycleConfig) -> Stri
 /// A `Vec`, not a `VecDeque`: dropping the oldest of a few dozen pointers
 /// is a tiny move, and a `Vec` is a word smaller, which counts with dozens
 /// of windows per task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ExchangeWindow {
     entries: Vec<EvidenceRef>,
+    /// The earliest time among the timed entries (`i64::MAX` when none), so
+    /// that the usual case, nothing old enough to drop, is one comparison
+    /// instead of a walk through every entry's record.
+    oldest_ms: i64,
+}
+
+impl Default for ExchangeWindow {
+    fn default() -> Self {
+        ExchangeWindow {
+            entries: Vec::new(),
+            oldest_ms: i64::MAX,
+        }
+    }
 }
 
 impl ExchangeWindow {
@@ -276,15 +289,24 @@ impl ExchangeWindow {
     /// buffer grows in small steps up to `cap`, never past it.
     pub(crate) fn push(&mut self, evidence: EvidenceRef, cap: usize) {
         let cap = cap.max(1);
+        let mut drained = false;
         if self.entries.len() >= cap {
             let excess = self.entries.len() + 1 - cap;
             self.entries.drain(..excess);
+            drained = true;
         }
         let len = self.entries.len();
         if len == self.entries.capacity() {
             self.entries.reserve_exact((len / 2).max(2).min(cap - len));
         }
+        let at = evidence.at_ms();
         self.entries.push(evidence);
+        if drained {
+            // The oldest were dropped: recompute from what is left.
+            self.oldest_ms = self.scan_oldest_ms();
+        } else if at != NO_TIME {
+            self.oldest_ms = self.oldest_ms.min(at);
+        }
     }
 
     /// Drops timed exchanges more than `window_ms` before `now`. Untimed
@@ -297,10 +319,14 @@ impl ExchangeWindow {
             return;
         };
         let now = now.as_millis();
+        if now.saturating_sub(self.oldest_ms) <= window_ms {
+            return;
+        }
         self.entries.retain(|entry| {
             let at = entry.at_ms();
             at == NO_TIME || now.saturating_sub(at) <= window_ms
         });
+        self.oldest_ms = self.scan_oldest_ms();
         // Give memory back once exchanges have expired, so a quiet pair,
         // cycle or topic costs next to nothing; but only with 4 or more
         // spare slots, so a steady rate does not reallocate back and forth.
@@ -324,11 +350,17 @@ impl ExchangeWindow {
 
     /// The time of the oldest timed exchange, if any.
     fn oldest_ms(&self) -> Option<i64> {
+        (self.oldest_ms != i64::MAX).then_some(self.oldest_ms)
+    }
+
+    /// The earliest time among the timed entries, by a walk through them.
+    fn scan_oldest_ms(&self) -> i64 {
         self.entries
             .iter()
             .map(EvidenceRef::at_ms)
             .filter(|at| *at != NO_TIME)
             .min()
+            .unwrap_or(i64::MAX)
     }
 
     /// Lines and ids of the exchanges, oldest first.
@@ -762,6 +794,33 @@ pub(crate) mod tests {
         let found = run(&detector(), &mut AgentPairState::default(), 1, &events);
         assert_eq!(found[3][0].evidence, vec![1, 2, 3, 4]);
         assert_eq!(found[3][0].evidence_ids, vec!["e0", "e2", "e3"]);
+    }
+
+    #[test]
+    fn out_of_order_times_still_expire_exactly() {
+        // The cached oldest time must follow entries that arrive out of
+        // order and entries dropped at the cap.
+        let at = |secs: i64| Timestamp(secs * 1000);
+        let mut window = ExchangeWindow::default();
+        window.push(EvidenceRef::timed(1, Some(at(1_000)), None), WINDOW_CAP);
+        window.push(EvidenceRef::timed(2, Some(at(0)), None), WINDOW_CAP);
+        window.push(EvidenceRef::timed(3, None, None), WINDOW_CAP);
+        window.expire(Some(at(700)), 600_000);
+        assert_eq!(window.evidence().0, [1, 3]);
+        window.expire(Some(at(1_600)), 600_000);
+        assert_eq!(window.evidence().0, [1, 3]);
+        window.expire(Some(at(1_601)), 600_000);
+        assert_eq!(window.evidence().0, [3]);
+        let mut full = ExchangeWindow::default();
+        full.push(EvidenceRef::timed(1, Some(at(0)), None), 2);
+        full.push(EvidenceRef::timed(2, Some(at(500)), None), 2);
+        full.push(EvidenceRef::timed(3, Some(at(900)), None), 2);
+        // Line 1 fell off at the cap; 500 s is now the oldest, so at 1,000 s
+        // nothing is old enough and at 1,101 s line 2 goes.
+        full.expire(Some(at(1_100)), 600_000);
+        assert_eq!(full.evidence().0, [2, 3]);
+        full.expire(Some(at(1_101)), 600_000);
+        assert_eq!(full.evidence().0, [3]);
     }
 
     #[test]
