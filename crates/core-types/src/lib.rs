@@ -22,7 +22,8 @@
 
 pub use config::{
     Config, ConfigError, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig, EngineConfig, EntropyConfig,
-    FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SimilarityConfig,
+    FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SemanticConfig, SimilarityConfig,
+    TaskTypeThresholds, Threshold,
 };
 pub use config::{LlmConfig, ProgressConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};

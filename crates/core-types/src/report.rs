@@ -13,6 +13,10 @@ pub struct Report {
     pub errors: Vec<LineError>,
     /// Every task seen, in order of first appearance.
     pub tasks: Vec<TaskReport>,
+    /// What a reader should know about how the trace was judged, e.g. that
+    /// semantic matching was off. Absent when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A line that could not be read as an event, and why.
@@ -38,4 +42,29 @@ pub struct TaskReport {
     /// Every detection on its events, each with its `line`. Detections are
     /// history: they survive resets.
     pub detections: Vec<Detection>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_written_only_when_there_are_some() {
+        let mut report = Report::default();
+        let json = serde_json::to_value(&report).expect("serializes");
+        assert!(json.get("notes").is_none(), "{json}");
+        // A report written before `notes` existed still reads.
+        let old: Report =
+            serde_json::from_str(r#"{"events":0,"errors":[],"tasks":[]}"#).expect("reads");
+        assert_eq!(old, report);
+
+        report.notes.push("semantic matching is off".into());
+        let json = serde_json::to_value(&report).expect("serializes");
+        assert_eq!(
+            json["notes"],
+            serde_json::json!(["semantic matching is off"])
+        );
+        let back: Report = serde_json::from_value(json).expect("reads");
+        assert_eq!(back, report);
+    }
 }
