@@ -20,3 +20,5 @@ mod failures;
 mod phases;
 #[path = "integration/repeated_output.rs"]
 mod repeated_output;
+#[path = "integration/semantic.rs"]
+mod semantic;

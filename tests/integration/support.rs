@@ -30,8 +30,23 @@ pub(crate) fn config(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The pinned model files, fetched once per test binary before any command
+/// runs: on a fresh machine the first `loopguard` would fetch them itself
+/// and say so on stderr, and several tests at once would each fetch.
+fn provision_the_model_once() {
+    static PROVISIONED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    PROVISIONED.get_or_init(|| {
+        if let Err(err) = loopguard_semantic::ModelFiles::ensure_with(
+            &loopguard_semantic::ProvisionOptions::new(),
+        ) {
+            panic!("cannot provision the embedding model for the tests: {err}");
+        }
+    });
+}
+
 /// The command with a clean environment for what it reads.
 pub(crate) fn loopguard() -> Command {
+    provision_the_model_once();
     let mut command = Command::new(env!("CARGO_BIN_EXE_loopguard"));
     command
         .env_remove("LOOPGUARD_LOG")

@@ -19,6 +19,12 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_enum, value_name = "LEVEL")]
     pub(crate) log_level: Option<LogLevel>,
 
+    /// Compare requests and topics by exact normalized text instead of
+    /// embeddings (the same as `semantic.enabled = false` in the config):
+    /// no model is loaded, and every report says semantic matching is off.
+    #[arg(long, global = true)]
+    pub(crate) no_semantic: bool,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -38,6 +44,37 @@ pub(crate) enum Command {
     /// Each scenario is explained in plain words, then replayed and reported
     /// like `loopguard replay` would. Needs no files.
     Demo(DemoArgs),
+    /// How similar two texts are to loopguard: their cosine, and whether it
+    /// is above the same-request and same-topic thresholds.
+    ///
+    /// Uses the local embedding model, like the detectors (with
+    /// --no-semantic: exact normalized text, 1 or 0). Handy to choose
+    /// thresholds for your own traces: a pair counts as "the same" only
+    /// when its cosine is strictly above the threshold.
+    Similarity(SimilarityArgs),
+}
+
+/// `loopguard similarity`.
+#[derive(Debug, Args)]
+pub(crate) struct SimilarityArgs {
+    /// The first text.
+    #[arg(value_name = "TEXT_A")]
+    pub(crate) a: String,
+
+    /// The second text.
+    #[arg(value_name = "TEXT_B")]
+    pub(crate) b: String,
+
+    /// Settings as TOML: the thresholds (`[similarity]`) and where the model
+    /// is (`[semantic]`). Without it, the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Use the thresholds of this task type
+    /// (`[similarity.task_types.NAME]`), as an event with this
+    /// `task_type` would.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) task_type: Option<String>,
 }
 
 /// `loopguard replay`.

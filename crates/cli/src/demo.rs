@@ -1,25 +1,35 @@
-//! `loopguard demo`: bundled traces, one per built-in structural loop kind.
+//! `loopguard demo`: bundled traces, one per built-in loop kind, and three
+//! that only semantic matching catches.
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
-//! engine with the default config, exactly as `loopguard replay` would.
+//! engine with the default config, exactly as `loopguard replay` would. The
+//! embedding model is loaded once and shared by every scenario's engine
+//! (with `--no-semantic`, none is loaded, and the semantic scenarios show
+//! what exact text misses).
 
 use std::io::{self, BufWriter, Write};
 
+use std::sync::Arc;
+
 use anstyle::{AnsiColor, Style};
-use anyhow::Context;
 use loopguard_core_types::Config;
 use loopguard_host::LoopGuard;
+use loopguard_semantic::EmbeddingService;
 
 use crate::Outcome;
 use crate::cli::{DemoArgs, Format};
 use crate::output::{Collect, Jsonl, Text, wrap};
 use crate::replay::replay_into;
+use crate::semantic;
 
 /// One bundled trace and what it shows.
 #[derive(Debug)]
 pub(crate) struct Scenario {
-    /// The detection kind the trace shows (and the scenario's name).
+    /// The scenario's name: its kind, or a name of its own when another
+    /// scenario shows the same kind.
+    pub(crate) name: &'static str,
+    /// The detection kind the trace shows.
     pub(crate) kind: &'static str,
     /// A one-line title.
     pub(crate) title: &'static str,
@@ -30,8 +40,9 @@ pub(crate) struct Scenario {
 }
 
 /// Every scenario, in the order the demo plays them.
-pub(crate) const SCENARIOS: [Scenario; 9] = [
+pub(crate) const SCENARIOS: [Scenario; 12] = [
     Scenario {
+        name: "exact_failure",
         kind: "exact_failure",
         title: "The same compiler error, again and again",
         story: "The coder keeps hitting the same type error; the tester runs into it \
@@ -43,6 +54,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/01_exact_failure.jsonl"),
     },
     Scenario {
+        name: "agent_pair",
         kind: "agent_pair",
         title: "Coder and reviewer ping-pong",
         story: "The reviewer and the coder hand the same pull request back and forth. \
@@ -52,6 +64,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/02_agent_pair.jsonl"),
     },
     Scenario {
+        name: "multi_agent",
         kind: "multi_agent",
         title: "Planner, coder, tester, planner, coder...",
         story: "No two agents talk to each other often, yet the work goes round a \
@@ -61,6 +74,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/03_multi_agent.jsonl"),
     },
     Scenario {
+        name: "topic_cycle",
         kind: "topic_cycle",
         title: "One flaky test, passed from agent to agent",
         story: "Every agent passes the same flaky-test topic to someone else; nobody \
@@ -69,6 +83,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/04_topic_cycle.jsonl"),
     },
     Scenario {
+        name: "edge_limit",
         kind: "edge_limit",
         title: "The planner sends the researcher out a 6th time",
         story: "A research graph goes from the planner to the researcher, past a \
@@ -80,6 +95,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/05_edge_limit.jsonl"),
     },
     Scenario {
+        name: "phase_visits",
         kind: "phase_visits",
         title: "Back into the test phase, an 11th time",
         story: "The workflow keeps returning to the test phase, from fix, from lint \
@@ -89,6 +105,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/06_phase_visits.jsonl"),
     },
     Scenario {
+        name: "transition_limit",
         kind: "transition_limit",
         title: "build -> test, a 6th time",
         story: "Some tests got fixed halfway, so the edge is not stuck and nothing \
@@ -98,6 +115,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/07_transition_limit.jsonl"),
     },
     Scenario {
+        name: "oscillation",
         kind: "oscillation",
         title: "Draft, review, draft, review",
         story: "The document bounces between draft and review. When the recent \
@@ -107,6 +125,7 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
         trace: include_str!("../demo/08_oscillation.jsonl"),
     },
     Scenario {
+        name: "repeated_output",
         kind: "repeated_output",
         title: "The same failed patch, nine times",
         story: "The coder's failed turns produce the same output, give or take \
@@ -115,34 +134,109 @@ pub(crate) const SCENARIOS: [Scenario; 9] = [
                 three pauses the task (paused) until a human steps in.",
         trace: include_str!("../demo/09_repeated_output.jsonl"),
     },
+    Scenario {
+        name: "collaboration_loop",
+        kind: "collaboration_loop",
+        title: "The same review request, reworded",
+        story: "The planner keeps asking the coder to review the authentication code, \
+                each time in other words and a quarter of an hour apart, too slowly for \
+                any exchange window. loopguard compares each request with the earlier \
+                ones from the planner to the coder by embedding similarity: \"Can you \
+                review this auth code again?\" is 0.889 similar to line 1's request, \
+                above the 0.85 threshold, so it is a loop. The same request to the \
+                tester (line 2) is another pair, and the changelog request (line 4) \
+                is unrelated: neither counts. The third reworded repeat is the \
+                task's third loop, and the task goes behind the human gate.",
+        trace: include_str!("../demo/10_collaboration_loop.jsonl"),
+    },
+    Scenario {
+        name: "semantic_topic_cycle",
+        kind: "topic_cycle",
+        title: "One flaky test, in four wordings",
+        story: "Four agents pass the flaky checkout test along, and no two of them word \
+                it alike, so exact text sees four different topics and no agent pair \
+                repeats. By embedding similarity each handoff joins the topic line 1 \
+                started, \"Fix the flaky checkout test\" (\"The flaky checkout test \
+                still needs a fix\", line 4, is 0.945 similar to it), and the 4th \
+                exchange on that topic within 600 seconds is a topic cycle: loopguard \
+                says how similar it was, to which line, and names the agent to route \
+                around.",
+        trace: include_str!("../demo/11_semantic_topic_cycle.jsonl"),
+    },
+    Scenario {
+        name: "repeated_query",
+        kind: "repeated_query",
+        title: "The researcher is sent the same search again",
+        story: "The planner asks the researcher for recent papers on retrieval \
+                augmented generation, hears there is nothing newer, and asks again in \
+                other words, twice. Nothing new came in between (no progress event \
+                changed a metric), so each rewording (0.987 and 0.980 similar to line \
+                1) is a repeated query: loopguard asks the orchestrator to inject what \
+                the last search found, low at the first repeat and medium from the \
+                second. Once the researcher's notes land (line 6, one more file \
+                changed), asking again is fair and nothing is flagged.",
+        trace: include_str!("../demo/12_repeated_query.jsonl"),
+    },
 ];
 
 /// Runs `loopguard demo`.
-pub(crate) async fn run(args: &DemoArgs) -> anyhow::Result<Outcome> {
+pub(crate) async fn run(args: &DemoArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
+    let demo = Demo::start(no_semantic)?;
     match args.format {
-        Format::Text => text().await?,
-        Format::Json => json().await?,
-        Format::Jsonl => jsonl().await?,
+        Format::Text => text(&demo).await?,
+        Format::Json => json(&demo).await?,
+        Format::Jsonl => jsonl(&demo).await?,
     }
     Ok(Outcome::Clean)
 }
 
-/// A fresh engine with the default settings: one per scenario, so no
-/// scenario's state leaks into the next.
-fn engine() -> anyhow::Result<LoopGuard> {
-    LoopGuard::new(Config::default()).context("the default config")
+/// The default settings (with `--no-semantic` applied) and the embedding
+/// model, loaded once for every scenario.
+struct Demo {
+    config: Config,
+    service: Option<Arc<EmbeddingService>>,
 }
 
-async fn text() -> anyhow::Result<()> {
+impl Demo {
+    fn start(no_semantic: bool) -> anyhow::Result<Demo> {
+        let config = semantic::apply_flag(Config::default(), no_semantic);
+        let service = semantic::service(&config)?;
+        Ok(Demo { config, service })
+    }
+
+    /// A fresh engine: one per scenario, so no scenario's state leaks into
+    /// the next.
+    fn engine(&self) -> anyhow::Result<LoopGuard> {
+        semantic::engine(self.config.clone(), self.service.as_ref())
+    }
+
+    /// What every report should say (that semantic matching is off).
+    fn notes(&self) -> Vec<String> {
+        semantic::notes(self.service.as_ref())
+    }
+}
+
+async fn text(demo: &Demo) -> anyhow::Result<()> {
     let mut out = anstream::stdout().lock();
     let bold = Style::new().bold();
     let heading = AnsiColor::Blue.on_default().bold();
     writeln!(
         out,
-        "{bold}loopguard demo{bold:#}: {} recorded traces, one per built-in structural loop kind.\n\
-         Each is replayed as `loopguard replay FILE --format text` would print it.",
+        "{bold}loopguard demo{bold:#}: {} recorded traces, one per built-in loop kind, and one \
+         topic cycle\nthat only similarity sees. Each is replayed as `loopguard replay FILE \
+         --format text` would print it.",
         SCENARIOS.len()
     )?;
+    for note in demo.notes() {
+        let label = AnsiColor::Yellow.on_default().bold();
+        for (number, line) in wrap(&note, 72).iter().enumerate() {
+            if number == 0 {
+                writeln!(out, "{label}note:{label:#} {line}")?;
+            } else {
+                writeln!(out, "      {line}")?;
+            }
+        }
+    }
     for (number, scenario) in SCENARIOS.iter().enumerate() {
         writeln!(out)?;
         writeln!(
@@ -150,7 +244,7 @@ async fn text() -> anyhow::Result<()> {
             "{heading}== {}/{}  {}: {}{heading:#}",
             number + 1,
             SCENARIOS.len(),
-            scenario.kind,
+            scenario.name,
             scenario.title
         )?;
         for line in wrap(scenario.story, 78) {
@@ -158,21 +252,26 @@ async fn text() -> anyhow::Result<()> {
         }
         writeln!(out)?;
         out.flush()?;
-        let engine = engine()?;
+        let engine = demo.engine()?;
         let mut output = Text::new(&mut out, anstream::stderr());
         let summary = replay_into(
             &engine,
             scenario.trace.as_bytes(),
-            scenario.kind,
+            scenario.name,
             &mut output,
         )
         .await?;
         if !summary.has_kind(scenario.kind) {
+            let why = if demo.service.is_some() {
+                "this build found no {} detection in this trace"
+            } else {
+                "no {} detection: semantic matching is off"
+            };
             writeln!(
                 out,
-                "{}(this build found no {} detection in this trace){:#}",
+                "{}({}){:#}",
                 AnsiColor::Yellow.on_default(),
-                scenario.kind,
+                why.replace("{}", scenario.kind),
                 AnsiColor::Yellow.on_default(),
             )?;
         }
@@ -181,20 +280,22 @@ async fn text() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn json() -> anyhow::Result<()> {
+async fn json(demo: &Demo) -> anyhow::Result<()> {
     let mut scenarios = Vec::with_capacity(SCENARIOS.len());
     for scenario in &SCENARIOS {
-        let engine = engine()?;
+        let engine = demo.engine()?;
         let mut report = Collect::default();
         replay_into(
             &engine,
             scenario.trace.as_bytes(),
-            scenario.kind,
+            scenario.name,
             &mut report,
         )
         .await?;
-        let report = report.0.finish();
+        let mut report = report.0.finish();
+        report.notes = demo.notes();
         scenarios.push(serde_json::json!({
+            "name": scenario.name,
             "kind": scenario.kind,
             "title": scenario.title,
             "report": report,
@@ -207,15 +308,15 @@ async fn json() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn jsonl() -> anyhow::Result<()> {
+async fn jsonl(demo: &Demo) -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     for scenario in &SCENARIOS {
-        let engine = engine()?;
-        let mut output = Jsonl::tagged(&mut out, scenario.kind);
+        let engine = demo.engine()?;
+        let mut output = Jsonl::tagged(&mut out, scenario.name);
         replay_into(
             &engine,
             scenario.trace.as_bytes(),
-            scenario.kind,
+            scenario.name,
             &mut output,
         )
         .await?;
@@ -233,22 +334,29 @@ mod tests {
         for scenario in &SCENARIOS {
             for (number, line) in scenario.trace.lines().enumerate() {
                 if let Err(err) = loopguard_core_types::Event::from_json(line) {
-                    panic!("{} line {}: {err}", scenario.kind, number + 1);
+                    panic!("{} line {}: {err}", scenario.name, number + 1);
                 }
             }
         }
     }
 
     #[test]
-    fn scenarios_cover_distinct_builtin_kinds() {
-        let mut kinds: Vec<&str> = SCENARIOS.iter().map(|scenario| scenario.kind).collect();
+    fn scenarios_have_distinct_names_and_builtin_kinds() {
         assert!(
-            kinds
+            SCENARIOS
                 .iter()
-                .all(|kind| loopguard_core_types::kinds::ALL.contains(kind))
+                .all(|scenario| loopguard_core_types::kinds::ALL.contains(&scenario.kind))
         );
-        kinds.sort_unstable();
-        kinds.dedup();
-        assert_eq!(kinds.len(), SCENARIOS.len());
+        let mut names: Vec<&str> = SCENARIOS.iter().map(|scenario| scenario.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SCENARIOS.len());
+        // A scenario named after a kind shows that kind.
+        assert!(
+            SCENARIOS
+                .iter()
+                .all(|scenario| scenario.name == scenario.kind
+                    || !loopguard_core_types::kinds::ALL.contains(&scenario.name))
+        );
     }
 }

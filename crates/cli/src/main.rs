@@ -9,17 +9,21 @@
 //! loopguard replay - --format json < trace.jsonl
 //! loopguard replay trace.jsonl --config loopguard.toml --strict
 //! loopguard demo                                # every built-in loop kind, explained
+//! loopguard similarity "text a" "text b"        # the cosine, against the thresholds
+//! loopguard replay trace.jsonl --no-semantic    # exact text only: no model
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
 //! fatal), 1 with `--strict` when any line had an error, 2 when the trace
-//! or the config could not be read (one message on stderr naming the file
-//! or the config key).
+//! or the config could not be read, or the embedding model could not start
+//! (one message on stderr naming the file, the config key, or what to do).
 //!
 //! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
-//! through the engine, [`output`] writes decisions and reports in each
-//! format, [`summary`] counts what a streamed replay keeps, [`demo`] holds
-//! the bundled scenarios, [`logging`] sets up `tracing`.
+//! through the engine, [`semantic`] starts the model (or the exact-text
+//! fallback), [`output`] writes decisions and reports in each format,
+//! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
+//! bundled scenarios, [`similarity`] compares two texts, [`logging`] sets
+//! up `tracing`.
 
 use std::io;
 use std::process::ExitCode;
@@ -31,13 +35,16 @@ mod demo;
 mod logging;
 mod output;
 mod replay;
+mod semantic;
+mod similarity;
 mod summary;
 
 use cli::{Cli, Command};
 
 /// Exit code when `--strict` is given and some line was not a valid event.
 const EXIT_LINE_ERRORS: u8 = 1;
-/// Exit code when the trace or the config could not be read.
+/// Exit code when the trace or the config could not be read, or the
+/// embedding model could not start.
 const EXIT_UNREADABLE: u8 = 2;
 
 fn main() -> ExitCode {
@@ -52,10 +59,12 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(&anyhow::Error::new(err).context("cannot start the runtime")),
     };
+    let no_semantic = cli.no_semantic;
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Replay(args) => replay::run(&args).await,
-            Command::Demo(args) => demo::run(&args).await,
+            Command::Replay(args) => replay::run(&args, no_semantic).await,
+            Command::Demo(args) => demo::run(&args, no_semantic).await,
+            Command::Similarity(args) => similarity::run(&args, no_semantic).await,
         }
     });
     match outcome {

@@ -12,27 +12,36 @@ use loopguard_host::{HostError, LoopGuard};
 use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
 use crate::output::{Json, Jsonl, Output, Text};
+use crate::semantic;
 use crate::summary::Summary;
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
+/// then the semantic model (a model that cannot start stops here too),
 /// then the input, then every line.
-pub(crate) async fn run(args: &ReplayArgs) -> anyhow::Result<Outcome> {
+pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
     let config = match &args.config {
         Some(path) => load_config(path)?,
         None => Config::default(),
     };
-    let engine = LoopGuard::new(config).context("the config is not valid")?;
+    let config = semantic::apply_flag(config, no_semantic);
+    config.validate().context("the config is not valid")?;
+    let service = semantic::service(&config)?;
+    let notes = semantic::notes(service.as_ref());
+    let engine = semantic::engine(config, service.as_ref())?;
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {
         Format::Jsonl => replay_into(&engine, input, &name, &mut Jsonl::new(out)).await?,
-        Format::Json => replay_into(&engine, input, &name, &mut Json::new(out)).await?,
+        Format::Json => {
+            let mut output = Json::new(out).with_notes(notes);
+            replay_into(&engine, input, &name, &mut output).await?
+        }
         Format::Text => {
             // Colors only where stdout can show them (and as NO_COLOR /
             // CLICOLOR_FORCE say).
             let choice = anstream::AutoStream::choice(&io::stdout());
             let out = anstream::AutoStream::new(out, choice);
-            let mut output = Text::new(out, anstream::stderr());
+            let mut output = Text::new(out, anstream::stderr()).with_notes(notes);
             replay_into(&engine, input, &name, &mut output).await?
         }
     };

@@ -12,6 +12,7 @@ use crate::summary::Summary;
 pub(crate) struct Json<W> {
     out: W,
     report: Collect,
+    notes: Vec<String>,
 }
 
 impl<W: Write> Json<W> {
@@ -20,7 +21,14 @@ impl<W: Write> Json<W> {
         Json {
             out,
             report: Collect::default(),
+            notes: Vec::new(),
         }
+    }
+
+    /// A report writer whose report carries `notes`.
+    pub(crate) fn with_notes(mut self, notes: Vec<String>) -> Json<W> {
+        self.notes = notes;
+        self
     }
 }
 
@@ -30,7 +38,9 @@ impl<W: Write> Output for Json<W> {
     }
 
     fn finish(&mut self, _summary: &Summary) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut self.out, self.report.0.report())?;
+        let mut report = std::mem::take(&mut self.report).0.finish();
+        report.notes = std::mem::take(&mut self.notes);
+        serde_json::to_writer_pretty(&mut self.out, &report)?;
         writeln!(self.out)?;
         self.out.flush()
     }

@@ -32,6 +32,8 @@ pub(crate) struct Text<W, E> {
     detections: usize,
     /// Each task's status after its last decision, to say when it changes.
     statuses: HashMap<String, TaskStatus>,
+    /// Header lines, written before the first answer (or the summary).
+    notes: Vec<String>,
 }
 
 impl<W: Write, E: Write> Text<W, E> {
@@ -42,7 +44,31 @@ impl<W: Write, E: Write> Text<W, E> {
             err,
             detections: 0,
             statuses: HashMap::new(),
+            notes: Vec::new(),
         }
+    }
+
+    /// The same, with `notes` as header lines ("note: ...") before anything
+    /// else, e.g. that semantic matching is off.
+    pub(crate) fn with_notes(mut self, notes: Vec<String>) -> Text<W, E> {
+        self.notes = notes;
+        self
+    }
+
+    /// Writes the notes once, before the first line of output.
+    fn header(&mut self) -> io::Result<()> {
+        for note in std::mem::take(&mut self.notes) {
+            let label = paint(AnsiColor::Yellow.on_default().bold(), "note:");
+            let lines = wrap(&note, WIDTH - "note: ".len());
+            for (number, line) in lines.iter().enumerate() {
+                if number == 0 {
+                    writeln!(self.out, "{label} {line}")?;
+                } else {
+                    writeln!(self.out, "      {line}")?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn decision(&mut self, decision: &Decision) -> io::Result<()> {
@@ -105,7 +131,8 @@ impl<W: Write, E: Write> Text<W, E> {
                 severity_style(detection.severity),
                 pad(detection.severity, 8)
             ),
-            paint(BOLD, pad(&detection.kind, 16)),
+            // `collaboration_loop`, the longest built-in kind, fits.
+            paint(BOLD, pad(&detection.kind, 18)),
             paint(action_style(detection.action), pad(detection.action, 14)),
             detection.reason,
             paint(DIM, format!("[evidence: lines {evidence}]")),
@@ -232,6 +259,7 @@ impl<W: Write, E: Write> Text<W, E> {
 
 impl<W: Write, E: Write> Output for Text<W, E> {
     fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()> {
+        self.header()?;
         match item {
             ReplayItem::Decision(decision) => self.decision(decision),
             ReplayItem::Error(error) => writeln!(
@@ -247,6 +275,7 @@ impl<W: Write, E: Write> Output for Text<W, E> {
     }
 
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.header()?;
         self.summary(summary)
     }
 }

