@@ -1,0 +1,249 @@
+//! Write a loopguard detector as a plugin: a small safe trait, one macro,
+//! and `cargo build`. This crate is all a plugin depends on; it is kept
+//! stable so that plugins need not follow every loopguard release.
+//!
+//! A plugin is a `cdylib` that loopguard loads at start-up. It sees every
+//! event of every task (the trace format's [`Event`]s, each with its input
+//! line), keeps its own per-task state, and
+//! answers with [`Detection`]s of its own kinds. Its detections join the
+//! built-in ones: the strongest action wins, and the report lists them
+//! under the plugin's kinds. A plugin that panics does not take loopguard
+//! down: the panic is reported on that event's decision, and after
+//! `plugin_host.max_faults` faults the plugin is disabled for the rest of
+//! the run.
+//!
+//! # From `cargo new` to a loaded plugin
+//!
+//! **1.** A library crate (outside the loopguard checkout, or listed in its
+//! workspace):
+//!
+//! ```text
+//! cargo new --lib apologies && cd apologies
+//! ```
+//!
+//! **2.** In its `Cargo.toml`, a `cdylib` (the loadable library; `rlib`
+//! too, so that `cargo test` runs its unit tests) and this crate:
+//!
+//! ```toml
+//! [lib]
+//! crate-type = ["cdylib", "rlib"]
+//!
+//! [dependencies]
+//! loopguard-plugin-api = { path = "../loopguard/crates/plugin-api" }
+//! ```
+//!
+//! **3.** In `src/lib.rs`, implement [`Detector`] and export it with
+//! [`export_detector!`]. This one reports a task whose agents keep
+//! apologizing instead of making progress:
+//!
+//! ```
+//! use std::collections::HashMap;
+//!
+//! use loopguard_plugin_api::serde_json::Value;
+//! use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
+//!
+//! /// Turns that apologize, per task: the input lines.
+//! pub struct Apologies {
+//!     limit: usize,
+//!     lines: HashMap<String, Vec<u64>>,
+//! }
+//!
+//! impl Detector for Apologies {
+//!     const NAME: &'static str = "apologies";
+//!     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+//!     const KINDS: &'static [&'static str] = &["apology_loop"];
+//!     const DESCRIPTION: &'static str = "agents apologizing instead of progressing";
+//!
+//!     // The `config` table of this plugin's `[[plugins]]` entry, as JSON
+//!     // (`{}` when there is none). An error stops loopguard at start-up.
+//!     fn new(config: Value) -> Result<Self, String> {
+//!         let limit = match config.get("limit") {
+//!             None => 3,
+//!             Some(limit) => limit
+//!                 .as_u64()
+//!                 .and_then(|n| usize::try_from(n).ok())
+//!                 .filter(|n| *n >= 1)
+//!                 .ok_or("`limit` must be a whole number of at least 1")?,
+//!         };
+//!         Ok(Apologies { limit, lines: HashMap::new() })
+//!     }
+//!
+//!     fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
+//!         let EventKind::Turn { output, .. } = &event.kind else {
+//!             return Vec::new();
+//!         };
+//!         if !output.to_lowercase().contains("apologize") {
+//!             return Vec::new();
+//!         }
+//!         let lines = self.lines.entry(event.task.clone()).or_default();
+//!         lines.push(line);
+//!         if lines.len() < self.limit {
+//!             return Vec::new();
+//!         }
+//!         vec![Detection::new(
+//!             Self::NAME,
+//!             "apology_loop",
+//!             Severity::Medium,
+//!             Action::InjectContext,
+//!             lines.clone(),
+//!             format!("{} apologies in this task", lines.len()),
+//!         )]
+//!     }
+//!
+//!     // `completed` and `human` reset a task: forget it.
+//!     fn reset_task(&mut self, task: &str) {
+//!         self.lines.remove(task);
+//!     }
+//! }
+//!
+//! loopguard_plugin_api::export_detector!(Apologies);
+//!
+//! // Unit tests can drive the detector through the very ABI loopguard
+//! // uses (JSON in and out, panics caught):
+//! use loopguard_plugin_api::testing::Harness;
+//! let mut plugin = Harness::<Apologies>::new(r#"{"limit": 2}"#)?;
+//! let sorry = Event::from_json(
+//!     r#"{"type":"turn","task":"T1","agent":"coder","output":"I apologize.","success":false}"#,
+//! )?;
+//! assert!(plugin.observe(1, &sorry)?.is_empty());
+//! let found = plugin.observe(2, &sorry)?;
+//! assert_eq!(found[0].kind, "apology_loop");
+//! assert_eq!(found[0].evidence, [1, 2]);
+//! assert!(Harness::<Apologies>::new(r#"{"limit": 0}"#).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! **4.** Build it, and hand it to loopguard:
+//!
+//! ```text
+//! cargo build --release
+//! loopguard plugins target/release/libapologies.so          # name, version, ABI, kinds
+//! loopguard replay --plugin target/release/libapologies.so trace.jsonl
+//! ```
+//!
+//! (`.dylib` on macOS, `.dll` on Windows.) Detections of `apology_loop`
+//! appear in the decisions and the report like any other. To give the
+//! plugin a config, name it in loopguard's TOML instead of `--plugin`
+//! (a relative `path` is relative to the config file):
+//!
+//! ```toml
+//! [[plugins]]
+//! path = "target/release/libapologies.so"
+//! config = { limit = 2 }
+//!
+//! [plugin_host]
+//! max_faults = 3       # faults (panics, errors) before a plugin is disabled
+//! max_concurrency = 4  # plugin calls running at once
+//! ```
+//!
+//! # Rules for a detector
+//!
+//! - Report only your own [`Detector::KINDS`]; a built-in kind (such as
+//!   `exact_failure`) is refused at load, and a detection of an undeclared
+//!   kind is a fault.
+//! - `evidence` lists input lines, oldest first, this event's line last.
+//! - Be quick and synchronous: loopguard calls plugins off its async
+//!   reactor, a bounded number at once, one call per instance at a time.
+//! - Build with the default `panic = "unwind"`: with `panic = "abort"` a
+//!   panic cannot be caught and ends the process.
+//!
+//! # The ABI
+//!
+//! [`abi`] documents the table the entry symbol returns, the append-only
+//! rule, and who frees what; [`wire`] the JSON that crosses. Both are the
+//! SDK's business: an author needs only [`Detector`] and
+//! [`export_detector!`].
+#![deny(missing_docs)]
+
+pub use abi::{
+    ABI_MAJOR, ABI_MINOR, ABI_OLDEST_SUPPORTED_MINOR, ENTRY_SYMBOL, PluginHeader, PluginTable,
+    RUSTC_VERSION, SDK_VERSION,
+};
+pub use loopguard_core_types::{
+    Action, Detection, Event, EventKind, FailureSignature, ProgressSnapshot, Severity,
+    TRACE_FORMAT_VERSION, Timestamp,
+};
+pub use wire::{ObserveRequest, PluginDescription};
+pub use {serde, serde_json};
+
+pub mod abi;
+pub mod testing;
+pub mod wire;
+
+#[doc(hidden)]
+pub mod export;
+
+/// A loop detector that loopguard loads from a plugin.
+///
+/// One instance serves every task: keep per-task state keyed by
+/// `event.task`. loopguard calls an instance from one thread at a time, so
+/// `&mut self` needs no locking (and the type need only be `Send`).
+pub trait Detector: Sized + Send + 'static {
+    /// The plugin's name: the `detector` of its detections, and how errors
+    /// and logs name it.
+    const NAME: &'static str;
+    /// The plugin's version (usually `env!("CARGO_PKG_VERSION")`).
+    const VERSION: &'static str;
+    /// The detection kinds it reports: its own names, never a built-in kind.
+    const KINDS: &'static [&'static str];
+    /// One sentence on what it catches, shown by `loopguard plugins`.
+    const DESCRIPTION: &'static str = "";
+
+    /// Builds the detector from its config: the `config` table of its
+    /// `[[plugins]]` entry in loopguard's TOML, as JSON (`{}` without one).
+    /// An error is shown at start-up, naming the plugin.
+    fn new(config: serde_json::Value) -> Result<Self, String>;
+
+    /// Looks at one event from input line `line` (the engine's sequence
+    /// number when streamed) and returns its detections, usually none.
+    /// Each detection's `detector` is set to [`Detector::NAME`].
+    fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection>;
+
+    /// Forgets a task: called after the task's `completed` or `human`
+    /// event was observed.
+    fn reset_task(&mut self, task: &str) {
+        let _ = task;
+    }
+}
+
+/// Exports a [`Detector`] as a loopguard plugin: defines the entry symbol
+/// (`loopguard_plugin_entry_v1`) and its table, with every function wrapped
+/// in `catch_unwind`. Use it once per library, at the crate's top level.
+///
+/// ```
+/// # use loopguard_plugin_api::{Detection, Detector, Event};
+/// struct Silent;
+/// impl Detector for Silent {
+///     const NAME: &'static str = "silent";
+///     const VERSION: &'static str = "0.1.0";
+///     const KINDS: &'static [&'static str] = &["never"];
+///     fn new(_config: loopguard_plugin_api::serde_json::Value) -> Result<Self, String> {
+///         Ok(Silent)
+///     }
+///     fn observe(&mut self, _line: u64, _event: &Event) -> Vec<Detection> {
+///         Vec::new()
+///     }
+/// }
+/// loopguard_plugin_api::export_detector!(Silent);
+///
+/// // What the host sees first:
+/// // SAFETY: the entry returns a pointer to a static table.
+/// let table = unsafe { &*loopguard_plugin_entry_v1() };
+/// assert_eq!(table.header.abi_major, loopguard_plugin_api::ABI_MAJOR);
+/// assert_eq!(table.header.abi_minor, loopguard_plugin_api::ABI_MINOR);
+/// ```
+#[macro_export]
+macro_rules! export_detector {
+    ($detector:ty) => {
+        $crate::export_detector!(@abi $detector, $crate::ABI_MAJOR, $crate::ABI_MINOR);
+    };
+    // Test fixtures only: claim other ABI numbers.
+    (@abi $detector:ty, $major:expr, $minor:expr) => {
+        /// The loopguard plugin entry: the ABI table of this library.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn loopguard_plugin_entry_v1() -> *const $crate::PluginTable {
+            static TABLE: $crate::PluginTable = $crate::export::table::<$detector>($major, $minor);
+            &TABLE
+        }
+    };
+}

@@ -1,0 +1,218 @@
+//! Drive a [`Detector`] through the ABI in-process, as loopguard would:
+//! the config and every event cross as JSON, panics are caught and become
+//! errors. For a plugin's own unit tests.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use loopguard_core_types::{Detection, Event};
+
+use crate::Detector;
+use crate::abi::{Buffer, status};
+use crate::export;
+use crate::wire::{PluginDescription, decode_detections, encode_observe};
+
+/// Why a call through the ABI failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The detector returned an error (a refused config, an event it could
+    /// not read).
+    Error(String),
+    /// The detector panicked; the panic was caught.
+    Panic(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Error(message) => write!(f, "error: {message}"),
+            CallError::Panic(message) => write!(f, "panicked: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// One instance of `D`, created and called through its exported ABI
+/// functions.
+pub struct Harness<D: Detector> {
+    instance: *mut c_void,
+    input: Vec<u8>,
+    detector: PhantomData<D>,
+}
+
+impl<D: Detector> Harness<D> {
+    /// Creates an instance from a JSON config (`""` for none).
+    pub fn new(config: &str) -> Result<Harness<D>, CallError> {
+        let mut instance = std::ptr::null_mut();
+        let mut out = Buffer::EMPTY;
+        // SAFETY: the config is borrowed for the call; both out-pointers
+        // are valid.
+        let code =
+            unsafe { export::create::<D>(config.as_ptr(), config.len(), &mut instance, &mut out) };
+        answer(code, out)?;
+        Ok(Harness {
+            instance,
+            input: Vec::new(),
+            detector: PhantomData,
+        })
+    }
+
+    /// What `describe` answers.
+    pub fn describe() -> Result<PluginDescription, CallError> {
+        let mut out = Buffer::EMPTY;
+        // SAFETY: `out` is valid.
+        let code = unsafe { export::describe::<D>(&mut out) };
+        let bytes = answer(code, out)?;
+        serde_json::from_slice(&bytes).map_err(|err| CallError::Error(err.to_string()))
+    }
+
+    /// Observes one event from input line `line`.
+    pub fn observe(&mut self, line: u64, event: &Event) -> Result<Vec<Detection>, CallError> {
+        encode_observe(line, event, &mut self.input);
+        let mut out = Buffer::EMPTY;
+        // SAFETY: the instance is live and used by this thread only; the
+        // input is borrowed for the call.
+        let code = unsafe {
+            export::observe::<D>(
+                self.instance,
+                self.input.as_ptr(),
+                self.input.len(),
+                &mut out,
+            )
+        };
+        let bytes = answer(code, out)?;
+        decode_detections(&bytes).map_err(|err| CallError::Error(err.0))
+    }
+
+    /// Resets a task.
+    pub fn reset_task(&mut self, task: &str) -> Result<(), CallError> {
+        let mut out = Buffer::EMPTY;
+        // SAFETY: as in `observe`.
+        let code =
+            unsafe { export::reset_task::<D>(self.instance, task.as_ptr(), task.len(), &mut out) };
+        answer(code, out).map(drop)
+    }
+}
+
+impl<D: Detector> std::fmt::Debug for Harness<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("detector", &D::NAME)
+            .finish()
+    }
+}
+
+impl<D: Detector> Drop for Harness<D> {
+    fn drop(&mut self) {
+        // SAFETY: the instance came from `create::<D>` and is not used again.
+        unsafe { export::destroy::<D>(self.instance) };
+    }
+}
+
+/// The bytes of an answer, or its error; frees the buffer.
+fn answer(code: i32, out: Buffer) -> Result<Vec<u8>, CallError> {
+    // SAFETY: the buffer was filled by this library's functions.
+    let bytes = unsafe { out.into_vec() };
+    match code {
+        status::OK => Ok(bytes),
+        status::PANIC => Err(CallError::Panic(
+            String::from_utf8_lossy(&bytes).into_owned(),
+        )),
+        _ => Err(CallError::Error(
+            String::from_utf8_lossy(&bytes).into_owned(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopguard_core_types::{Action, Severity};
+    use serde_json::Value;
+
+    /// Panics on a turn whose output is "boom"; reports every other turn.
+    struct Fragile {
+        resets: Vec<String>,
+    }
+
+    impl Detector for Fragile {
+        const NAME: &'static str = "fragile";
+        const VERSION: &'static str = "1.2.3";
+        const KINDS: &'static [&'static str] = &["fragile_kind"];
+        fn new(config: Value) -> Result<Self, String> {
+            if config.get("refuse").is_some() {
+                return Err("refused as asked".to_owned());
+            }
+            Ok(Fragile { resets: Vec::new() })
+        }
+        fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
+            if let crate::EventKind::Turn { output, .. } = &event.kind
+                && output == "boom"
+            {
+                panic!("boom on line {line}");
+            }
+            assert!(self.resets.len() < 100);
+            vec![Detection::new(
+                "someone else",
+                "fragile_kind",
+                Severity::Low,
+                Action::Warn,
+                vec![line],
+                "seen",
+            )]
+        }
+        fn reset_task(&mut self, task: &str) {
+            self.resets.push(task.to_owned());
+        }
+    }
+
+    fn turn(output: &str) -> Event {
+        Event::from_json(&format!(
+            r#"{{"type":"turn","task":"T","agent":"a","output":"{output}","success":false}}"#
+        ))
+        .expect("an event")
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_and_the_instance_goes_on() {
+        let mut harness = Harness::<Fragile>::new("").expect("created");
+        let err = harness.observe(3, &turn("boom")).expect_err("panics");
+        assert_eq!(err, CallError::Panic("boom on line 3".to_owned()));
+        let found = harness.observe(4, &turn("fine")).expect("goes on");
+        assert_eq!(found[0].evidence, [4]);
+        assert_eq!(found[0].detector, "fragile", "the SDK names the detector");
+    }
+
+    #[test]
+    fn config_errors_describe_and_reset_cross_the_abi() {
+        let err = Harness::<Fragile>::new(r#"{"refuse":true}"#).expect_err("refused");
+        assert_eq!(err, CallError::Error("refused as asked".to_owned()));
+        let err = Harness::<Fragile>::new("{not json").expect_err("garbage");
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        let description = Harness::<Fragile>::describe().expect("describes");
+        assert_eq!(
+            (description.name.as_str(), description.version.as_str()),
+            ("fragile", "1.2.3")
+        );
+        assert_eq!(description.kinds, ["fragile_kind"]);
+        let mut harness = Harness::<Fragile>::new("{}").expect("created");
+        harness.reset_task("T9").expect("resets");
+        // SAFETY: the instance is live and this thread's alone.
+        let detector = unsafe { &*harness.instance.cast::<Fragile>() };
+        assert_eq!(detector.resets, ["T9"]);
+    }
+
+    #[test]
+    fn the_macro_table_carries_the_sdk_versions() {
+        let table = export::table::<Fragile>(7, 9);
+        assert_eq!((table.header.abi_major, table.header.abi_minor), (7, 9));
+        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_1);
+        // SAFETY: static strings.
+        let sdk = unsafe { table.header.sdk_version.to_string_lossy() };
+        assert_eq!(sdk, crate::SDK_VERSION);
+        // SAFETY: static strings.
+        let rustc = unsafe { table.header.rustc_version.to_string_lossy() };
+        assert!(rustc.starts_with("rustc "), "{rustc}");
+    }
+}

@@ -1,0 +1,143 @@
+//! The bytes that cross the ABI: JSON of the trace-format types.
+//!
+//! Layouts stay out of the ABI: the host sends an [`ObserveRequest`] (the
+//! event as a trace line, its input line number, and the format version),
+//! the plugin answers with a JSON array of [`Detection`]s, or nothing (an
+//! empty answer means no detection, the common case, so it costs no
+//! allocation). `describe` answers a [`PluginDescription`].
+
+use loopguard_core_types::{Detection, Event, TRACE_FORMAT_VERSION};
+use serde::{Deserialize, Serialize};
+
+/// What the host sends to `observe`, as JSON:
+/// `{"format":1,"line":7,"event":{"type":"turn","task":"T1",...}}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ObserveRequest {
+    /// The trace format version of `event` ([`TRACE_FORMAT_VERSION`]).
+    pub format: u32,
+    /// The event's 1-based input line (the engine's sequence number when
+    /// streamed): what a detection lists in its `evidence`.
+    pub line: u64,
+    /// The event, as a trace-format line.
+    pub event: Event,
+}
+
+/// The borrowed twin of [`ObserveRequest`], for encoding.
+#[derive(Serialize)]
+struct ObserveRequestRef<'a> {
+    format: u32,
+    line: u64,
+    event: &'a Event,
+}
+
+/// What `describe` answers, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginDescription {
+    /// The plugin's name: the `detector` of its detections, and how
+    /// errors and logs name it.
+    pub name: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// The detection kinds it reports (its own, never a built-in kind).
+    pub kinds: Vec<String>,
+    /// One sentence on what it catches.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// Why bytes from the other side could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// Encodes the request for one event, into `out` (cleared first), so a
+/// caller can reuse one buffer.
+pub fn encode_observe(line: u64, event: &Event, out: &mut Vec<u8>) {
+    out.clear();
+    let request = ObserveRequestRef {
+        format: TRACE_FORMAT_VERSION,
+        line,
+        event,
+    };
+    // Serializing strings, numbers and JSON values into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, &request);
+}
+
+/// Decodes a request; refuses another trace format version.
+pub fn decode_observe(bytes: &[u8]) -> Result<ObserveRequest, WireError> {
+    let request: ObserveRequest = serde_json::from_slice(bytes).map_err(|err| {
+        WireError(format!(
+            "the event is not valid JSON of the trace format: {err}"
+        ))
+    })?;
+    if request.format != TRACE_FORMAT_VERSION {
+        return Err(WireError(format!(
+            "the event is in trace format {}, this plugin reads format {TRACE_FORMAT_VERSION}",
+            request.format
+        )));
+    }
+    Ok(request)
+}
+
+/// Encodes detections: nothing at all for none.
+pub fn encode_detections(detections: &[Detection]) -> Vec<u8> {
+    if detections.is_empty() {
+        return Vec::new();
+    }
+    serde_json::to_vec(detections).unwrap_or_default()
+}
+
+/// Decodes detections (empty bytes are none).
+pub fn decode_detections(bytes: &[u8]) -> Result<Vec<Detection>, WireError> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|err| WireError(format!("its detections are not valid JSON: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopguard_core_types::{Action, Severity};
+
+    #[test]
+    fn a_request_round_trips_with_its_line_and_version() {
+        let event = Event::from_json(
+            r#"{"type":"turn","task":"T1","agent":"coder","output":"hi","success":false,"x":1}"#,
+        )
+        .expect("an event");
+        let mut bytes = Vec::new();
+        encode_observe(7, &event, &mut bytes);
+        let request = decode_observe(&bytes).expect("decodes");
+        assert_eq!((request.format, request.line), (TRACE_FORMAT_VERSION, 7));
+        assert_eq!(request.event, event);
+    }
+
+    #[test]
+    fn another_format_or_garbage_is_refused_with_a_reason() {
+        let err =
+            decode_observe(br#"{"format":2,"line":1,"event":{"type":"completed","task":"T"}}"#)
+                .expect_err("format 2");
+        assert!(err.0.contains("trace format 2"), "{err}");
+        let err = decode_observe(b"nope").expect_err("garbage");
+        assert!(err.0.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn detections_round_trip_and_none_is_empty() {
+        assert!(encode_detections(&[]).is_empty());
+        assert_eq!(decode_detections(&[]), Ok(Vec::new()));
+        let detection = Detection::new("p", "mine", Severity::Low, Action::Warn, vec![1, 2], "why");
+        let bytes = encode_detections(std::slice::from_ref(&detection));
+        assert_eq!(decode_detections(&bytes), Ok(vec![detection]));
+        assert!(decode_detections(b"[{}]").is_err());
+    }
+}
