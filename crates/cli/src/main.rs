@@ -20,7 +20,8 @@
 //!
 //! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
 //! through the engine, [`semantic`] starts the model (or the exact-text
-//! fallback), [`output`] writes decisions and reports in each format,
+//! fallback), [`progress`] adds the progress evaluator (and the LLM judge
+//! when one is configured), [`output`] writes decisions and reports in each format,
 //! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
 //! bundled scenarios, [`similarity`] compares two texts, [`logging`] sets
 //! up `tracing`.
@@ -34,6 +35,7 @@ mod cli;
 mod demo;
 mod logging;
 mod output;
+mod progress;
 mod replay;
 mod semantic;
 mod similarity;

@@ -12,8 +12,8 @@ use loopguard_host::{HostError, LoopGuard};
 use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
 use crate::output::{Json, Jsonl, Output, Text};
-use crate::semantic;
 use crate::summary::Summary;
+use crate::{progress, semantic};
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
 /// then the semantic model (a model that cannot start stops here too),
@@ -26,7 +26,8 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     let config = semantic::apply_flag(config, no_semantic);
     config.validate().context("the config is not valid")?;
     let service = semantic::service(&config)?;
-    let notes = semantic::notes(service.as_ref());
+    let mut notes = semantic::notes(service.as_ref());
+    notes.extend(progress::notes(&config)?);
     let engine = semantic::engine(config, service.as_ref())?;
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);

@@ -55,8 +55,8 @@ pub(crate) fn engine(
     config: Config,
     service: Option<&Arc<EmbeddingService>>,
 ) -> anyhow::Result<LoopGuard> {
-    detectors(&config, service)
-        .install(LoopGuard::builder(config))
+    let builder = detectors(&config, service).install(LoopGuard::builder(config.clone()));
+    crate::progress::install(builder, &config)?
         .build()
         .context("the config is not valid")
 }
