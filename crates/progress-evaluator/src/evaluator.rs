@@ -2,7 +2,7 @@
 //! stuck one.
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -47,7 +47,6 @@ const NOTES_CAP: usize = 3;
 /// Its state is per task, bounded (at most [`DEFAULT_TASK_CAPACITY`] tasks,
 /// the least recently seen forgotten first; bounded histories per task) and
 /// forgotten on `completed` and `human`.
-#[derive(Debug)]
 pub struct ProgressEvaluator {
     no_progress_failures: u32,
     external_before_escalation: u32,
@@ -55,6 +54,23 @@ pub struct ProgressEvaluator {
     judge: Option<Arc<dyn GoalJudge>>,
     tasks: Mutex<LruCache<String, TaskState>>,
     cache: Mutex<LruCache<(String, u128), Judgement>>,
+}
+
+impl fmt::Debug for ProgressEvaluator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Sizes, not contents: an engine's debug print stays short.
+        f.debug_struct("ProgressEvaluator")
+            .field("no_progress_failures", &self.no_progress_failures)
+            .field(
+                "external_before_escalation",
+                &self.external_before_escalation,
+            )
+            .field("history", &self.history)
+            .field("judge", &self.judge)
+            .field("live_tasks", &self.tasks.lock().len())
+            .field("cached_judgements", &self.cache.lock().len())
+            .finish()
+    }
 }
 
 /// What the evaluator remembers about one task.
