@@ -41,6 +41,57 @@ pub struct Config {
     /// The optional LLM judge of goal proximity (an OpenAI-compatible
     /// chat-completions server).
     pub llm: LlmConfig,
+    /// Detector plugins loaded at start-up (`[[plugins]]`, one table each).
+    pub plugins: Vec<PluginConfig>,
+    /// How plugins are called and when a faulty one is disabled.
+    pub plugin_host: PluginHostConfig,
+}
+
+/// `[[plugins]]`: one detector plugin, a `cdylib` built against
+/// `loopguard-plugin-api`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// The library (`.so`, `.dylib`, `.dll`). A relative path is relative
+    /// to the config file that names it.
+    pub path: std::path::PathBuf,
+    /// The plugin's own settings, handed to it as JSON (`{}` when absent).
+    #[serde(default = "empty_table")]
+    pub config: serde_json::Value,
+}
+
+impl PluginConfig {
+    /// A plugin at `path` with no settings of its own.
+    pub fn new(path: impl Into<std::path::PathBuf>) -> PluginConfig {
+        PluginConfig {
+            path: path.into(),
+            config: empty_table(),
+        }
+    }
+}
+
+fn empty_table() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// `[plugin_host]`: how plugins are called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginHostConfig {
+    /// Faults (a panic, an error, an answer that is not valid) after which
+    /// a plugin is disabled for the rest of the run (default 3).
+    pub max_faults: u32,
+    /// Plugin calls running at once, over all plugins (default 4).
+    pub max_concurrency: u32,
+}
+
+impl Default for PluginHostConfig {
+    fn default() -> Self {
+        PluginHostConfig {
+            max_faults: 3,
+            max_concurrency: 4,
+        }
+    }
 }
 
 /// `[gate]`: when a task goes behind the human gate.
@@ -660,6 +711,30 @@ impl Config {
         if llm.retries > 10 {
             return Err(invalid("llm.retries", llm.retries, "must be at most 10"));
         }
+        at_least_one("plugin_host.max_faults", self.plugin_host.max_faults)?;
+        if !(1..=1024).contains(&self.plugin_host.max_concurrency) {
+            return Err(invalid(
+                "plugin_host.max_concurrency",
+                self.plugin_host.max_concurrency,
+                "must be between 1 and 1024",
+            ));
+        }
+        for (index, plugin) in self.plugins.iter().enumerate() {
+            if plugin.path.as_os_str().is_empty() {
+                return Err(invalid(
+                    &format!("plugins[{index}].path"),
+                    "\"\"",
+                    "must name a plugin library, e.g. \"target/release/libmy_plugin.so\"",
+                ));
+            }
+            if !plugin.config.is_object() {
+                return Err(invalid(
+                    &format!("plugins[{index}].config"),
+                    &plugin.config,
+                    "must be a table, e.g. config = { budget = 40 }",
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -812,6 +887,40 @@ mod tests {
             ("[llm]\ntimeout_secs = 0\n", "llm.timeout_secs"),
             ("[llm]\nretries = 11\n", "llm.retries"),
             ("[llm]\nkey = \"sk-1\"\n", "key"),
+        ] {
+            let err = Config::from_toml_str(toml).expect_err(toml);
+            assert!(err.to_string().contains(key), "{toml}: {err}");
+        }
+    }
+
+    #[test]
+    fn plugins_are_tables_with_a_path_and_their_own_config() {
+        let config = Config::from_toml_str(
+            "[plugin_host]\nmax_faults = 5\n\n[[plugins]]\npath = \"a.so\"\n\n\
+             [[plugins]]\npath = \"b.so\"\nconfig = { budget = 40, name = \"x\" }\n",
+        )
+        .expect("valid");
+        assert_eq!(config.plugin_host.max_faults, 5);
+        assert_eq!(config.plugin_host.max_concurrency, 4);
+        assert_eq!(config.plugins.len(), 2);
+        assert_eq!(config.plugins[0], PluginConfig::new("a.so"));
+        assert_eq!(
+            config.plugins[1].config,
+            serde_json::json!({"budget": 40, "name": "x"})
+        );
+        for (toml, key) in [
+            ("[plugin_host]\nmax_faults = 0\n", "plugin_host.max_faults"),
+            (
+                "[plugin_host]\nmax_concurrency = 0\n",
+                "plugin_host.max_concurrency",
+            ),
+            ("[[plugins]]\npath = \"\"\n", "plugins[0].path"),
+            (
+                "[[plugins]]\npath = \"a\"\nconfig = 3\n",
+                "plugins[0].config",
+            ),
+            ("[[plugins]]\npath = \"a\"\nconfg = {}\n", "confg"),
+            ("[[plugins]]\nconfig = {}\n", "path"),
         ] {
             let err = Config::from_toml_str(toml).expect_err(toml);
             assert!(err.to_string().contains(key), "{toml}: {err}");

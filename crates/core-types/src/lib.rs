@@ -26,6 +26,7 @@ pub use config::{
     TaskTypeThresholds, Threshold,
 };
 pub use config::{LlmConfig, ProgressConfig};
+pub use config::{PluginConfig, PluginHostConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, ProgressSnapshot};
 pub use report::{LineError, Report, TaskReport};
