@@ -10,6 +10,11 @@
 //! are handled here. Detections are logged with `tracing`: INFO for a
 //! detection, WARN for an intervention, ERROR for an escalation.
 //!
+//! With the default `plugins` feature, [`load_plugins`] loads detector
+//! plugins (`cdylib`s built against `loopguard-plugin-api`) as extension
+//! detectors: called off the reactor, their panics contained, disabled
+//! after `plugin_host.max_faults` faults.
+//!
 //! ```
 //! use loopguard_core_types::{Action, Config, Event};
 //! use loopguard_host::LoopGuard;
@@ -34,12 +39,19 @@
 pub use engine::{LoopGuard, LoopGuardBuilder};
 pub use error::HostError;
 pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner};
+#[cfg(feature = "plugins")]
+pub use plugins::{
+    AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,
+    PluginInstance, load_plugins,
+};
 pub use replay::{ReplayItem, ReportBuilder, replay, replay_each};
 pub use store::{CycleEpisode, MemoryStore, Resolution, Store, StoreError, TaskSnapshot};
 
 mod engine;
 mod error;
 mod extension;
+#[cfg(feature = "plugins")]
+mod plugins;
 mod replay;
 mod store;
 

@@ -5,14 +5,37 @@
 //! hand); a plugin author never names these.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
 
 use serde_json::Value;
 
 use crate::Detector;
 use crate::abi::{Buffer, PluginHeader, PluginTable, RUSTC_VERSION, SDK_VERSION, StrRef, status};
 use crate::wire::{PluginDescription, decode_observe, encode_detections};
+
+thread_local! {
+    /// Where the last panic on this thread happened, as the hook saw it.
+    static PANIC_LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs (once) the plugin's panic hook: it prints nothing and keeps
+/// the panic's location for the message the host gets. Called by the
+/// entry symbol, so only a loaded plugin's panics are quiet; the library
+/// has its own copy of `std`, so the host's hook is untouched.
+pub fn install_panic_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let location = info
+                .location()
+                .map(|at| format!("{}:{}:{}", at.file(), at.line(), at.column()));
+            PANIC_LOCATION.with(|slot| *slot.borrow_mut() = location);
+        }));
+    });
+}
 
 /// The table of `D` with the given versions (the macro passes the SDK's).
 pub const fn table<D: Detector>(abi_major: u32, abi_minor: u32) -> PluginTable {
@@ -190,8 +213,11 @@ unsafe fn guard(out: *mut Buffer, body: impl FnOnce() -> Result<Vec<u8>, String>
         Ok(Ok(bytes)) => (status::OK, bytes),
         Ok(Err(message)) => (status::ERROR, message.into_bytes()),
         Err(payload) => {
-            let message = panic_message(payload.as_ref());
+            let mut message = panic_message(payload.as_ref());
             forget_payload(payload);
+            if let Some(at) = PANIC_LOCATION.with(|slot| slot.borrow_mut().take()) {
+                message = format!("{message} (at {at})");
+            }
             (status::PANIC, message.into_bytes())
         }
     };

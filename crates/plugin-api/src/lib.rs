@@ -242,6 +242,7 @@ macro_rules! export_detector {
         /// The loopguard plugin entry: the ABI table of this library.
         #[unsafe(no_mangle)]
         pub extern "C" fn loopguard_plugin_entry_v1() -> *const $crate::PluginTable {
+            $crate::export::install_panic_hook();
             static TABLE: $crate::PluginTable = $crate::export::table::<$detector>($major, $minor);
             &TABLE
         }
