@@ -9,14 +9,14 @@
 //! Where the files are looked for, first match wins:
 //!
 //! 1. the model directory given in the configuration
-//!    ([`ProvisionOptions::model_dir`], proposed key `[semantic] model_dir`);
+//!    ([`ProvisionOptions::model_dir`], config key `semantic.model_dir`);
 //! 2. the environment variable `LOOPGUARD_MODEL_DIR`;
 //! 3. the default, `models/cache/` of the loopguard workspace
 //!    ([`default_model_dir`]).
 //!
 //! The ONNX Runtime library is the pinned `libonnxruntime.so.1.31.1` in that
-//! directory unless [`ProvisionOptions::ort_library`] (proposed key
-//! `[semantic] ort_library`) or `ORT_DYLIB_PATH` names another file, in that
+//! directory unless [`ProvisionOptions::ort_library`] (config key
+//! `semantic.ort_library`) or `ORT_DYLIB_PATH` names another file, in that
 //! order. A library named that way is the user's choice (a GPU build, a
 //! distribution package): it must exist, but it is not checksum-verified,
 //! and `ort` itself refuses a version older than 1.24.
@@ -154,7 +154,7 @@ pub const ENV_OFFLINE: &str = "LOOPGUARD_OFFLINE";
 /// Environment variable naming the Python interpreter that runs pip.
 pub const ENV_PYTHON: &str = "LOOPGUARD_PYTHON";
 
-/// The configuration key proposed for the runtime library.
+/// The configuration key of the runtime library, as error messages name it.
 const RUNTIME_CONFIG_KEY: &str = "[semantic] ort_library";
 
 /// The file recording which files were verified, by size, mtime and inode.
@@ -184,11 +184,11 @@ pub fn default_model_dir() -> PathBuf {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProvisionOptions {
-    /// The model directory (proposed config key `[semantic] model_dir`).
+    /// The model directory (config key `semantic.model_dir`).
     pub model_dir: Option<PathBuf>,
-    /// The ONNX Runtime library (proposed config key `[semantic] ort_library`).
+    /// The ONNX Runtime library (config key `semantic.ort_library`).
     pub ort_library: Option<PathBuf>,
-    /// Forbid fetching (proposed config key `[semantic] offline`).
+    /// Forbid fetching (config key `semantic.offline`).
     pub offline: Option<bool>,
     /// The Python interpreter that runs pip (default `python3`).
     pub python: Option<PathBuf>,

@@ -1,0 +1,201 @@
+//! What the semantic detectors cost per event once the embedding cache is
+//! warm (a text seen before: the common case, since every text is embedded
+//! once and then looked up by `collaboration_loop`, `repeated_query` and
+//! the topic assigner), and what they add to the engine's per-event cost.
+//!
+//! ```text
+//! cargo bench -p loopguard-semantic --bench detectors [-- --quick]
+//! ```
+//!
+//! The pinned files are fetched on first run (through `ModelFiles`), like
+//! the tests do.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loopguard_core_types::{Config, Event};
+use loopguard_detectors::ObservedEvent;
+use loopguard_host::{ExtensionDetector, LoopGuard};
+use loopguard_semantic::{
+    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, ModelFiles, ProvisionOptions,
+    SemanticDetectors, ServiceOptions,
+};
+
+/// Tasks the events are spread over.
+const TASKS: usize = 64;
+/// Ordered pairs (and recipients) per task.
+const PAIRS: [(&str, &str); 4] = [
+    ("planner", "coder"),
+    ("coder", "reviewer"),
+    ("reviewer", "planner"),
+    ("planner", "researcher"),
+];
+
+/// 64 distinct requests on 16 subjects, 4 wordings each: some repeat a
+/// subject (a match above the threshold), most do not.
+fn texts() -> Vec<String> {
+    let subjects = [
+        "the authentication code",
+        "the flaky checkout test",
+        "the CSV export for invoices",
+        "the rate limiter",
+        "the database migration",
+        "the release notes",
+        "the login page layout",
+        "the payment webhook retries",
+        "the search index rebuild",
+        "the memory leak in the worker",
+        "the Kubernetes deployment",
+        "the onboarding email copy",
+        "the GraphQL schema",
+        "the nightly backup job",
+        "the error messages of the CLI",
+        "the retrieval augmented generation papers",
+    ];
+    let wordings = [
+        "Can you review {}?",
+        "Please take another look at {} again",
+        "Could you fix {} today?",
+        "What is the status of {}?",
+    ];
+    subjects
+        .iter()
+        .flat_map(|subject| wordings.iter().map(move |w| w.replace("{}", subject)))
+        .collect()
+}
+
+fn event(json: &str) -> Event {
+    Event::from_json(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+}
+
+/// The text of `task`'s event in `round`: every task goes through all
+/// the texts, each in its own order.
+fn text_index(task: usize, round: usize, texts: usize) -> usize {
+    (round * 5 + task * 3) % texts
+}
+
+/// Collaboration and handoff events, cycling through tasks, pairs and
+/// texts so that each task's histories fill up as they would in a long
+/// run.
+fn events(texts: &[String], kind: &str) -> Vec<Event> {
+    (0..4096)
+        .map(|n| {
+            let (task, round) = (n % TASKS, n / TASKS);
+            let (from, to) = PAIRS[round % PAIRS.len()];
+            let text = &texts[text_index(task, round, texts.len())];
+            match kind {
+                "collaboration" => event(&format!(
+                    r#"{{"type":"collaboration","task":"T{task}","from":"{from}","to":"{to}","request":"{text}"}}"#
+                )),
+                _ => event(&format!(
+                    r#"{{"type":"handoff","task":"T{task}","from":"{from}","to":"{to}","content":"{text}"}}"#
+                )),
+            }
+        })
+        .collect()
+}
+
+fn benches(c: &mut Criterion) {
+    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
+        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
+    let model = FastEmbedder::with_options(&files, &FastEmbedderOptions::new().intra_threads(2))
+        .unwrap_or_else(|e| panic!("cannot load the model: {e}"));
+    let service = Arc::new(
+        EmbeddingService::with_options(
+            Arc::new(model) as Arc<dyn Embedder>,
+            ServiceOptions::new().cache_capacity(10_000),
+        )
+        .unwrap_or_else(|e| panic!("cannot start the service: {e}")),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+    let texts = texts();
+    // Warm the cache: every text below is a cache hit.
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    runtime
+        .block_on(service.embed_many(&refs))
+        .unwrap_or_else(|e| panic!("warm-up: {e}"));
+
+    let config = Config::default();
+    let collaborations = events(&texts, "collaboration");
+    let handoffs = events(&texts, "handoff");
+    let detectors = SemanticDetectors::with_service(&config, Arc::clone(&service));
+    let mut group = c.benchmark_group("per_event_warm_cache");
+
+    let collaboration_loop = detectors.collaboration_loop();
+    let mut n = 0usize;
+    group.bench_function("collaboration_loop", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &collaborations[n % collaborations.len()];
+            let observed = ObservedEvent::new(n as u64, event);
+            black_box(runtime.block_on(collaboration_loop.observe(&observed)))
+        });
+    });
+
+    let repeated_query = detectors.repeated_query();
+    let mut n = 0usize;
+    group.bench_function("repeated_query", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &handoffs[n % handoffs.len()];
+            let observed = ObservedEvent::new(n as u64, event);
+            black_box(runtime.block_on(repeated_query.observe(&observed)))
+        });
+    });
+
+    let topics = detectors.topics().unwrap_or_else(|| panic!("semantic"));
+    let mut n = 0usize;
+    group.bench_function("topic_assigner", |b| {
+        b.iter(|| {
+            n += 1;
+            let task = n % TASKS;
+            let text = &texts[text_index(task, n / TASKS, texts.len())];
+            black_box(runtime.block_on(topics.assign(&format!("T{task}"), None, n as u64, text)))
+        });
+    });
+
+    // The embedding lookup alone, for scale.
+    group.bench_function("service_cached_lookup", |b| {
+        b.iter(|| black_box(runtime.block_on(service.embed(black_box(&texts[5])))));
+    });
+    group.finish();
+
+    // The whole engine on collaboration events, with and without the
+    // semantic detectors: the difference is what semantic matching adds.
+    let mut group = c.benchmark_group("engine_collaboration_event");
+    let structural = LoopGuard::new(config.clone()).unwrap_or_else(|e| panic!("engine: {e}"));
+    let semantic = SemanticDetectors::with_service(&config, Arc::clone(&service))
+        .install(LoopGuard::builder(config.clone()))
+        .build()
+        .unwrap_or_else(|e| panic!("engine: {e}"));
+    // The same detectors on exact text: the engine's own cost of what the
+    // extra detections trigger (loops, the gate, the cycle log), without
+    // any vector.
+    let exact = SemanticDetectors::exact(&config)
+        .install(LoopGuard::builder(config.clone()))
+        .build()
+        .unwrap_or_else(|e| panic!("engine: {e}"));
+    for (name, engine) in [
+        ("structural_only", &structural),
+        ("with_exact_fallback", &exact),
+        ("with_semantic", &semantic),
+    ] {
+        let mut n = 0usize;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                n += 1;
+                let event = collaborations[n % collaborations.len()].clone();
+                black_box(runtime.block_on(engine.observe_line(n as u64, event)))
+            });
+        });
+    }
+    group.finish();
+    // No inference ran during the measurements: every text was cached.
+    eprintln!("embedding service after the run: {:?}", service.stats());
+}
+
+criterion_group!(detectors, benches);
+criterion_main!(detectors);
