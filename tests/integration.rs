@@ -18,6 +18,8 @@ mod cycles;
 mod failures;
 #[path = "integration/phases.rs"]
 mod phases;
+#[path = "integration/plugins.rs"]
+mod plugins;
 #[path = "integration/progress.rs"]
 mod progress;
 #[path = "integration/repeated_output.rs"]

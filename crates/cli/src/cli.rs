@@ -52,6 +52,39 @@ pub(crate) enum Command {
     /// thresholds for your own traces: a pair counts as "the same" only
     /// when its cosine is strictly above the threshold.
     Similarity(SimilarityArgs),
+    /// Load detector plugins and describe them: name, version, kinds, ABI,
+    /// SDK and rustc versions. Runs no trace.
+    ///
+    /// A plugin is a cdylib built against loopguard-plugin-api. With
+    /// --config, the config's [[plugins]] are described too, each started
+    /// with its own config table. Exit status 2 when any library is refused
+    /// (the others are still described).
+    Plugins(PluginsArgs),
+}
+
+/// `loopguard plugins`.
+#[derive(Debug, Args)]
+pub(crate) struct PluginsArgs {
+    /// Plugin libraries (.so, .dylib, .dll).
+    #[arg(value_name = "PATH")]
+    pub(crate) paths: Vec<PathBuf>,
+
+    /// Also describe the plugins this config names (`[[plugins]]`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
+    pub(crate) format: ListFormat,
+}
+
+/// How `loopguard plugins` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ListFormat {
+    /// For people.
+    Text,
+    /// One JSON document: {"host_abi", "oldest_abi", "plugins", "refused"}.
+    Json,
 }
 
 /// `loopguard similarity`.
@@ -102,6 +135,12 @@ pub(crate) struct ReplayArgs {
     /// Exit with status 1 when any line is not a valid event.
     #[arg(long)]
     pub(crate) strict: bool,
+
+    /// Load a detector plugin (a cdylib built against loopguard-plugin-api),
+    /// with no config of its own; repeat for more. Plugins that need a
+    /// config go in the config file's [[plugins]].
+    #[arg(long = "plugin", value_name = "PATH")]
+    pub(crate) plugins: Vec<PathBuf>,
 }
 
 /// `loopguard demo`.

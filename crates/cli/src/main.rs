@@ -11,6 +11,8 @@
 //! loopguard demo                                # every built-in loop kind, explained
 //! loopguard similarity "text a" "text b"        # the cosine, against the thresholds
 //! loopguard replay trace.jsonl --no-semantic    # exact text only: no model
+//! loopguard replay trace.jsonl --plugin target/release/libmy_plugin.so
+//! loopguard plugins target/release/libmy_plugin.so   # name, kinds, ABI, versions
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
@@ -21,7 +23,8 @@
 //! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
 //! through the engine, [`semantic`] starts the model (or the exact-text
 //! fallback), [`progress`] adds the progress evaluator (and the LLM judge
-//! when one is configured), [`output`] writes decisions and reports in each format,
+//! when one is configured), [`plugins`] loads detector plugins and describes
+//! them, [`output`] writes decisions and reports in each format,
 //! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
 //! bundled scenarios, [`similarity`] compares two texts, [`logging`] sets
 //! up `tracing`.
@@ -35,6 +38,7 @@ mod cli;
 mod demo;
 mod logging;
 mod output;
+mod plugins;
 mod progress;
 mod replay;
 mod semantic;
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay::run(&args, no_semantic).await,
             Command::Demo(args) => demo::run(&args, no_semantic).await,
             Command::Similarity(args) => similarity::run(&args, no_semantic).await,
+            Command::Plugins(args) => plugins::run(&args),
         }
     });
     match outcome {

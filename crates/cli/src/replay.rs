@@ -13,7 +13,7 @@ use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
 use crate::output::{Json, Jsonl, Output, Text};
 use crate::summary::Summary;
-use crate::{progress, semantic};
+use crate::{plugins, progress, semantic};
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
 /// then the semantic model (a model that cannot start stops here too),
@@ -24,6 +24,7 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
         None => Config::default(),
     };
     let config = semantic::apply_flag(config, no_semantic);
+    let config = plugins::resolve(config, args.config.as_deref(), &args.plugins);
     config.validate().context("the config is not valid")?;
     let service = semantic::service(&config)?;
     let mut notes = semantic::notes(service.as_ref());

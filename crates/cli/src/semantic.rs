@@ -56,6 +56,7 @@ pub(crate) fn engine(
     service: Option<&Arc<EmbeddingService>>,
 ) -> anyhow::Result<LoopGuard> {
     let builder = detectors(&config, service).install(LoopGuard::builder(config.clone()));
+    let builder = crate::plugins::install(builder, &config)?;
     crate::progress::install(builder, &config)?
         .build()
         .context("the config is not valid")

@@ -225,9 +225,11 @@ impl Plugin {
     pub fn load(path: &Path) -> Result<Plugin, PluginError> {
         // SAFETY: opening a library runs its initializers: a plugin is code
         // the user chose to run, like the host itself.
-        let library = unsafe { Library::new(path) }.map_err(|err| PluginError::NotALibrary {
-            path: path.to_owned(),
-            reason: err.to_string(),
+        let library = unsafe { Library::new(loadable(path)) }.map_err(|err| {
+            PluginError::NotALibrary {
+                path: path.to_owned(),
+                reason: error_chain(&err),
+            }
         })?;
         // Never unloaded: code and data of the plugin (its table, thread
         // locals, anything it leaked) must outlive every call.
@@ -331,6 +333,31 @@ impl Plugin {
             input: Vec::with_capacity(512),
         })
     }
+}
+
+/// The name to hand the system loader: a bare file name that exists in the
+/// working directory is that file (the loader would search the system's
+/// library paths for it instead).
+fn loadable(path: &Path) -> PathBuf {
+    let bare = path.parent().is_some_and(|dir| dir.as_os_str().is_empty());
+    if bare && path.is_file() {
+        Path::new(".").join(path)
+    } else {
+        path.to_owned()
+    }
+}
+
+/// An error and its causes on one line (the loader's own message is the
+/// cause of libloading's).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 /// Why the entry symbol is missing: another major's entry, or no plugin

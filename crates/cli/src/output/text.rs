@@ -72,6 +72,18 @@ impl<W: Write, E: Write> Text<W, E> {
     }
 
     fn decision(&mut self, decision: &Decision) -> io::Result<()> {
+        // A detector that failed on this event (a plugin's panic): to
+        // stderr, like a bad line.
+        for error in &decision.errors {
+            writeln!(
+                self.err,
+                "{}: {error}",
+                paint(
+                    severity_style(Severity::High),
+                    format!("line {}", decision.line)
+                )
+            )?;
+        }
         for detection in &decision.detections {
             self.detection(decision, detection)?;
         }

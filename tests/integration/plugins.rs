@@ -1,0 +1,329 @@
+//! Detector plugins through the real `libloading` path: the two plugins of
+//! `plugins/` and the fixtures of `tests/plugins/`, built as cdylibs with
+//! the tests' own profile and loaded by the `loopguard` binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The library of a workspace plugin package, built once per test binary.
+fn plugin(package: &'static str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    built
+        .entry(package)
+        .or_insert_with(|| {
+            loopguard_plugin_api::testing::build_cdylib(package)
+                .unwrap_or_else(|err| panic!("{err}"))
+        })
+        .clone()
+}
+
+const MONOLOGUE: &str = "loopguard-plugin-monologue";
+const TURN_BUDGET: &str = "loopguard-plugin-turn-budget";
+const PANICKY: &str = "loopguard-fixture-panicky";
+const ABI_MAJOR_2: &str = "loopguard-fixture-abi-major-2";
+const ABI_1_0: &str = "loopguard-fixture-abi-1-0";
+
+/// A config file naming plugins, in a temporary directory kept alive by
+/// the returned guard.
+fn plugin_config(toml: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("loopguard.toml");
+    std::fs::write(&path, toml).expect("config written");
+    (dir, path)
+}
+
+/// `loopguard --no-semantic replay TRACE --format FORMAT ARGS...`.
+fn replay(trace_name: &str, format: &str, args: &[&Path]) -> Run {
+    let trace = trace(trace_name);
+    let mut all = vec![
+        Path::new("--no-semantic"),
+        Path::new("replay"),
+        trace.as_path(),
+        Path::new("--format"),
+        Path::new(format),
+    ];
+    all.extend_from_slice(args);
+    run(all)
+}
+
+fn jsonl(run: &Run) -> Vec<Value> {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    parse_jsonl(&run.stdout)
+}
+
+fn errors_of(decision: &Value) -> Vec<&str> {
+    decision["errors"]
+        .as_array()
+        .map(|errors| errors.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_monologue_plugin_reports_its_kind_in_decisions_and_the_report() {
+    let library = plugin(MONOLOGUE);
+    let flag = [Path::new("--plugin"), library.as_path()];
+    let decisions = jsonl(&replay("monologue.jsonl", "jsonl", &flag));
+    assert_eq!(decisions.len(), 10);
+    // The handoff on line 3 breaks the first run; line 7 is another task.
+    assert_eq!(lines_with(&decisions, "T1", "monologue"), [6, 8]);
+    assert!(lines_with(&decisions, "T2", "monologue").is_empty());
+    let first = detection(&decisions, 6, "monologue");
+    assert_eq!(first["detector"], "monologue");
+    assert_eq!(first["action"], "inject_context");
+    assert_eq!(numbers(&first["evidence"]), [4, 5, 6]);
+    assert_eq!(at(&decisions, 6)["action"], "inject_context");
+    assert_eq!(
+        numbers(&detection(&decisions, 8, "monologue")["evidence"]),
+        [4, 5, 6, 8]
+    );
+    // `completed` reset the task: the plugin was told.
+    assert!(of_kind(at(&decisions, 10), "monologue").is_empty());
+
+    let run = replay("monologue.jsonl", "json", &flag);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report: Value = serde_json::from_str(&run.stdout).expect("the report is JSON");
+    let found: Vec<u64> = task(&report, "T1")["detections"]
+        .as_array()
+        .expect("detections")
+        .iter()
+        .filter(|d| d["kind"] == "monologue")
+        .filter_map(|d| d["line"].as_u64())
+        .collect();
+    assert_eq!(found, [6, 8]);
+    assert_eq!(report["errors"], serde_json::json!([]));
+}
+
+#[test]
+fn the_turn_budget_plugin_takes_its_budget_from_the_config_and_escalates() {
+    let library = plugin(TURN_BUDGET);
+    let (_dir, config) = plugin_config(&format!(
+        "[[plugins]]\npath = '{}'\nconfig = {{ budget = 5 }}\n",
+        library.display()
+    ));
+    let decisions = jsonl(&replay(
+        "turn_budget.jsonl",
+        "jsonl",
+        &[Path::new("--config"), &config],
+    ));
+    // T1's events on lines 1, 2, 4, 5 and 6 are its budget; line 7 is past it.
+    assert_eq!(lines_with(&decisions, "T1", "turn_budget"), [7]);
+    let past = detection(&decisions, 7, "turn_budget");
+    assert_eq!(past["detector"], "turn_budget");
+    assert_eq!(numbers(&past["evidence"]), [1, 7]);
+    assert_eq!(at(&decisions, 7)["action"], "escalate");
+    assert_eq!(at(&decisions, 7)["status"], "escalated");
+    // The gate holds until the human on line 9, who starts a fresh budget.
+    assert_eq!(at(&decisions, 8)["action"], "escalate");
+    assert_eq!(at(&decisions, 10)["status"], "active");
+    assert!(lines_with(&decisions, "T2", "turn_budget").is_empty());
+
+    // With --plugin there is no config: the default budget (25) is not spent.
+    let flag = [Path::new("--plugin"), library.as_path()];
+    let decisions = jsonl(&replay("turn_budget.jsonl", "jsonl", &flag));
+    assert!(lines_with(&decisions, "T1", "turn_budget").is_empty());
+}
+
+#[test]
+fn a_plugin_refusing_its_config_stops_the_run_naming_the_key() {
+    let library = plugin(TURN_BUDGET);
+    let (_dir, config) = plugin_config(&format!(
+        "[[plugins]]\npath = '{}'\nconfig = {{ budget = 0 }}\n",
+        library.display()
+    ));
+    let run = replay(
+        "turn_budget.jsonl",
+        "jsonl",
+        &[Path::new("--config"), &config],
+    );
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(
+        run.stderr.contains("plugin turn_budget (")
+            && run.stderr.contains("`budget` = 0 is not valid"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_panicking_plugin_is_contained_reported_and_disabled_while_the_others_go_on() {
+    let library = plugin(PANICKY);
+    let flag = [Path::new("--plugin"), library.as_path()];
+    let decisions = jsonl(&replay("plugin_panics.jsonl", "jsonl", &flag));
+    assert_eq!(decisions.len(), 10, "every event got its decision");
+    for (line, fault) in [(3, 1), (5, 2), (7, 3)] {
+        let errors = errors_of(at(&decisions, line));
+        assert_eq!(errors.len(), 1, "line {line}: {errors:?}");
+        assert!(
+            errors[0].starts_with(&format!(
+                "detector panicky: panicked: the fixture blew up on line {line}"
+            )) && errors[0].contains(&format!("(fault {fault} of 3)")),
+            "{}",
+            errors[0]
+        );
+    }
+    assert!(errors_of(at(&decisions, 7))[0].ends_with("plugin disabled for the rest of the run"));
+    // Disabled after three faults: not called again, neither for a panic
+    // (line 8) nor for a turn it would report (line 9).
+    assert!(errors_of(at(&decisions, 8)).is_empty());
+    assert_eq!(lines_with(&decisions, "T1", "panicky_seen"), [1]);
+    // The built-in detectors went on: the 4th identical failure escalates.
+    assert_eq!(lines_with(&decisions, "T1", "exact_failure"), [4, 6, 10]);
+    assert_eq!(at(&decisions, 10)["action"], "escalate");
+
+    let run = replay("plugin_panics.jsonl", "json", &flag);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report: Value = serde_json::from_str(&run.stdout).expect("the report is JSON");
+    let lines: Vec<u64> = report["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|error| error["line"].as_u64())
+        .collect();
+    assert_eq!(lines, [3, 5, 7]);
+    assert_eq!(task(&report, "T1")["status"], "escalated");
+
+    // `plugin_host.max_faults` decides when.
+    let (_dir, config) = plugin_config(&format!(
+        "[plugin_host]\nmax_faults = 1\n\n[[plugins]]\npath = '{}'\n",
+        library.display()
+    ));
+    let decisions = jsonl(&replay(
+        "plugin_panics.jsonl",
+        "jsonl",
+        &[Path::new("--config"), &config],
+    ));
+    let faulted: Vec<u64> = decisions
+        .iter()
+        .filter(|decision| !errors_of(decision).is_empty())
+        .filter_map(|decision| decision["line"].as_u64())
+        .collect();
+    assert_eq!(faulted, [3]);
+    assert!(errors_of(at(&decisions, 3))[0].contains("(fault 1 of 1); plugin disabled"));
+}
+
+#[test]
+fn an_abi_1_0_plugin_still_loads_and_runs() {
+    let library = plugin(ABI_1_0);
+    let flag = [Path::new("--plugin"), library.as_path()];
+    let decisions = jsonl(&replay("plugin_panics.jsonl", "jsonl", &flag));
+    assert_eq!(
+        lines_with(&decisions, "T1", "legacy_failure"),
+        [2, 4, 6, 10]
+    );
+    assert_eq!(
+        detection(&decisions, 2, "legacy_failure")["detector"],
+        "legacy"
+    );
+}
+
+#[test]
+fn replay_refuses_another_abi_major_or_a_file_that_is_not_a_library() {
+    let library = plugin(ABI_MAJOR_2);
+    let run = replay(
+        "monologue.jsonl",
+        "jsonl",
+        &[Path::new("--plugin"), library.as_path()],
+    );
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(
+        run.stderr.contains("built for plugin ABI 2.0")
+            && run.stderr.contains("this loopguard speaks plugin ABI 1.1"),
+        "{}",
+        run.stderr
+    );
+
+    let not_a_library = trace("monologue.jsonl");
+    let run = replay(
+        "monologue.jsonl",
+        "jsonl",
+        &[Path::new("--plugin"), not_a_library.as_path()],
+    );
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.starts_with(&format!(
+            "loopguard: plugin {}: not a loadable library: ",
+            not_a_library.display()
+        )),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_plugins_command_describes_plugins_without_a_trace() {
+    let (monologue, budget, legacy) = (plugin(MONOLOGUE), plugin(TURN_BUDGET), plugin(ABI_1_0));
+    let listed = run([
+        Path::new("plugins"),
+        &monologue,
+        &budget,
+        &legacy,
+        Path::new("--format"),
+        Path::new("json"),
+    ]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    let listing: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    assert_eq!(listing["host_abi"], "1.1");
+    assert_eq!(listing["oldest_abi"], "1.0");
+    let plugins = listing["plugins"].as_array().expect("plugins");
+    let summary: Vec<(&str, &str, &Value)> = plugins
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default(),
+                p["abi"].as_str().unwrap_or_default(),
+                &p["kinds"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("monologue", "1.1", &serde_json::json!(["monologue"])),
+            ("turn_budget", "1.1", &serde_json::json!(["turn_budget"])),
+            ("legacy", "1.0", &serde_json::json!(["legacy_failure"])),
+        ]
+    );
+    for plugin in plugins {
+        assert_eq!(plugin["version"].as_str().map(str::is_empty), Some(false));
+        assert_eq!(plugin["sdk_version"], loopguard_plugin_api::SDK_VERSION);
+        assert!(
+            plugin["rustc_version"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("rustc ")),
+            "{plugin}"
+        );
+    }
+
+    // Text for people; a refused library is named on stderr, exit 2, and
+    // the others are still described.
+    let future = plugin(ABI_MAJOR_2);
+    let shown = run([Path::new("plugins"), &monologue, &future]);
+    assert_eq!(shown.code, Some(2), "{shown:?}");
+    assert!(
+        shown.stdout.starts_with("monologue 0.1.0\n"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("  kinds:  monologue\n"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("  ABI:    1.1 "), "{}", shown.stdout);
+    assert!(
+        shown.stderr.contains("1 of 2 plugins refused")
+            && shown.stderr.contains("built for plugin ABI 2.0"),
+        "{}",
+        shown.stderr
+    );
+}
