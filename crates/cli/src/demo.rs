@@ -70,7 +70,10 @@ pub(crate) const SCENARIOS: [Scenario; 12] = [
         story: "No two agents talk to each other often, yet the work goes round a \
                 three-agent circle. One lap is an ordinary iteration; once the work \
                 has gone around twice in full (the 6th handoff), loopguard reports a \
-                multi-agent cycle and tells the orchestrator to break it.",
+                multi-agent cycle and tells the orchestrator to break it. With \
+                semantic matching on, the tester's second report to the planner is \
+                also a repeated query: it says what the first said, and nothing was \
+                learned in between.",
         trace: include_str!("../demo/03_multi_agent.jsonl"),
     },
     Scenario {
