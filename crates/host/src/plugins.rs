@@ -7,8 +7,8 @@
 //! itself. [`PluginHost::detector`] creates an instance from the plugin's
 //! config and wraps it as a [`PluginDetector`], an [`ExtensionDetector`]
 //! whose detections join the built-in ones. Calls run off the async
-//! reactor (tokio's blocking pool), at most `plugin_host.max_concurrency`
-//! at once, one at a time per instance. A panic or an error inside a
+//! reactor, on a thread that owns the instance (one call at a time), at
+//! most `plugin_host.max_concurrency` at once over all plugins. A panic or an error inside a
 //! plugin is a fault: it is reported on the event's decision and logged,
 //! and after `plugin_host.max_faults` faults the plugin is disabled for the
 //! rest of the run; the other detectors go on.
@@ -43,11 +43,14 @@ use loopguard_plugin_api::abi::{
     PluginTable, ResetTaskFn, status,
 };
 use loopguard_plugin_api::wire::{self, PluginDescription};
-use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::extension::{ExtensionDetector, ExtensionError};
+
+use worker::Worker;
+
+mod worker;
 
 /// A plugin ABI version, `major.minor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -225,12 +228,11 @@ impl Plugin {
     pub fn load(path: &Path) -> Result<Plugin, PluginError> {
         // SAFETY: opening a library runs its initializers: a plugin is code
         // the user chose to run, like the host itself.
-        let library = unsafe { Library::new(loadable(path)) }.map_err(|err| {
-            PluginError::NotALibrary {
+        let library =
+            unsafe { Library::new(loadable(path)) }.map_err(|err| PluginError::NotALibrary {
                 path: path.to_owned(),
                 reason: error_chain(&err),
-            }
-        })?;
+            })?;
         // Never unloaded: code and data of the plugin (its table, thread
         // locals, anything it leaked) must outlive every call.
         let library: &'static Library = Box::leak(Box::new(library));
@@ -656,11 +658,17 @@ impl PluginHost {
         config: &serde_json::Value,
     ) -> Result<Arc<PluginDetector>, PluginError> {
         let instance = plugin.instantiate(config)?;
+        let supports_reset = instance.supports_reset();
+        let worker = Worker::spawn(instance).map_err(|err| PluginError::Start {
+            path: plugin.info.path.clone(),
+            name: plugin.info.name.clone(),
+            fault: PluginFault::Host(format!("cannot start its thread: {err}")),
+        })?;
         Ok(Arc::new(PluginDetector {
             name: plugin.info.name.clone(),
             kinds: plugin.info.kinds.clone(),
-            supports_reset: instance.supports_reset(),
-            instance: Arc::new(Mutex::new(instance)),
+            supports_reset,
+            worker,
             limiter: Arc::clone(&self.limiter),
             max_faults: self.max_faults,
             faults: AtomicU32::new(0),
@@ -697,7 +705,7 @@ pub struct PluginDetector {
     name: String,
     kinds: Vec<String>,
     supports_reset: bool,
-    instance: Arc<Mutex<PluginInstance>>,
+    worker: Worker,
     limiter: Arc<Semaphore>,
     max_faults: u32,
     faults: AtomicU32,
@@ -726,26 +734,18 @@ impl PluginDetector {
         self.disabled.load(Ordering::Relaxed)
     }
 
-    /// Runs `call` on the instance in tokio's blocking pool, holding one of
-    /// the host's permits (inline when there is no tokio runtime).
+    /// Runs `call` on the instance's thread, holding one of the host's
+    /// permits.
     async fn run<T: Send + 'static>(
         &self,
         call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
     ) -> Result<T, PluginFault> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return call(&mut self.instance.lock());
-        }
-        let permit = Arc::clone(&self.limiter)
-            .acquire_owned()
+        let _permit = self
+            .limiter
+            .acquire()
             .await
             .map_err(|err| PluginFault::Host(err.to_string()))?;
-        let instance = Arc::clone(&self.instance);
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            call(&mut instance.lock())
-        })
-        .await
-        .unwrap_or_else(|err| Err(PluginFault::Host(err.to_string())))
+        self.worker.call(call).await
     }
 
     /// Counts a fault, disables the plugin at `max_faults`, and says so.
@@ -804,7 +804,7 @@ impl ExtensionDetector for PluginDetector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopguard_core_types::{Action, PluginConfig};
+    use loopguard_core_types::{Action, PluginConfig, PluginHostConfig};
     use loopguard_plugin_api::testing::build_cdylib;
 
     fn fixture(package: &str) -> PathBuf {
@@ -945,6 +945,40 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(panicky.faults(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_callers_are_all_answered_in_order_per_task() {
+        let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+        let host = PluginHost::new(&PluginHostConfig {
+            max_faults: 3,
+            max_concurrency: 2,
+        });
+        let detector = host
+            .detector(&plugin, &serde_json::json!({"repeats": 2}))
+            .expect("starts");
+        let callers: Vec<_> = (0..16)
+            .map(|task| {
+                let detector = Arc::clone(&detector);
+                tokio::spawn(async move {
+                    let same = event(&format!(
+                        r#"{{"type":"turn","task":"T{task}","agent":"a","output":"o","success":true}}"#
+                    ));
+                    let mut evidence = Vec::new();
+                    for line in 1..=20 {
+                        for found in observe(&detector, line, &same).await.expect("observes") {
+                            evidence.push(found.evidence.len());
+                        }
+                    }
+                    evidence
+                })
+            })
+            .collect();
+        for caller in callers {
+            // 20 identical turns with repeats = 2: a detection from the
+            // 2nd on, each run one line longer.
+            assert_eq!(caller.await.expect("joins"), (2..=20).collect::<Vec<_>>());
+        }
     }
 
     #[test]
