@@ -1,0 +1,88 @@
+//! Store URLs: which backend, and how to name it in a message.
+
+use std::sync::Arc;
+
+use loopguard_host::{MemoryStore, Store, StoreError};
+
+use crate::backends::{PostgresStore, SqliteStore};
+
+/// The newest schema this loopguard knows: the version of its last
+/// embedded migration. A database at a higher version is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Opens the store a URL names: `memory`, `sqlite://PATH` or
+/// `postgres://…`. The SQL backends apply their migrations before this
+/// returns.
+pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    let trimmed = url.trim();
+    if trimmed == "memory" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if trimmed.starts_with("sqlite:") {
+        return Ok(Arc::new(SqliteStore::open(trimmed).await?));
+    }
+    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresStore::open(trimmed).await?));
+    }
+    Err(StoreError::Backend {
+        backend: redact_url(trimmed),
+        message:
+            "not a store URL: expected `memory`, `sqlite://PATH` or `postgres://USER@HOST/DATABASE`"
+                .into(),
+    })
+}
+
+/// The URL with any password replaced by `***`, fit for a message or a log.
+///
+/// ```
+/// use loopguard_store_sqlx::redact_url;
+/// assert_eq!(redact_url("postgres://app:s3cret@db/loop"), "postgres://app:***@db/loop");
+/// assert_eq!(redact_url("sqlite:///var/lib/loopguard.db"), "sqlite:///var/lib/loopguard.db");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    let redacted = match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{user}:***"),
+        None => userinfo.to_owned(),
+    };
+    format!("{scheme}://{redacted}@{host}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        assert_eq!(
+            redact_url("postgres://u:p@h:5432/d?x=1"),
+            "postgres://u:***@h:5432/d?x=1"
+        );
+        assert_eq!(redact_url("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact_url("memory"), "memory");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_scheme_is_named_in_the_error() {
+        let err = open_store("mysql://root:pw@localhost/db")
+            .await
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("mysql://root:***@localhost/db"), "{err}");
+        assert!(err.contains("sqlite://PATH"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn memory_opens_a_memory_store() {
+        let store = open_store("memory").await;
+        assert!(store.is_ok_and(|store| format!("{store:?}").contains("MemoryStore")));
+    }
+}

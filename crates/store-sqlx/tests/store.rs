@@ -1,0 +1,350 @@
+//! The SQL stores against real databases: SQLite on a temporary file, and
+//! PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` names a server (each run
+//! in a schema of its own, dropped at the end).
+
+use std::sync::Arc;
+
+use loopguard_core_types::{Action, TaskStatus, Timestamp};
+use loopguard_host::{CycleEpisode, Resolution, Store, TaskSnapshot};
+use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn episode(id: u64, task: &str) -> CycleEpisode {
+    CycleEpisode {
+        id,
+        task: task.into(),
+        opened_at: Timestamp(1_700_000_000_000 + id as i64),
+        patterns: vec!["exact_failure".into(), "agent_pair".into()],
+        intervention: Action::InjectContext,
+        escalated: false,
+        lines: vec![1, 3, 5],
+        resolution: None,
+        resolved_at: None,
+    }
+}
+
+fn snapshot(task: &str, loop_count: u32) -> TaskSnapshot {
+    TaskSnapshot {
+        task: task.into(),
+        status: TaskStatus::AbortedStuck,
+        loop_count,
+        pivots: 2,
+        last_seen: Timestamp(1_700_000_123_456),
+    }
+}
+
+/// What every backend must do: upserts, ordering, filters.
+async fn round_trips(store: &dyn Store) -> TestResult {
+    assert_eq!(store.load_task("T1").await?, None);
+    store.save_task(&snapshot("T2", 1)).await?;
+    store.save_task(&snapshot("T1", 1)).await?;
+    store.save_task(&snapshot("T1", 4)).await?;
+    assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
+    let tasks = store.tasks().await?;
+    let names: Vec<_> = tasks.iter().map(|task| task.task.as_str()).collect();
+    assert_eq!(names, ["T1", "T2"]);
+
+    store.record_episode(&episode(7, "T1")).await?;
+    store.record_episode(&episode(3, "T2")).await?;
+    store.record_episode(&episode(5, "T1")).await?;
+    let mut resolved = episode(7, "T1");
+    resolved.resolution = Some(Resolution::Human);
+    resolved.resolved_at = Some(Timestamp(1_700_000_200_000));
+    resolved.escalated = true;
+    resolved.intervention = Action::Escalate;
+    store.record_episode(&resolved).await?;
+
+    // Oldest first: the order of first recording, kept by an upsert.
+    let all = store.episodes(None).await?;
+    let ids: Vec<_> = all.iter().map(|episode| episode.id).collect();
+    assert_eq!(ids, [7, 3, 5]);
+    assert_eq!(all[0], resolved);
+    let t1 = store.episodes(Some("T1")).await?;
+    assert_eq!(t1, vec![resolved, episode(5, "T1")]);
+    assert!(store.episodes(Some("nobody")).await?.is_empty());
+    Ok(())
+}
+
+mod sqlite {
+    use super::*;
+
+    fn url(folder: &tempfile::TempDir) -> String {
+        format!(
+            "sqlite://{}",
+            folder.path().join("nested/dir/loopguard.db").display()
+        )
+    }
+
+    #[tokio::test]
+    async fn round_trips_on_a_file_created_with_its_folder() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = open_store(&url(&folder)).await?;
+        round_trips(store.as_ref()).await?;
+        assert!(folder.path().join("nested/dir/loopguard.db").is_file());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_file_is_in_wal_mode() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = SqliteStore::open(&url(&folder)).await?;
+        store.save_task(&snapshot("T", 1)).await?;
+        store.close().await;
+        assert!(
+            folder.path().join("nested/dir/loopguard.db-wal").exists() || {
+                // The WAL file may have been checkpointed away on close; the
+                // mode itself is in the file header (bytes 18 and 19 are 2).
+                let header = std::fs::read(folder.path().join("nested/dir/loopguard.db"))?;
+                header.get(18..20) == Some(&[2, 2])
+            }
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn reopening_the_file_keeps_everything_and_migrations_are_idempotent() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        {
+            let store = SqliteStore::open(&url(&folder)).await?;
+            round_trips(&store).await?;
+            store.close().await;
+        }
+        for _ in 0..2 {
+            let store = SqliteStore::open(&url(&folder)).await?;
+            assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
+            assert_eq!(store.episodes(None).await?.len(), 3);
+            store.close().await;
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_database_from_a_newer_loopguard_is_refused() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = SqliteStore::open(&url(&folder)).await?;
+        store.close().await;
+        // What a future loopguard would leave: a migration this one lacks.
+        let raw = sqlx::SqlitePool::connect(&url(&folder)).await?;
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from the future', TRUE, X'00', 0)",
+        )
+        .execute(&raw)
+        .await?;
+        raw.close().await;
+        let err = SqliteStore::open(&url(&folder))
+            .await
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("schema version 9999"), "{err}");
+        assert!(err.contains("newer loopguard"), "{err}");
+        assert!(err.contains("loopguard.db"), "names the database: {err}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unopenable_file_is_named_with_the_operation() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        // A folder where the database file should be.
+        std::fs::create_dir_all(folder.path().join("nested/dir/loopguard.db"))?;
+        let err = open_store(&url(&folder))
+            .await
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("store sqlite://"), "{err}");
+        assert!(err.contains("open"), "{err}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn many_writers_on_one_file_end_consistent() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let a: Arc<dyn Store> = Arc::new(SqliteStore::open(&url(&folder)).await?);
+        let b: Arc<dyn Store> = Arc::new(SqliteStore::open(&url(&folder)).await?);
+        concurrent_writers(a, b).await
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    /// A schema of this run's own on the server `LOOPGUARD_TEST_POSTGRES_URL`
+    /// names, dropped when the test ends. `None` (with a notice) when the
+    /// variable is unset; a server that is named but unreachable fails.
+    struct Schema {
+        admin: sqlx::PgPool,
+        name: String,
+        url: String,
+    }
+
+    impl Schema {
+        async fn create(test: &str) -> Result<Option<Schema>, Box<dyn std::error::Error>> {
+            let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
+                eprintln!(
+                    "postgres::{test}: skipped: LOOPGUARD_TEST_POSTGRES_URL is not set \
+                     (e.g. postgres://postgres@127.0.0.1:5432/test)"
+                );
+                return Ok(None);
+            };
+            let admin = sqlx::PgPool::connect(&base)
+                .await
+                .map_err(|err| format!("LOOPGUARD_TEST_POSTGRES_URL is set but {base}: {err}"))?;
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos();
+            let name = format!("loopguard_test_{}_{}_{nanos}", test, std::process::id());
+            sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
+                .execute(&admin)
+                .await?;
+            let separator = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{separator}options=-c%20search_path%3D{name}");
+            Ok(Some(Schema { admin, name, url }))
+        }
+
+        async fn drop(self) -> TestResult {
+            sqlx::query(&format!("DROP SCHEMA \"{}\" CASCADE", self.name))
+                .execute(&self.admin)
+                .await?;
+            self.admin.close().await;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn round_trips_and_reopening_keeps_everything() -> TestResult {
+        let Some(schema) = Schema::create("round_trips").await? else {
+            return Ok(());
+        };
+        let result = async {
+            let store = PostgresStore::open(&schema.url).await?;
+            round_trips(&store).await?;
+            store.close().await;
+            for _ in 0..2 {
+                let store = open_store(&schema.url).await?;
+                assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
+                assert_eq!(store.episodes(None).await?.len(), 3);
+            }
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+
+    #[tokio::test]
+    async fn a_database_from_a_newer_loopguard_is_refused() -> TestResult {
+        let Some(schema) = Schema::create("newer").await? else {
+            return Ok(());
+        };
+        let result = async {
+            let store = PostgresStore::open(&schema.url).await?;
+            sqlx::query(&format!(
+                "INSERT INTO \"{}\"._sqlx_migrations \
+                 (version, description, success, checksum, execution_time) \
+                 VALUES (9999, 'from the future', TRUE, '\\x00', 0)",
+                schema.name
+            ))
+            .execute(&schema.admin)
+            .await?;
+            store.close().await;
+            let err = PostgresStore::open(&schema.url)
+                .await
+                .err()
+                .map(|err| err.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("schema version 9999"), "{err}");
+            assert!(err.contains("newer loopguard"), "{err}");
+            assert!(err.contains("store postgres://"), "{err}");
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_named_without_its_password() -> TestResult {
+        // Port 1 on loopback: refused at once.
+        let err = open_store("postgres://loopguard:hunter2@127.0.0.1:1/none")
+            .await
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("postgres://loopguard:***@127.0.0.1:1/none"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains("connect"), "{err}");
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_pools_writing_one_database_end_consistent() -> TestResult {
+        let Some(schema) = Schema::create("concurrent").await? else {
+            return Ok(());
+        };
+        let result = async {
+            let a: Arc<dyn Store> = Arc::new(PostgresStore::open(&schema.url).await?);
+            let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&schema.url).await?);
+            concurrent_writers(a, b).await
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+}
+
+/// Two stores (two pools) on one database, many tokio tasks each,
+/// upserting the same task and the same episodes: every row exists once and
+/// holds one of the values written, nothing else.
+async fn concurrent_writers(a: Arc<dyn Store>, b: Arc<dyn Store>) -> TestResult {
+    const WRITERS: u32 = 16;
+    const ROUNDS: u32 = 10;
+    let mut handles = Vec::new();
+    for writer in 0..WRITERS {
+        let store = if writer % 2 == 0 {
+            a.clone()
+        } else {
+            b.clone()
+        };
+        handles.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                store
+                    .save_task(&snapshot("shared", writer * 100 + round))
+                    .await?;
+                let mut shared = episode(u64::from(round % 4) + 1, "shared");
+                shared.lines = vec![u64::from(writer), u64::from(round)];
+                store.record_episode(&shared).await?;
+                store
+                    .record_episode(&episode(u64::from(1000 + writer * ROUNDS + round), "own"))
+                    .await?;
+            }
+            Ok::<(), loopguard_host::StoreError>(())
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    for store in [&a, &b] {
+        let tasks = store.tasks().await?;
+        assert_eq!(tasks.len(), 1);
+        let count = tasks[0].loop_count;
+        assert!(count / 100 < WRITERS && count % 100 < ROUNDS, "{count}");
+        let shared = store.episodes(Some("shared")).await?;
+        let ids: Vec<_> = shared.iter().map(|episode| episode.id).collect();
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        for episode in &shared {
+            assert_eq!(episode.lines.len(), 2);
+            assert!(episode.lines[0] < u64::from(WRITERS) && episode.lines[1] < u64::from(ROUNDS));
+            // Whole rows: the round in `lines` is one that wrote this id.
+            assert_eq!(episode.lines[1] % 4 + 1, episode.id);
+        }
+        let own = store.episodes(Some("own")).await?;
+        assert_eq!(own.len(), (WRITERS * ROUNDS) as usize);
+    }
+    Ok(())
+}
