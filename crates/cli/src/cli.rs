@@ -56,10 +56,47 @@ pub(crate) enum Command {
     /// SDK and rustc versions. Runs no trace.
     ///
     /// A plugin is a cdylib built against loopguard-plugin-api. With
-    /// --config, the config's [[plugins]] are described too, each started
+    /// --config, the config's `[[plugins]]` are described too, each started
     /// with its own config table. Exit status 2 when any library is refused
     /// (the others are still described).
     Plugins(PluginsArgs),
+    /// List the tasks a store keeps: status, loop count, pivots, last seen,
+    /// and how many cycle-log episodes each has.
+    ///
+    /// The store is one `replay --store URL` (or an embedding engine)
+    /// wrote: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    Tasks(TasksArgs),
+    /// Print a store's cycle log (the audit trail): one line per detection
+    /// episode, oldest first, for every task or one.
+    Log(LogArgs),
+}
+
+/// `loopguard tasks`.
+#[derive(Debug, Args)]
+pub(crate) struct TasksArgs {
+    /// The store: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: String,
+
+    /// Output format.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
+    pub(crate) format: ListFormat,
+}
+
+/// `loopguard log`.
+#[derive(Debug, Args)]
+pub(crate) struct LogArgs {
+    /// The store: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: String,
+
+    /// Only this task's episodes.
+    #[arg(long, value_name = "TASK")]
+    pub(crate) task: Option<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
+    pub(crate) format: ListFormat,
 }
 
 /// `loopguard plugins`.
@@ -138,9 +175,16 @@ pub(crate) struct ReplayArgs {
 
     /// Load a detector plugin (a cdylib built against loopguard-plugin-api),
     /// with no config of its own; repeat for more. Plugins that need a
-    /// config go in the config file's [[plugins]].
+    /// config go in the config file's `[[plugins]]`.
     #[arg(long = "plugin", value_name = "PATH")]
     pub(crate) plugins: Vec<PathBuf>,
+
+    /// Where task snapshots and the cycle log go: `memory` (gone when the
+    /// command ends), `sqlite://PATH` (created on first use) or
+    /// `postgres://USER@HOST/DATABASE`. `loopguard tasks` and `loopguard
+    /// log` read them back.
+    #[arg(long, value_name = "URL", default_value = "memory")]
+    pub(crate) store: String,
 }
 
 /// `loopguard demo`.
