@@ -26,3 +26,5 @@ mod progress;
 mod repeated_output;
 #[path = "integration/semantic.rs"]
 mod semantic;
+#[path = "integration/store.rs"]
+mod store;

@@ -13,6 +13,9 @@
 //! loopguard replay trace.jsonl --no-semantic    # exact text only: no model
 //! loopguard replay trace.jsonl --plugin target/release/libmy_plugin.so
 //! loopguard plugins target/release/libmy_plugin.so   # name, kinds, ABI, versions
+//! loopguard replay trace.jsonl --store sqlite://loopguard.db   # keep tasks and the cycle log
+//! loopguard tasks --store sqlite://loopguard.db      # each task: status and counts
+//! loopguard log --store sqlite://loopguard.db --task T-1042   # the audit trail
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
@@ -24,7 +27,8 @@
 //! through the engine, [`semantic`] starts the model (or the exact-text
 //! fallback), [`progress`] adds the progress evaluator (and the LLM judge
 //! when one is configured), [`plugins`] loads detector plugins and describes
-//! them, [`output`] writes decisions and reports in each format,
+//! them, [`store`] opens `--store` and prints what a store keeps,
+//! [`output`] writes decisions and reports in each format,
 //! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
 //! bundled scenarios, [`similarity`] compares two texts, [`logging`] sets
 //! up `tracing`.
@@ -43,6 +47,7 @@ mod progress;
 mod replay;
 mod semantic;
 mod similarity;
+mod store;
 mod summary;
 
 use cli::{Cli, Command};
@@ -72,6 +77,8 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(&args, no_semantic).await,
             Command::Similarity(args) => similarity::run(&args, no_semantic).await,
             Command::Plugins(args) => plugins::run(&args),
+            Command::Tasks(args) => store::tasks(&args).await,
+            Command::Log(args) => store::log(&args).await,
         }
     });
     match outcome {

@@ -29,7 +29,8 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     let service = semantic::service(&config)?;
     let mut notes = semantic::notes(service.as_ref());
     notes.extend(progress::notes(&config)?);
-    let engine = semantic::engine(config, service.as_ref())?;
+    let store = crate::store::open(&args.store).await?;
+    let engine = semantic::engine_with_store(config, service.as_ref(), Some(store))?;
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use loopguard_core_types::Config;
-use loopguard_host::LoopGuard;
+use loopguard_host::{LoopGuard, Store};
 use loopguard_semantic::{EmbeddingService, FetchPlan, SemanticDetectors};
 
 /// The note every report and text header carries when semantic matching is
@@ -55,7 +55,21 @@ pub(crate) fn engine(
     config: Config,
     service: Option<&Arc<EmbeddingService>>,
 ) -> anyhow::Result<LoopGuard> {
-    let builder = detectors(&config, service).install(LoopGuard::builder(config.clone()));
+    engine_with_store(config, service, None)
+}
+
+/// As [`engine`], keeping task snapshots and the cycle log in `store`
+/// (default: in memory).
+pub(crate) fn engine_with_store(
+    config: Config,
+    service: Option<&Arc<EmbeddingService>>,
+    store: Option<Arc<dyn Store>>,
+) -> anyhow::Result<LoopGuard> {
+    let mut builder = LoopGuard::builder(config.clone());
+    if let Some(store) = store {
+        builder = builder.store(store);
+    }
+    let builder = detectors(&config, service).install(builder);
     let builder = crate::plugins::install(builder, &config)?;
     crate::progress::install(builder, &config)?
         .build()

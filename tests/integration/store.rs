@@ -1,0 +1,111 @@
+//! `replay --store`, `tasks` and `log`: a replay's tasks and cycle log in a
+//! SQLite file, read back by the other two commands.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn sqlite_url(folder: &tempfile::TempDir) -> String {
+    format!(
+        "sqlite://{}",
+        folder.path().join("state/loopguard.db").display()
+    )
+}
+
+fn json(run: &Run) -> Value {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {run:?}"))
+}
+
+#[test]
+fn a_replayed_trace_is_listed_by_tasks_and_log() {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let url = sqlite_url(&folder);
+    let trace = trace("exact_failure.jsonl");
+    let replay = run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        url.as_ref(),
+    ]);
+    assert_eq!(replay.code, Some(0), "{replay:?}");
+    let decisions = parse_jsonl(&replay.stdout);
+    let escalation = decisions
+        .iter()
+        .find(|decision| decision["action"] == "escalate")
+        .expect("the trace escalates");
+    assert!(folder.path().join("state/loopguard.db").is_file());
+
+    let tasks = json(&run(["tasks", "--store", &url, "--format", "json"]));
+    let t1 = tasks["tasks"]
+        .as_array()
+        .and_then(|tasks| tasks.iter().find(|task| task["task"] == "T1"))
+        .unwrap_or_else(|| panic!("T1 is listed: {tasks}"));
+    assert_eq!(t1["status"], "escalated");
+    assert_eq!(t1["loop_count"], escalation["loop_count"]);
+    assert_eq!(t1["episodes"], 1);
+
+    let log = json(&run([
+        "log", "--store", &url, "--task", "T1", "--format", "json",
+    ]));
+    let episodes = log["episodes"].as_array().expect("a list of episodes");
+    assert_eq!(episodes.len(), 1, "{log}");
+    assert_eq!(episodes[0]["task"], "T1");
+    assert_eq!(episodes[0]["patterns"][0], "exact_failure");
+    assert_eq!(episodes[0]["intervention"], "escalate");
+    assert_eq!(episodes[0]["escalated"], true);
+    // The episode's lines are the lines whose decisions had detections.
+    let detected: Vec<Value> = decisions
+        .iter()
+        .filter(|decision| decision["task"] == "T1")
+        .filter(|decision| {
+            decision["detections"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty())
+        })
+        .map(|decision| decision["line"].clone())
+        .collect();
+    assert_eq!(episodes[0]["lines"].as_array(), Some(&detected));
+
+    let text = run(["tasks", "--store", &url]);
+    assert_eq!(text.code, Some(0), "{text:?}");
+    assert!(text.stdout.starts_with("TASK"), "{text:?}");
+    assert!(
+        text.stdout
+            .lines()
+            .any(|line| line.starts_with("T1") && line.contains("escalated")),
+        "{text:?}"
+    );
+    let text = run(["log", "--store", &url]);
+    assert_eq!(text.code, Some(0), "{text:?}");
+    assert!(text.stdout.contains("#1 T1 "), "{text:?}");
+    assert!(
+        text.stdout
+            .contains("exact_failure -> escalate (escalated)"),
+        "{text:?}"
+    );
+
+    let other = json(&run([
+        "log", "--store", &url, "--task", "nobody", "--format", "json",
+    ]));
+    assert_eq!(other["episodes"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn a_store_url_that_names_no_backend_stops_before_any_work() {
+    let trace = trace("exact_failure.jsonl");
+    let run = run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--store".as_ref(),
+        "mysql://root@localhost/db".as_ref(),
+    ]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(run.stderr.contains("mysql://root@localhost/db"), "{run:?}");
+    assert!(run.stderr.contains("sqlite://PATH"), "{run:?}");
+}
