@@ -156,6 +156,15 @@ impl BuiltinState {
     pub fn reset(&mut self) {
         *self = BuiltinState::default();
     }
+
+    /// A fresh state that remembers `pivots` pivots already spent: what a
+    /// task's stored snapshot carries over a restart or an eviction (the
+    /// windows and histories start empty).
+    pub fn restored(pivots: u32) -> BuiltinState {
+        let mut state = BuiltinState::default();
+        state.repeated_output.restore_pivots(pivots);
+        state
+    }
 }
 
 impl BuiltinDetectors {

@@ -54,6 +54,11 @@ pub struct RepeatedOutputState {
 }
 
 impl RepeatedOutputState {
+    /// Sets the pivots already spent (a task restored from a store).
+    pub(crate) fn restore_pivots(&mut self, pivots: u32) {
+        self.pivots = pivots;
+    }
+
     /// Pivots issued since the last reset.
     pub fn pivots(&self) -> u32 {
         self.pivots

@@ -221,6 +221,10 @@ impl LoopGuard {
         before - shard.tasks.len()
     }
 
+    fn is_live(&self, task: &str) -> bool {
+        self.shard_of(task).lock().tasks.contains_key(task)
+    }
+
     fn shard_of(&self, task: &str) -> &Mutex<Shard> {
         // The shard's map hashes with the same function and takes its bucket
         // from the low bits, so the shard comes from the top bits of a
@@ -248,6 +252,21 @@ impl LoopGuard {
                 }
             }
             _ => None,
+        };
+        // A task the engine does not hold (new, evicted, or from before a
+        // restart) continues from its stored snapshot: its loop count,
+        // status and pivots survive; its windows start empty.
+        let restored = if self.is_live(&event.task) {
+            None
+        } else {
+            match self.store.load_task(&event.task).await {
+                Ok(snapshot) => snapshot,
+                Err(err) => {
+                    tracing::error!(task = %event.task, line, error = %err, "task snapshot read failed");
+                    errors.push(format!("store: {err}"));
+                    None
+                }
+            }
         };
         let observed = ObservedEvent {
             line,
@@ -278,7 +297,8 @@ impl LoopGuard {
             }
         }
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
-        let (mut decision, writes) = self.decide(&observed, now_ms, extension_detections, errors);
+        let (mut decision, writes) =
+            self.decide(&observed, now_ms, restored, extension_detections, errors);
         decision.task = event.task;
         decision.id = event.id;
         self.write(writes).await;
@@ -296,6 +316,7 @@ impl LoopGuard {
         &self,
         observed: &ObservedEvent<'_>,
         now_ms: i64,
+        restored: Option<TaskSnapshot>,
         extension_detections: Vec<Detection>,
         errors: Vec<String>,
     ) -> (Decision, Writes) {
@@ -308,7 +329,15 @@ impl LoopGuard {
             None => shard
                 .tasks
                 .entry(CompactString::from(event.task.as_str()))
-                .or_default(),
+                .or_insert_with(|| match restored {
+                    Some(snapshot) => TaskState {
+                        builtin: BuiltinState::restored(snapshot.pivots),
+                        loop_count: snapshot.loop_count,
+                        status: snapshot.status,
+                        ..TaskState::default()
+                    },
+                    None => TaskState::default(),
+                }),
         };
         state.last_seen_ms = now_ms;
         if state.status == TaskStatus::Completed {

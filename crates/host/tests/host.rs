@@ -519,3 +519,41 @@ async fn decisions_echo_the_task_id_and_line() {
         ("T-10", None, 42)
     );
 }
+
+#[tokio::test]
+async fn a_restarted_engine_continues_a_task_from_its_stored_snapshot() {
+    let store = Arc::new(MemoryStore::new());
+    let first = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    for _ in 0..4 {
+        first.observe(failure("T", "same")).await;
+    }
+    assert_eq!(
+        first.task("T").map(|t| t.status),
+        Some(TaskStatus::Escalated)
+    );
+    drop(first);
+
+    // A new engine on the same store: the gate still holds and the loop
+    // count goes on from 3.
+    let second = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    let next = second
+        .observe(event(
+            r#"{"type":"transition","task":"T","from":"a","to":"b"}"#,
+        ))
+        .await;
+    assert_eq!(
+        (next.status, next.loop_count, next.action),
+        (TaskStatus::Escalated, 3, Action::Escalate)
+    );
+    let lifted = second.observe(human("T")).await;
+    assert_eq!((lifted.status, lifted.loop_count), (TaskStatus::Active, 0));
+    // A task the store never saw starts fresh.
+    let fresh = second.observe(failure("U", "x")).await;
+    assert_eq!((fresh.status, fresh.loop_count), (TaskStatus::Active, 0));
+}
