@@ -213,9 +213,14 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
         .collect();
     assert_eq!(kinds[..DEMO_KINDS.len()], DEMO_KINDS);
     assert_eq!(
-        kinds[DEMO_KINDS.len()..],
+        kinds[DEMO_KINDS.len()..DEMO_KINDS.len() + 3],
         ["collaboration_loop", "topic_cycle", "repeated_query"],
         "then the scenarios only semantic matching catches"
+    );
+    assert_eq!(
+        kinds[DEMO_KINDS.len() + 3..],
+        ["regression", "no_progress", "external_failure"],
+        "then the scenarios judged by progress"
     );
     for scenario in scenarios {
         let kind = &scenario["kind"];
@@ -260,6 +265,19 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
         .collect();
     assert_eq!(actions, ["pivot", "pivot", "escalate"]);
     assert_eq!(by_kind("oscillation")["detections"][0]["action"], "block");
+    // The progressive retry is left alone; the stuck one reaches the gate.
+    let regression = scenarios
+        .iter()
+        .find(|s| s["kind"] == "regression")
+        .expect("scenario");
+    let tasks = regression["report"]["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks[0]["detections"], serde_json::json!([]));
+    assert_eq!(tasks[0]["status"], "completed");
+    assert_eq!(tasks[1]["status"], "escalated");
+    assert_eq!(tasks[1]["loop_count"], 3);
+    let external = by_kind("external_failure");
+    assert_eq!(external["loop_count"], 0);
+    assert_eq!(external["status"], "escalated");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `loopguard demo`: bundled traces, one per built-in loop kind, and three
-//! that only semantic matching catches.
+//! `loopguard demo`: bundled traces, one per built-in loop kind, three that
+//! only semantic matching catches, and three judged by progress.
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
@@ -40,7 +40,7 @@ pub(crate) struct Scenario {
 }
 
 /// Every scenario, in the order the demo plays them.
-pub(crate) const SCENARIOS: [Scenario; 12] = [
+pub(crate) const SCENARIOS: [Scenario; 15] = [
     Scenario {
         name: "exact_failure",
         kind: "exact_failure",
@@ -180,6 +180,38 @@ pub(crate) const SCENARIOS: [Scenario; 12] = [
                 changed), asking again is fair and nothing is flagged.",
         trace: include_str!("../demo/12_repeated_query.jsonl"),
     },
+    Scenario {
+        name: "regression",
+        kind: "regression",
+        title: "A progressive retry and a stuck one",
+        story: "Two parser tasks keep failing with different messages, so no failure \
+                repeats exactly. PARSER-7's test reports show fewer failures and more \
+                coverage each time: that is progress, and nothing is flagged. \
+                PARSER-8's failing tests rise 1, 3, 5, 8: each rise is a regression \
+                and counts as a loop although every message differs, and the third \
+                rise puts the task behind the human gate.",
+        trace: include_str!("../demo/13_regression.jsonl"),
+    },
+    Scenario {
+        name: "no_progress",
+        kind: "no_progress",
+        title: "Failing on, with no tests at all",
+        story: "The coder and the reviewer trade fixes for a settings loader; every \
+                failure is new, and the task never reports a test or a changed file. \
+                Three differing failures in a row with no progress signal are a \
+                no_progress loop: \"no tests\" is itself a warning sign.",
+        trace: include_str!("../demo/14_no_progress.jsonl"),
+    },
+    Scenario {
+        name: "external_failure",
+        kind: "external_failure",
+        title: "The documentation API keeps timing out",
+        story: "The researcher's calls to an outside API time out, and so does the \
+                coder's. These are not the agents' loops: loopguard reports each as an \
+                external failure, never counts it as a loop, and escalates at the \
+                third in a row as a dependency problem for a human to look at.",
+        trace: include_str!("../demo/15_external_failure.jsonl"),
+    },
 ];
 
 /// Runs `loopguard demo`.
@@ -225,7 +257,7 @@ async fn text(demo: &Demo) -> anyhow::Result<()> {
     let heading = AnsiColor::Blue.on_default().bold();
     writeln!(
         out,
-        "{bold}loopguard demo{bold:#}: {} recorded traces, one per built-in loop kind, and one \
+        "{bold}loopguard demo{bold:#}: {} recorded traces, one per built-in loop kind, and a \
          topic cycle\nthat only similarity sees. Each is replayed as `loopguard replay FILE \
          --format text` would print it.",
         SCENARIOS.len()
