@@ -14,7 +14,9 @@ use loopguard_host::{CycleEpisode, Store, StoreError, TaskSnapshot};
 use sqlx::Row;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::rows::{counter, enum_from, enum_text, episode_id, json_from, json_text};
 use crate::url::{SCHEMA_VERSION, redact_url};
@@ -98,6 +100,10 @@ impl SqliteStore {
                 .filename(path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
+                // With WAL, NORMAL syncs at checkpoints, not every commit:
+                // a crashed process loses nothing, a power cut may lose the
+                // last writes, never the file's consistency.
+                .synchronous(SqliteSynchronous::Normal)
         };
         let options = options.busy_timeout(WAIT);
         // An in-memory database is one per connection: keep it to one.

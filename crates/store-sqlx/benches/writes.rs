@@ -1,0 +1,114 @@
+//! Store writes per backend: one task snapshot upsert, one new cycle-log
+//! episode, and an episode upsert (the same id again), as the engine does
+//! them after an event. Memory and SQLite (a temp file, WAL) always;
+//! PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` names a server (in a
+//! schema of its own, dropped afterwards).
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loopguard_core_types::{Action, TaskStatus, Timestamp};
+use loopguard_host::{CycleEpisode, Store, TaskSnapshot};
+use tokio::runtime::Runtime;
+
+fn snapshot(loop_count: u32) -> TaskSnapshot {
+    TaskSnapshot {
+        task: "T-1042".into(),
+        status: TaskStatus::Active,
+        loop_count,
+        pivots: 0,
+        last_seen: Timestamp(1_700_000_000_000),
+    }
+}
+
+fn episode(id: u64) -> CycleEpisode {
+    CycleEpisode {
+        id,
+        task: format!("T{}", id % 100),
+        opened_at: Timestamp(1_700_000_000_000),
+        patterns: vec!["exact_failure".into()],
+        intervention: Action::Warn,
+        escalated: false,
+        lines: vec![1, 3, 5],
+        resolution: None,
+        resolved_at: None,
+    }
+}
+
+fn bench_store(c: &mut Criterion, runtime: &Runtime, name: &str, store: &Arc<dyn Store>) {
+    let mut group = c.benchmark_group(format!("store/{name}"));
+    let mut count = 0u32;
+    group.bench_function("save_task", |b| {
+        b.iter(|| {
+            count = count.wrapping_add(1);
+            runtime.block_on(store.save_task(black_box(&snapshot(count))))
+        })
+    });
+    let mut next = 0u64;
+    group.bench_function("record_new_episode", |b| {
+        b.iter(|| {
+            next += 1;
+            runtime.block_on(store.record_episode(black_box(&episode(next))))
+        })
+    });
+    group.bench_function("update_episode", |b| {
+        b.iter(|| runtime.block_on(store.record_episode(black_box(&episode(1)))))
+    });
+    group.finish();
+}
+
+fn writes(c: &mut Criterion) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        eprintln!("cannot start a tokio runtime");
+        return;
+    };
+    let memory: Arc<dyn Store> = Arc::new(loopguard_host::MemoryStore::new());
+    bench_store(c, &runtime, "memory", &memory);
+
+    let Ok(folder) = tempfile::tempdir() else {
+        eprintln!("cannot create a temp folder: SQLite skipped");
+        return;
+    };
+    let url = format!("sqlite://{}", folder.path().join("bench.db").display());
+    match runtime.block_on(loopguard_store_sqlx::open_store(&url)) {
+        Ok(sqlite) => bench_store(c, &runtime, "sqlite", &sqlite),
+        Err(err) => eprintln!("SQLite skipped: {err}"),
+    }
+
+    let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
+        eprintln!("PostgreSQL skipped: LOOPGUARD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let schema = format!("loopguard_bench_{}", std::process::id());
+    let result = runtime.block_on(async {
+        let admin = sqlx::PgPool::connect(&base).await?;
+        sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
+            .execute(&admin)
+            .await?;
+        Ok::<_, sqlx::Error>(admin)
+    });
+    let admin = match result {
+        Ok(admin) => admin,
+        Err(err) => {
+            eprintln!("PostgreSQL skipped: {err}");
+            return;
+        }
+    };
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    match runtime.block_on(loopguard_store_sqlx::open_store(&url)) {
+        Ok(postgres) => bench_store(c, &runtime, "postgres", &postgres),
+        Err(err) => eprintln!("PostgreSQL skipped: {err}"),
+    }
+    let dropped =
+        runtime.block_on(sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE")).execute(&admin));
+    if let Err(err) = dropped {
+        eprintln!("cannot drop the bench schema {schema}: {err}");
+    }
+}
+
+criterion_group!(benches, writes);
+criterion_main!(benches);
