@@ -113,16 +113,23 @@ impl<D: Detector> Drop for Harness<D> {
     }
 }
 
-/// Builds the `cdylib` of workspace package `package` with the profile and
-/// target directory of the running test or bench (found from its
-/// executable's path: `TARGET/PROFILE/deps/EXE`), and returns the
-/// library's path. Cargo is `$CARGO` (set when cargo runs the test).
+/// Builds the `cdylib` of workspace package `package` with the profile of
+/// the running test or bench, in `TARGET/plugin-cdylibs` beside its own
+/// target directory `TARGET` (both found from its executable's path:
+/// `TARGET/PROFILE/deps/EXE`), and returns the library's path. Cargo is
+/// `$CARGO` (set when cargo runs the test).
+///
+/// A directory of its own, because a `cdylib` + `rlib` package's outputs
+/// carry no hash in their names: a build of the plugin alone (with the
+/// features it has alone) in the test's own target directory would
+/// overwrite the `rlib` that the test run's other targets link against.
 ///
 /// The build's own output is returned as the error when it fails.
 pub fn build_cdylib(package: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|err| format!("no test executable: {err}"))?;
     let (target_dir, profile) = target_of(&exe)
         .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))?;
+    let target_dir = target_dir.join("plugin-cdylibs");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
