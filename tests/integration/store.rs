@@ -109,3 +109,61 @@ fn a_store_url_that_names_no_backend_stops_before_any_work() {
     assert!(run.stderr.contains("mysql://root@localhost/db"), "{run:?}");
     assert!(run.stderr.contains("sqlite://PATH"), "{run:?}");
 }
+
+/// The same against PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` is set
+/// (in a schema of this run's own, dropped at the end); skipped with a
+/// notice when it is not, failed when the server is unreachable.
+#[test]
+fn a_replay_into_postgres_is_read_back() {
+    let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
+        eprintln!(
+            "store::a_replay_into_postgres_is_read_back: skipped: \
+             LOOPGUARD_TEST_POSTGRES_URL is not set"
+        );
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_nanos())
+        .unwrap_or_default();
+    let schema = format!("loopguard_cli_test_{}_{nanos}", std::process::id());
+    let admin = runtime
+        .block_on(async {
+            let admin = sqlx::PgPool::connect(&base).await?;
+            sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
+                .execute(&admin)
+                .await?;
+            Ok::<_, sqlx::Error>(admin)
+        })
+        .unwrap_or_else(|err| panic!("LOOPGUARD_TEST_POSTGRES_URL is set but {base}: {err}"));
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+
+    let trace = trace("exact_failure.jsonl");
+    let replay = run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        url.as_ref(),
+    ]);
+    let tasks = run(["tasks", "--store", &url, "--format", "json"]);
+    let log = run(["log", "--store", &url, "--task", "T1", "--format", "json"]);
+    let dropped =
+        runtime.block_on(sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE")).execute(&admin));
+
+    assert_eq!(replay.code, Some(0), "{replay:?}");
+    let tasks = json(&tasks);
+    assert_eq!(tasks["tasks"][0]["task"], "T1", "{tasks}");
+    assert_eq!(tasks["tasks"][0]["status"], "escalated", "{tasks}");
+    assert_eq!(tasks["tasks"][0]["episodes"], 1, "{tasks}");
+    let log = json(&log);
+    assert_eq!(log["episodes"][0]["intervention"], "escalate", "{log}");
+    assert!(dropped.is_ok(), "{dropped:?}");
+}
