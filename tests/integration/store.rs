@@ -81,7 +81,8 @@ fn a_replayed_trace_is_listed_by_tasks_and_log() {
     );
     let text = run(["log", "--store", &url]);
     assert_eq!(text.code, Some(0), "{text:?}");
-    assert!(text.stdout.contains("#1 T1 "), "{text:?}");
+    let id = episodes[0]["id"].as_u64().expect("an episode id");
+    assert!(text.stdout.contains(&format!("#{id} T1 ")), "{text:?}");
     assert!(
         text.stdout
             .contains("exact_failure -> escalate (escalated)"),

@@ -124,7 +124,7 @@ impl LoopGuardBuilder {
             sequence: AtomicU64::new(0),
             observed: AtomicU64::new(0),
             next_sweep: AtomicUsize::new(0),
-            next_episode: AtomicU64::new(1),
+            next_episode: AtomicU64::new(episode_id_seed()),
         })
     }
 }
@@ -558,4 +558,21 @@ fn topic_text(event: &Event) -> Option<&str> {
         _ => None,
     }
     .filter(|text| !text.trim().is_empty())
+}
+
+/// Where this engine's episode ids start: a value unlikely to be used by any
+/// other engine writing to the same store (another run, another replica),
+/// so that one engine's cycle log never overwrites another's. Mixed from the
+/// wall clock and the process id; kept below 2^62 so ids fit every
+/// backend's signed 64-bit column with room to count up.
+fn episode_id_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 2).max(1)
 }

@@ -557,3 +557,24 @@ async fn a_restarted_engine_continues_a_task_from_its_stored_snapshot() {
     let fresh = second.observe(failure("U", "x")).await;
     assert_eq!((fresh.status, fresh.loop_count), (TaskStatus::Active, 0));
 }
+
+#[tokio::test]
+async fn two_engines_on_one_store_keep_each_others_cycle_log() {
+    let store = Arc::new(MemoryStore::new());
+    for _run in 0..2 {
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()
+            .expect("valid");
+        guard.observe(failure("A", "same")).await;
+        guard.observe(failure("A", "same")).await;
+        guard.observe(human("A")).await;
+    }
+    let episodes = store.episodes(Some("A")).await.expect("memory store");
+    assert_eq!(
+        episodes.len(),
+        2,
+        "the second run overwrote the first: {episodes:?}"
+    );
+    assert_ne!(episodes[0].id, episodes[1].id);
+}
