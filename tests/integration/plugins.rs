@@ -211,6 +211,44 @@ fn a_panicking_plugin_is_contained_reported_and_disabled_while_the_others_go_on(
 }
 
 #[test]
+fn a_plugin_that_hangs_is_cut_off_by_the_call_timeout_and_the_run_goes_on() {
+    let library = plugin(PANICKY);
+    let (_dir, config) = plugin_config(&format!(
+        "[plugin_host]\ncall_timeout_ms = 200\n\n[[plugins]]\npath = '{}'\n",
+        library.display()
+    ));
+    let failure =
+        r#"{"type":"failure","task":"T1","agent":"coder","error":"E0308 mismatched types"}"#;
+    let trace = format!(
+        "{}\n{failure}\n{failure}\n{failure}\n{failure}\n",
+        r#"{"type":"turn","task":"T1","agent":"coder","output":"hang","success":false}"#
+    );
+    let run = run_with_stdin(
+        [
+            Path::new("--no-semantic"),
+            Path::new("replay"),
+            Path::new("-"),
+            Path::new("--format"),
+            Path::new("jsonl"),
+            Path::new("--config"),
+            &config,
+        ],
+        trace.as_bytes(),
+    );
+    let decisions = jsonl(&run);
+    assert_eq!(decisions.len(), 5, "every event got its decision");
+    assert_eq!(
+        errors_of(at(&decisions, 1)),
+        [
+            "detector panicky: did not answer within 200 ms (fault 1 of 3); plugin disabled for \
+             the rest of the run"
+        ]
+    );
+    assert_eq!(lines_with(&decisions, "T1", "exact_failure"), [3, 4, 5]);
+    assert_eq!(at(&decisions, 5)["action"], "escalate");
+}
+
+#[test]
 fn an_abi_1_0_plugin_still_loads_and_runs() {
     let library = plugin(ABI_1_0);
     let flag = [Path::new("--plugin"), library.as_path()];

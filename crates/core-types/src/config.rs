@@ -83,6 +83,10 @@ pub struct PluginHostConfig {
     pub max_faults: u32,
     /// Plugin calls running at once, over all plugins (default 4).
     pub max_concurrency: u32,
+    /// Milliseconds a plugin call may take (default 5000). A plugin that
+    /// does not answer in time is disabled for the rest of the run: its
+    /// call is abandoned, and its thread stays busy with it.
+    pub call_timeout_ms: u64,
 }
 
 impl Default for PluginHostConfig {
@@ -90,6 +94,7 @@ impl Default for PluginHostConfig {
         PluginHostConfig {
             max_faults: 3,
             max_concurrency: 4,
+            call_timeout_ms: 5000,
         }
     }
 }
@@ -719,6 +724,13 @@ impl Config {
                 "must be between 1 and 1024",
             ));
         }
+        if !(1..=600_000).contains(&self.plugin_host.call_timeout_ms) {
+            return Err(invalid(
+                "plugin_host.call_timeout_ms",
+                self.plugin_host.call_timeout_ms,
+                "must be between 1 and 600000 (10 minutes)",
+            ));
+        }
         for (index, plugin) in self.plugins.iter().enumerate() {
             if plugin.path.as_os_str().is_empty() {
                 return Err(invalid(
@@ -902,6 +914,7 @@ mod tests {
         .expect("valid");
         assert_eq!(config.plugin_host.max_faults, 5);
         assert_eq!(config.plugin_host.max_concurrency, 4);
+        assert_eq!(config.plugin_host.call_timeout_ms, 5000);
         assert_eq!(config.plugins.len(), 2);
         assert_eq!(config.plugins[0], PluginConfig::new("a.so"));
         assert_eq!(
@@ -913,6 +926,10 @@ mod tests {
             (
                 "[plugin_host]\nmax_concurrency = 0\n",
                 "plugin_host.max_concurrency",
+            ),
+            (
+                "[plugin_host]\ncall_timeout_ms = 0\n",
+                "plugin_host.call_timeout_ms",
             ),
             ("[[plugins]]\npath = \"\"\n", "plugins[0].path"),
             (

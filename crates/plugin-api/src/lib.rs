@@ -10,7 +10,7 @@
 //! under the plugin's kinds. A plugin that panics does not take loopguard
 //! down: the panic is reported on that event's decision, and after
 //! `plugin_host.max_faults` faults the plugin is disabled for the rest of
-//! the run.
+//! the run (at once if a call hangs past `plugin_host.call_timeout_ms`).
 //!
 //! # From `cargo new` to a loaded plugin
 //!
@@ -132,8 +132,9 @@
 //! config = { limit = 2 }
 //!
 //! [plugin_host]
-//! max_faults = 3       # faults (panics, errors) before a plugin is disabled
-//! max_concurrency = 4  # plugin calls running at once
+//! max_faults = 3          # faults (panics, errors) before a plugin is disabled
+//! max_concurrency = 4     # plugin calls running at once
+//! call_timeout_ms = 5000  # a call that takes longer disables the plugin
 //! ```
 //!
 //! # Rules for a detector

@@ -8,15 +8,19 @@
 //! answer before it awaits it. Neither spin is longer than its bound, so
 //! the reactor is never held for longer than [`CALLER_SPIN`] by a plugin,
 //! however slow the plugin is, and an idle worker sleeps.
+//!
+//! Every call has a deadline: the [`Watchdog`], one thread for the process,
+//! answers a call that overran it with [`PluginFault::TimedOut`], so a
+//! plugin stuck in a loop cannot hold up the run (its thread stays busy).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use tokio::sync::oneshot::error::TryRecvError;
 
@@ -80,15 +84,37 @@ impl Worker {
         })
     }
 
-    /// Runs `call` on the instance and waits for its answer.
+    /// Runs `call` on the instance and waits for its answer, or for
+    /// `timeout` to pass (then [`PluginFault::TimedOut`]).
     pub(super) async fn call<T: Send + 'static>(
         &self,
+        timeout: Duration,
         call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
     ) -> Result<T, PluginFault> {
         let (reply, mut answer) = oneshot::channel();
+        // Whoever comes first answers: the call, or the watchdog.
+        let reply = Arc::new(Mutex::new(Some(reply)));
+        let expire = {
+            let reply = Arc::clone(&reply);
+            move || {
+                if let Some(reply) = reply.lock().take() {
+                    let _ = reply.send(Err(PluginFault::TimedOut(timeout)));
+                }
+            }
+        };
+        let watchdog = watchdog();
+        let armed = Instant::now()
+            .checked_add(timeout)
+            .map(|deadline| watchdog.arm(deadline, Box::new(expire)));
         self.submit(Box::new(move |instance| {
+            let result = call(instance);
+            if let Some(key) = armed {
+                watchdog.disarm(key);
+            }
             // The caller may have gone (its future dropped): nothing to do.
-            let _ = reply.send(call(instance));
+            if let Some(reply) = reply.lock().take() {
+                let _ = reply.send(result);
+            }
         }));
         let start = Instant::now();
         let mut round = 0;
@@ -116,6 +142,77 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::SeqCst);
         self.thread.unpark();
+    }
+}
+
+/// Answers calls that overran their deadline.
+struct Watchdog {
+    /// Armed calls by deadline (and a sequence number, for unique keys).
+    calls: Mutex<BTreeMap<(Instant, u64), Expire>>,
+    /// Signalled when an earlier deadline than the one slept for arrives.
+    earlier: Condvar,
+    sequence: AtomicU64,
+}
+
+/// What to do when a call's deadline passes: answer it with a timeout.
+type Expire = Box<dyn FnOnce() + Send>;
+
+/// The process's watchdog, started on first use. Should its thread fail to
+/// start, deadlines are not enforced; calls still run.
+fn watchdog() -> &'static Watchdog {
+    static WATCHDOG: OnceLock<&'static Watchdog> = OnceLock::new();
+    WATCHDOG.get_or_init(|| {
+        let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog {
+            calls: Mutex::new(BTreeMap::new()),
+            earlier: Condvar::new(),
+            sequence: AtomicU64::new(0),
+        }));
+        let started = std::thread::Builder::new()
+            .name("plugin watchdog".to_owned())
+            .spawn(|| watchdog.watch());
+        if let Err(err) = started {
+            tracing::error!(error = %err, "cannot start the plugin watchdog: plugin calls have no deadline");
+        }
+        watchdog
+    })
+}
+
+impl Watchdog {
+    /// Arms a deadline; returns its key, to disarm it.
+    fn arm(&self, deadline: Instant, expire: Expire) -> (Instant, u64) {
+        let key = (deadline, self.sequence.fetch_add(1, Ordering::Relaxed));
+        let mut calls = self.calls.lock();
+        let earliest = calls.keys().next().is_none_or(|first| key < *first);
+        calls.insert(key, expire);
+        if earliest {
+            self.earlier.notify_one();
+        }
+        key
+    }
+
+    /// The call answered in time.
+    fn disarm(&self, key: (Instant, u64)) {
+        self.calls.lock().remove(&key);
+    }
+
+    /// The watchdog's loop: expire what is due, sleep until the next
+    /// deadline.
+    fn watch(&self) {
+        let mut calls = self.calls.lock();
+        loop {
+            let later = calls.split_off(&(Instant::now(), u64::MAX));
+            let due = std::mem::replace(&mut *calls, later);
+            if !due.is_empty() {
+                MutexGuard::unlocked(&mut calls, || due.into_values().for_each(|expire| expire()));
+                continue;
+            }
+            match calls.keys().next() {
+                Some(&(deadline, _)) => {
+                    self.earlier.wait_until(&mut calls, deadline);
+                }
+                None => self.earlier.wait(&mut calls),
+            }
+        }
     }
 }
 

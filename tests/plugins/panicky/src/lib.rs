@@ -1,7 +1,9 @@
-//! A plugin that panics on every `turn` whose output contains "boom", and
-//! reports a `panicky_seen` warning on every other turn: the integration
-//! tests check that its panics are contained, reported and, after
-//! `plugin_host.max_faults`, disable it while the other detectors go on.
+//! A plugin that panics on every `turn` whose output contains "boom",
+//! never answers one whose output contains "hang", and reports a
+//! `panicky_seen` warning on every other turn: the tests check that its
+//! panics are contained, reported and, after `plugin_host.max_faults`,
+//! disable it while the other detectors go on, and that a hang is cut off
+//! by `plugin_host.call_timeout_ms`.
 
 use loopguard_plugin_api::serde_json::Value;
 use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
@@ -24,6 +26,11 @@ impl Detector for Panicky {
         };
         if output.contains("boom") {
             panic!("the fixture blew up on line {line}");
+        }
+        if output.contains("hang") {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
         }
         vec![Detection::new(
             Self::NAME,
