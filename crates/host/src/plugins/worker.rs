@@ -147,11 +147,20 @@ impl Drop for Worker {
 
 /// Answers calls that overran their deadline.
 struct Watchdog {
-    /// Armed calls by deadline (and a sequence number, for unique keys).
-    calls: Mutex<BTreeMap<(Instant, u64), Expire>>,
-    /// Signalled when an earlier deadline than the one slept for arrives.
+    state: Mutex<Watch>,
+    /// Signalled when a deadline earlier than the one slept for arrives.
     earlier: Condvar,
     sequence: AtomicU64,
+}
+
+#[derive(Default)]
+struct Watch {
+    /// Armed calls by deadline (and a sequence number, for unique keys).
+    calls: BTreeMap<(Instant, u64), Expire>,
+    /// When the watchdog wakes next (`None`: when a call is armed). A call
+    /// whose deadline is later needs no wake-up, so a stream of calls
+    /// costs the watchdog one wake-up per timeout period, not one per call.
+    wake_at: Option<Instant>,
 }
 
 /// What to do when a call's deadline passes: answer it with a timeout.
@@ -163,7 +172,7 @@ fn watchdog() -> &'static Watchdog {
     static WATCHDOG: OnceLock<&'static Watchdog> = OnceLock::new();
     WATCHDOG.get_or_init(|| {
         let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog {
-            calls: Mutex::new(BTreeMap::new()),
+            state: Mutex::new(Watch::default()),
             earlier: Condvar::new(),
             sequence: AtomicU64::new(0),
         }));
@@ -181,10 +190,10 @@ impl Watchdog {
     /// Arms a deadline; returns its key, to disarm it.
     fn arm(&self, deadline: Instant, expire: Expire) -> (Instant, u64) {
         let key = (deadline, self.sequence.fetch_add(1, Ordering::Relaxed));
-        let mut calls = self.calls.lock();
-        let earliest = calls.keys().next().is_none_or(|first| key < *first);
-        calls.insert(key, expire);
-        if earliest {
+        let mut state = self.state.lock();
+        state.calls.insert(key, expire);
+        if state.wake_at.is_none_or(|wake_at| deadline < wake_at) {
+            state.wake_at = Some(deadline);
             self.earlier.notify_one();
         }
         key
@@ -192,25 +201,28 @@ impl Watchdog {
 
     /// The call answered in time.
     fn disarm(&self, key: (Instant, u64)) {
-        self.calls.lock().remove(&key);
+        self.state.lock().calls.remove(&key);
     }
 
     /// The watchdog's loop: expire what is due, sleep until the next
     /// deadline.
     fn watch(&self) {
-        let mut calls = self.calls.lock();
+        let mut state = self.state.lock();
         loop {
-            let later = calls.split_off(&(Instant::now(), u64::MAX));
-            let due = std::mem::replace(&mut *calls, later);
+            let later = state.calls.split_off(&(Instant::now(), u64::MAX));
+            let due = std::mem::replace(&mut state.calls, later);
             if !due.is_empty() {
-                MutexGuard::unlocked(&mut calls, || due.into_values().for_each(|expire| expire()));
+                MutexGuard::unlocked(&mut state, || {
+                    due.into_values().for_each(|expire| expire());
+                });
                 continue;
             }
-            match calls.keys().next() {
-                Some(&(deadline, _)) => {
-                    self.earlier.wait_until(&mut calls, deadline);
+            state.wake_at = state.calls.keys().next().map(|&(deadline, _)| deadline);
+            match state.wake_at {
+                Some(deadline) => {
+                    self.earlier.wait_until(&mut state, deadline);
                 }
-                None => self.earlier.wait(&mut calls),
+                None => self.earlier.wait(&mut state),
             }
         }
     }
