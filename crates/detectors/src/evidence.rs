@@ -117,6 +117,24 @@ pub fn evidence_of<'a>(refs: impl IntoIterator<Item = &'a EvidenceRef>) -> (Vec<
     (lines, ids)
 }
 
+/// Lists numbers the way reasons read them: "2", "2 and 4", "2, 4 and 7".
+pub fn join_with_and(numbers: &[u64]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for (index, number) in numbers.iter().enumerate() {
+        if index > 0 {
+            text.push_str(if index + 1 == numbers.len() {
+                " and "
+            } else {
+                ", "
+            });
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{number}");
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use loopguard_core_types::Event;

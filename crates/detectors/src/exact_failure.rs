@@ -30,7 +30,7 @@ use loopguard_core_types::{
 use sha2::{Digest, Sha256};
 
 use crate::evidence::SharedEvidence;
-use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
+use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of, join_with_and};
 
 /// Detects a failure whose message exactly repeats one of the task's recent
 /// failures.
@@ -196,23 +196,6 @@ fn stack_hash(stack: &str) -> String {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
-}
-
-/// Lists numbers the way the reasons read: "2", "2 and 4", "2, 4 and 7".
-fn join_with_and(numbers: &[u64]) -> String {
-    let mut text = String::new();
-    for (index, number) in numbers.iter().enumerate() {
-        if index > 0 {
-            text.push_str(if index + 1 == numbers.len() {
-                " and "
-            } else {
-                ", "
-            });
-        }
-        // Writing to a String cannot fail.
-        let _ = write!(text, "{number}");
-    }
-    text
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@
 
 pub use agent_pair::AgentPair;
 pub use edge_limit::EdgeLimit;
-pub use evidence::{EvidenceRef, evidence_of};
+pub use evidence::{EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
 pub use failure_class::{ExternalKind, FailureClass, classify};
 pub use multi_agent::MultiAgent;

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use loopguard_core_types::{
     Action, Config, Detection, EventKind, ProgressSnapshot, Severity, kinds,
 };
-use loopguard_detectors::{ExternalKind, FailureClass, ObservedEvent, classify};
+use loopguard_detectors::{ExternalKind, FailureClass, ObservedEvent, classify, join_with_and};
 use loopguard_host::{ExtensionDetector, ExtensionError};
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -672,22 +672,6 @@ fn push_bounded<T>(window: &mut VecDeque<T>, item: T, cap: usize) {
         window.pop_front();
     }
     window.push_back(item);
-}
-
-/// "2", "2 and 4", "2, 4 and 7".
-fn join_with_and(numbers: &[u64]) -> String {
-    let mut text = String::new();
-    for (index, number) in numbers.iter().enumerate() {
-        if index > 0 {
-            text.push_str(if index + 1 == numbers.len() {
-                " and "
-            } else {
-                ", "
-            });
-        }
-        let _ = write!(text, "{number}");
-    }
-    text
 }
 
 #[cfg(test)]
