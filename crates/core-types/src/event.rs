@@ -94,7 +94,7 @@ pub enum EventKind {
 }
 
 /// The measurable fields of a `progress` event. Every field is optional.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProgressSnapshot {
     /// Number of tests run.
     pub tests_total: Option<u64>,

@@ -80,7 +80,7 @@ pub struct AgentPair {
 /// What [`AgentPair`] remembers about one task: one exchange window per
 /// pair, at most [`MAX_PAIRS`] pairs. A pair whose exchanges have all left
 /// the window is forgotten (it would count from zero anyway).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AgentPairState {
     pairs: LruTable<ExchangeWindow>,
     sweep: Sweep,
@@ -254,7 +254,7 @@ pub(crate) fn within_text(time: Option<Timestamp>, cycles: &CycleConfig) -> Stri
 /// A `Vec`, not a `VecDeque`: dropping the oldest of a few dozen pointers
 /// is a tiny move, and a `Vec` is a word smaller, which counts with dozens
 /// of windows per task.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ExchangeWindow {
     entries: Vec<EvidenceRef>,
     /// The earliest time among the timed entries (`i64::MAX` when none), so
@@ -379,7 +379,7 @@ impl ExchangeWindow {
 /// an exchange somewhere is older than the window plus an eighth of it, so
 /// a sweep happens at most about eight times per window length of stream
 /// time, never once per event.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Sweep {
     /// Sweep once the time passes this; `i64::MAX` when nothing is timed.
     due_ms: i64,
@@ -446,13 +446,13 @@ impl Sweep {
 /// A small map from 64-bit keys to values that forgets the least recently
 /// used key when full. Linear scans: it holds a few dozen entries at most,
 /// where a scan of keys beats hashing and needs no extra memory.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct LruTable<V> {
     slots: Vec<LruSlot<V>>,
     clock: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct LruSlot<V> {
     key: u64,
     used: u64,

@@ -34,7 +34,7 @@ pub struct EdgeLimit {
 }
 
 /// Hops along each edge of a task since its last progress.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct EdgeLimitState {
     edges: CounterTable<MAX_EDGES, RECENT>,
 }

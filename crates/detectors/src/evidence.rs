@@ -74,6 +74,22 @@ impl PartialEq for EvidenceRef {
 
 impl Eq for EvidenceRef {}
 
+/// Stored as `[line, at_ms, id]`: what a task's persisted state holds for
+/// each remembered event. A record shared by several detectors is written
+/// once per detector and read back as separate (equal) records.
+impl serde::Serialize for EvidenceRef {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (self.0.line, self.0.at_ms, self.0.id.as_deref()).serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EvidenceRef {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (line, at_ms, id) = <(u64, i64, Option<Box<str>>)>::deserialize(deserializer)?;
+        Ok(EvidenceRef(Arc::new(Record { line, at_ms, id })))
+    }
+}
+
 impl fmt::Debug for EvidenceRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

@@ -40,13 +40,13 @@ pub struct ExactFailure {
 }
 
 /// The task's most recent failures, oldest first, at most `failures.history`.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ExactFailureState {
     recent: VecDeque<SeenFailure>,
 }
 
 /// One remembered failure: its message hash and where it was.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SeenFailure {
     message: [u8; 16],
     at: EvidenceRef,

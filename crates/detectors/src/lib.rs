@@ -132,7 +132,7 @@ pub struct BuiltinDetectors {
 }
 
 /// Everything the built-in detectors remember about one task.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BuiltinState {
     progress: ProgressState,
     exact_failure: <ExactFailure as Detector>::State,

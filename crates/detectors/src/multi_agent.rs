@@ -85,7 +85,7 @@ pub struct MultiAgent {
 /// `max_cycle_agents - 1` handoffs (the most a new cycle's closing handoff
 /// chains back through), and at most [`MAX_CYCLES`] known cycles with their
 /// windows.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct MultiAgentState {
     recent: VecDeque<RecentHandoff>,
     known: LruTable<KnownCycle>,
@@ -108,7 +108,7 @@ impl MultiAgentState {
 /// is kept, for the label of a cycle it may close (the receiver of one
 /// handoff in a chain is the sender of the next). Names are shared between
 /// the recent handoffs, so a team's names are held once.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct RecentHandoff {
     from: Arc<str>,
     from_hash: u64,
@@ -119,7 +119,7 @@ struct RecentHandoff {
 
 /// A cycle seen closing, in canonical order (starting at its smallest
 /// agent name).
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct KnownCycle {
     agents: Box<[u64]>,
     /// `'a' -> 'b' -> 'c' -> 'a'`, for the reason.

@@ -37,13 +37,13 @@ pub struct Oscillation {
 }
 
 /// A task's most recent transitions, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct OscillationState {
     recent: VecDeque<Hop>,
 }
 
 /// One remembered transition.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Hop {
     /// Phase names are shared with earlier hops where they match, so a task
     /// cycling through a few phases holds each name once.

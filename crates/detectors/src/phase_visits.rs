@@ -46,7 +46,7 @@ pub struct PhaseVisits {
 }
 
 /// Entries into each phase of a task.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PhaseVisitsState {
     phases: CounterTable<MAX_KEYS, RECENT>,
 }
@@ -59,7 +59,7 @@ pub struct TransitionLimit {
 }
 
 /// Occurrences of each transition of a task.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TransitionLimitState {
     transitions: CounterTable<MAX_KEYS, RECENT>,
 }
@@ -194,7 +194,7 @@ impl TransitionLimit {
 ///
 /// The table is small, so a linear scan over precomputed hashes beats a map:
 /// no allocation on a hit, and exact names on a hash match.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CounterTable<const KEYS: usize, const RECENT: usize> {
     counters: Vec<Counter>,
     /// The last `RECENT` hits, oldest first, tagged with their key's hash.
@@ -204,7 +204,7 @@ pub(crate) struct CounterTable<const KEYS: usize, const RECENT: usize> {
 }
 
 /// One key's count.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Counter {
     key: u64,
     /// Both names back to back; `split` is where the second begins.

@@ -14,7 +14,7 @@ use loopguard_core_types::{Event, EventKind, ProgressSnapshot};
 pub struct ProgressTracker;
 
 /// The last value of each metric a task reported.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProgressState {
     last: ProgressSnapshot,
 }

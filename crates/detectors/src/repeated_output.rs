@@ -39,7 +39,7 @@ pub struct RepeatedOutput {
 }
 
 /// A task's entropy count, its pivots and its failed turns.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RepeatedOutputState {
     /// Hash of the trimmed output of the last failed turn, until a
     /// successful turn.

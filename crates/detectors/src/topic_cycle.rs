@@ -215,7 +215,7 @@ pub struct TopicCycle {
 /// What [`TopicCycle`] remembers about one task: one exchange window per
 /// topic hash, at most [`MAX_TOPICS`] topics. A topic whose exchanges have
 /// all left the window is forgotten (it would count from zero anyway).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TopicCycleState {
     topics: LruTable<ExchangeWindow>,
     sweep: Sweep,

@@ -1,8 +1,9 @@
 //! The engine: per-task state, the detector pipeline and the action policy.
 
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use compact_str::CompactString;
 use foldhash::HashMap as FastHashMap;
@@ -12,10 +13,15 @@ use loopguard_core_types::{
 };
 use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, pauses_task};
 use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
 use crate::HostError;
 use crate::extension::{ExtensionDetector, TopicAssigner};
-use crate::store::{CycleEpisode, MemoryStore, Resolution, Store, TaskSnapshot};
+use crate::store::{
+    AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution, Store,
+    StoreError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
+};
+use crate::writer::CommitQueue;
 
 /// Shards of the task map: enough that tokio tasks working on different
 /// loopguard tasks rarely wait for each other.
@@ -25,6 +31,12 @@ const SHARDS: usize = 64;
 const SWEEP_EVERY: u64 = 1024;
 /// Lines kept per cycle-log episode.
 const EPISODE_LINES: usize = 64;
+/// The format of the detector state a durable store keeps per task. A
+/// stored state of another format is not read: the task continues from its
+/// counters, and the decision says so.
+pub const STATE_FORMAT: u32 = 1;
+/// The key of the topic assigner's state among the extensions' states.
+const TOPICS_STATE: &str = "topics";
 
 /// The loopguard engine. Cheap to share (`Arc<LoopGuard>`); `observe` may be
 /// called from many tokio tasks for many task ids at once.
@@ -59,6 +71,8 @@ pub struct LoopGuard {
     observed: AtomicU64,
     next_sweep: AtomicUsize,
     next_episode: AtomicU64,
+    durability: Durability,
+    queue: OnceLock<CommitQueue>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +90,41 @@ struct TaskState {
     loop_count: u32,
     status: TaskStatus,
     last_seen_ms: i64,
+    episode: Option<Box<CycleEpisode>>,
+    /// The version of the task's stored record this state matches (durable
+    /// stores only).
+    version: u64,
+}
+
+/// A task's state as a durable store keeps it (JSON text, written whole at
+/// every commit).
+#[derive(Serialize)]
+struct StoredStateOut<'a> {
+    format: u32,
+    builtin: &'a BuiltinState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    episode: Option<&'a CycleEpisode>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    extensions: &'a BTreeMap<String, serde_json::Value>,
+}
+
+/// [`StoredStateOut`] read back.
+#[derive(Deserialize)]
+struct StoredStateIn {
+    format: u32,
+    builtin: BuiltinState,
+    #[serde(default)]
+    episode: Option<Box<CycleEpisode>>,
+    #[serde(default)]
+    extensions: BTreeMap<String, serde_json::Value>,
+}
+
+/// A task read back from the store, to take the place of (or fill in for)
+/// the engine's copy.
+struct Restored {
+    snapshot: TaskSnapshot,
+    version: u64,
+    builtin: BuiltinState,
     episode: Option<Box<CycleEpisode>>,
 }
 
@@ -114,17 +163,20 @@ impl LoopGuardBuilder {
     pub fn build(self) -> Result<LoopGuard, HostError> {
         self.config.validate()?;
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         Ok(LoopGuard {
             detectors: BuiltinDetectors::new(&self.config),
             config: Arc::new(self.config),
             extensions: self.extensions,
             topics: self.topics,
-            store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            durability: store.durability(),
+            store,
             shards,
             sequence: AtomicU64::new(0),
             observed: AtomicU64::new(0),
             next_sweep: AtomicUsize::new(0),
             next_episode: AtomicU64::new(episode_id_seed()),
+            queue: OnceLock::new(),
         })
     }
 }
@@ -133,8 +185,14 @@ impl LoopGuardBuilder {
 /// task's lock and written after it is released.
 #[derive(Default)]
 struct Writes {
+    /// Memory stores: episodes that changed.
     episodes: Vec<CycleEpisode>,
+    /// Memory stores: the snapshot, when it changed.
     snapshot: Option<TaskSnapshot>,
+    /// Durable stores: the event's commit, when it is not queued.
+    commit: Option<TaskCommit>,
+    /// Durable stores: the queued commit's answer.
+    queued: Option<tokio::sync::oneshot::Receiver<Result<(), StoreError>>>,
 }
 
 impl LoopGuard {
@@ -239,6 +297,38 @@ impl LoopGuard {
 
     async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
         let mut errors = Vec::new();
+        // A shared store is read under the task's row lock on every event:
+        // another engine may have moved the task on since this one saw it.
+        let mut lock: Option<Box<dyn TaskLock>> = None;
+        let stored = match self.durability {
+            Durability::Shared => match self.store.lock_task(&event.task).await {
+                Ok(held) => {
+                    let stored = held.record().cloned();
+                    lock = Some(held);
+                    stored.filter(|record| self.held_version(&event.task) != Some(record.version))
+                }
+                Err(err) => {
+                    tracing::error!(task = %event.task, line, error = %err, "task lock failed");
+                    errors.push(format!("store: {err}"));
+                    None
+                }
+            },
+            // A task the engine does not hold (new, evicted, or from
+            // before a restart) continues from its stored record.
+            _ if self.is_live(&event.task) => None,
+            _ => match self.store.load_record(&event.task).await {
+                Ok(record) => record,
+                Err(err) => {
+                    tracing::error!(task = %event.task, line, error = %err, "task read failed");
+                    errors.push(format!("store: {err}"));
+                    None
+                }
+            },
+        };
+        let restored = match stored {
+            Some(record) => Some(self.restore(record, line, &mut errors).await),
+            None => None,
+        };
         let semantic_topic = match (&self.topics, topic_text(&event)) {
             (Some(assigner), Some(text)) => {
                 let task_type = event.extra.get("task_type").and_then(|v| v.as_str());
@@ -252,21 +342,6 @@ impl LoopGuard {
                 }
             }
             _ => None,
-        };
-        // A task the engine does not hold (new, evicted, or from before a
-        // restart) continues from its stored snapshot: its loop count,
-        // status and pivots survive; its windows start empty.
-        let restored = if self.is_live(&event.task) {
-            None
-        } else {
-            match self.store.load_task(&event.task).await {
-                Ok(snapshot) => snapshot,
-                Err(err) => {
-                    tracing::error!(task = %event.task, line, error = %err, "task snapshot read failed");
-                    errors.push(format!("store: {err}"));
-                    None
-                }
-            }
         };
         let observed = ObservedEvent {
             line,
@@ -296,12 +371,23 @@ impl LoopGuard {
                 assigner.reset_task(&event.task).await;
             }
         }
+        let extension_states = if self.durability == Durability::Memory {
+            BTreeMap::new()
+        } else {
+            self.export_extensions(&event.task).await
+        };
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
-        let (mut decision, writes) =
-            self.decide(&observed, now_ms, restored, extension_detections, errors);
+        let (mut decision, writes) = self.decide(
+            &observed,
+            now_ms,
+            restored,
+            extension_detections,
+            errors,
+            &extension_states,
+        );
         decision.task = event.task;
         decision.id = event.id;
-        self.write(writes).await;
+        self.write(writes, lock, &mut decision).await;
         self.log(&decision);
         let count = self.observed.fetch_add(1, Ordering::Relaxed) + 1;
         if count % SWEEP_EVERY == 0 {
@@ -311,33 +397,148 @@ impl LoopGuard {
         decision
     }
 
+    /// The stored version of the task this engine holds, if it holds it.
+    fn held_version(&self, task: &str) -> Option<u64> {
+        self.shard_of(task)
+            .lock()
+            .tasks
+            .get(task)
+            .map(|state| state.version)
+    }
+
+    /// Reads a stored record back: the built-in detectors' state, and the
+    /// extensions' states handed back to them. A state that cannot be read
+    /// leaves the counters (loop count, status, pivots) and says so.
+    async fn restore(&self, record: TaskRecord, line: u64, errors: &mut Vec<String>) -> Restored {
+        let task = record.snapshot.task.clone();
+        let state = match record
+            .state
+            .as_deref()
+            .map(serde_json::from_str::<StoredStateIn>)
+        {
+            None => None,
+            Some(Ok(state)) if state.format == STATE_FORMAT => Some(state),
+            Some(Ok(state)) => {
+                let message = format!(
+                    "store: task {task}'s saved detector state has format {}, this loopguard reads {STATE_FORMAT}: continuing from its counters",
+                    state.format
+                );
+                tracing::error!(task = %task, line, "{message}");
+                errors.push(message);
+                None
+            }
+            Some(Err(err)) => {
+                let message = format!(
+                    "store: task {task}'s saved detector state is unreadable ({err}): continuing from its counters"
+                );
+                tracing::error!(task = %task, line, "{message}");
+                errors.push(message);
+                None
+            }
+        };
+        let (builtin, episode, mut extensions) = match state {
+            Some(state) => (state.builtin, state.episode, state.extensions),
+            None => (
+                BuiltinState::restored(record.snapshot.pivots),
+                None,
+                BTreeMap::new(),
+            ),
+        };
+        for extension in &self.extensions {
+            let result = match extensions.remove(extension.name()) {
+                Some(state) => extension.import_task(&task, state).await,
+                None => {
+                    extension.reset_task(&task).await;
+                    Ok(())
+                }
+            };
+            if let Err(err) = result {
+                tracing::error!(task = %task, line, detector = extension.name(), error = %err, "detector state not restored");
+                errors.push(format!(
+                    "detector {}: its saved state was not restored: {err}",
+                    extension.name()
+                ));
+            }
+        }
+        if let Some(assigner) = &self.topics {
+            let result = match extensions.remove(TOPICS_STATE) {
+                Some(state) => assigner.import_task(&task, state).await,
+                None => {
+                    assigner.reset_task(&task).await;
+                    Ok(())
+                }
+            };
+            if let Err(err) = result {
+                tracing::error!(task = %task, line, error = %err, "topics not restored");
+                errors.push(format!(
+                    "topic assigner: its saved state was not restored: {err}"
+                ));
+            }
+        }
+        Restored {
+            snapshot: record.snapshot,
+            version: record.version,
+            builtin,
+            episode,
+        }
+    }
+
+    /// The extensions' states of a task, for a durable store.
+    async fn export_extensions(&self, task: &str) -> BTreeMap<String, serde_json::Value> {
+        let mut states = BTreeMap::new();
+        for extension in &self.extensions {
+            if let Some(state) = extension.export_task(task).await {
+                states.insert(extension.name().to_owned(), state);
+            }
+        }
+        if let Some(assigner) = &self.topics
+            && let Some(state) = assigner.export_task(task).await
+        {
+            states.insert(TOPICS_STATE.to_owned(), state);
+        }
+        states
+    }
+
     /// The synchronous core: detectors, loop count, status, action, episode.
     fn decide(
         &self,
         observed: &ObservedEvent<'_>,
         now_ms: i64,
-        restored: Option<TaskSnapshot>,
+        restored: Option<Restored>,
         extension_detections: Vec<Detection>,
-        errors: Vec<String>,
+        mut errors: Vec<String>,
+        extension_states: &BTreeMap<String, serde_json::Value>,
     ) -> (Decision, Writes) {
         let event = observed.event;
         let mut detections = Vec::new();
         let mut writes = Writes::default();
         let mut shard = self.shard_of(&event.task).lock();
+        if let Some(restored) = restored {
+            // A shared store's newer record replaces the engine's copy; for
+            // the others, a copy made meanwhile by a concurrent event of the
+            // same task wins over the store's older record.
+            let replace = self.durability == Durability::Shared
+                || !shard.tasks.contains_key(event.task.as_str());
+            if replace {
+                shard.tasks.insert(
+                    CompactString::from(event.task.as_str()),
+                    TaskState {
+                        builtin: restored.builtin,
+                        loop_count: restored.snapshot.loop_count,
+                        status: restored.snapshot.status,
+                        last_seen_ms: restored.snapshot.last_seen.as_millis(),
+                        episode: restored.episode,
+                        version: restored.version,
+                    },
+                );
+            }
+        }
         let state = match shard.tasks.get_mut(event.task.as_str()) {
             Some(state) => state,
             None => shard
                 .tasks
                 .entry(CompactString::from(event.task.as_str()))
-                .or_insert_with(|| match restored {
-                    Some(snapshot) => TaskState {
-                        builtin: BuiltinState::restored(snapshot.pivots),
-                        loop_count: snapshot.loop_count,
-                        status: snapshot.status,
-                        ..TaskState::default()
-                    },
-                    None => TaskState::default(),
-                }),
+                .or_default(),
         };
         state.last_seen_ms = now_ms;
         if state.status == TaskStatus::Completed {
@@ -345,6 +546,9 @@ impl LoopGuard {
             state.status = TaskStatus::Active;
         }
         let before = (state.status, state.loop_count, state.builtin.pivots());
+        let durable = self.durability != Durability::Memory;
+        let mut audit = Vec::new();
+        let mut pivot_records = Vec::new();
 
         // Ruling 9: detectors run on every event, gated tasks included.
         self.detectors
@@ -376,6 +580,28 @@ impl LoopGuard {
             }
             action = action.max(detection.action);
         }
+        let time = Timestamp(now_ms);
+        if durable {
+            for detection in &detections {
+                let mut recorded = detection.clone();
+                recorded.line = Some(observed.line);
+                audit.push(AuditEntry {
+                    task: event.task.clone(),
+                    line: observed.line,
+                    at: time,
+                    record: AuditRecord::Detection(Box::new(recorded)),
+                });
+                if detection.action == Action::Pivot {
+                    pivot_records.push(PivotRecord {
+                        task: event.task.clone(),
+                        line: observed.line,
+                        at: time,
+                        number: state.builtin.pivots(),
+                        directive: detection.directive.clone(),
+                    });
+                }
+            }
+        }
 
         // The gate holds until a human; an abort is terminal.
         if state.status == TaskStatus::AbortedStuck {
@@ -384,7 +610,6 @@ impl LoopGuard {
             action = action.max(Action::Escalate);
         }
 
-        let time = Timestamp(now_ms);
         // The episode is written when it opens and when it changes in a way
         // a reader of the log cares about (a new pattern, a stronger
         // intervention, the gate); further evidence lines ride along with
@@ -441,6 +666,19 @@ impl LoopGuard {
             if state.status != TaskStatus::AbortedStuck {
                 // `completed` and `human` reset every counter; a human also
                 // lifts the gate.
+                if durable && matches!(resolution, Resolution::Completed | Resolution::Human) {
+                    audit.push(AuditEntry {
+                        task: event.task.clone(),
+                        line: observed.line,
+                        at: time,
+                        record: AuditRecord::Reset {
+                            reason: resolution,
+                            previous_loop_count: state.loop_count,
+                            previous_pivots: state.builtin.pivots(),
+                            previous_status: state.status,
+                        },
+                    });
+                }
                 state.builtin.reset();
                 state.loop_count = 0;
                 state.status = if matches!(event.kind, EventKind::Completed) {
@@ -457,14 +695,52 @@ impl LoopGuard {
         }
 
         let pivots = state.builtin.pivots();
-        if (state.status, state.loop_count, pivots) != before {
-            writes.snapshot = Some(TaskSnapshot {
-                task: event.task.clone(),
-                status: state.status,
-                loop_count: state.loop_count,
-                pivots,
-                last_seen: time,
-            });
+        let snapshot = || TaskSnapshot {
+            task: event.task.clone(),
+            status: state.status,
+            loop_count: state.loop_count,
+            pivots,
+            last_seen: time,
+        };
+        if durable {
+            // Every event changes some detector's state: the whole record is
+            // written, one version up.
+            let stored = match serde_json::to_string(&StoredStateOut {
+                format: STATE_FORMAT,
+                builtin: &state.builtin,
+                episode: state.episode.as_deref(),
+                extensions: extension_states,
+            }) {
+                Ok(text) => Some(text),
+                Err(err) => {
+                    errors.push(format!(
+                        "store: the detector state cannot be written: {err}"
+                    ));
+                    None
+                }
+            };
+            let commit = TaskCommit {
+                record: TaskRecord {
+                    snapshot: snapshot(),
+                    version: state.version + 1,
+                    state: stored,
+                },
+                audit,
+                pivots: pivot_records,
+                episodes: std::mem::take(&mut writes.episodes),
+            };
+            state.version += 1;
+            // Queued while the task's lock is held, so two events of one
+            // task reach the store in the order they were decided.
+            match self.durability {
+                Durability::Durable => match self.commit_queue() {
+                    Some(queue) => writes.queued = Some(queue.push(commit)),
+                    None => writes.commit = Some(commit),
+                },
+                _ => writes.commit = Some(commit),
+            }
+        } else if (state.status, state.loop_count, pivots) != before {
+            writes.snapshot = Some(snapshot());
         }
         let decision = Decision {
             line: observed.line,
@@ -483,9 +759,29 @@ impl LoopGuard {
         (decision, writes)
     }
 
-    async fn write(&self, writes: Writes) {
+    /// The durable writer's queue, started on first use (on the tokio
+    /// runtime the engine is driven from). `None` outside a tokio runtime:
+    /// each event then commits on its own.
+    fn commit_queue(&self) -> Option<&CommitQueue> {
+        if let Some(queue) = self.queue.get() {
+            return Some(queue);
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(
+            self.queue
+                .get_or_init(|| CommitQueue::start(&runtime, Arc::clone(&self.store))),
+        )
+    }
+
+    async fn write(
+        &self,
+        writes: Writes,
+        lock: Option<Box<dyn TaskLock>>,
+        decision: &mut Decision,
+    ) {
         // A store that fails loses nothing already in memory; the failure is
-        // logged with what it was about, and the pipeline goes on.
+        // logged with what it was about, reported on the decision, and the
+        // pipeline goes on.
         for episode in &writes.episodes {
             if let Err(err) = self.store.record_episode(episode).await {
                 tracing::error!(task = %episode.task, episode = episode.id, error = %err, "cycle log write failed");
@@ -495,6 +791,22 @@ impl LoopGuard {
             && let Err(err) = self.store.save_task(snapshot).await
         {
             tracing::error!(task = %snapshot.task, error = %err, "task snapshot write failed");
+        }
+        let outcome = match (writes.queued, writes.commit, lock) {
+            (Some(answer), _, _) => match answer.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(StoreError::Backend {
+                    backend: format!("{:?}", self.store),
+                    message: "the store's writer stopped".into(),
+                }),
+            },
+            (None, Some(commit), Some(lock)) => lock.commit(&commit).await,
+            (None, Some(commit), None) => self.store.commit(std::slice::from_ref(&commit)).await,
+            (None, None, _) => Ok(()),
+        };
+        if let Err(err) = outcome {
+            tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
+            decision.errors.push(format!("store: {err}"));
         }
     }
 

@@ -33,6 +33,28 @@ pub trait ExtensionDetector: Send + Sync + std::fmt::Debug {
     async fn reset_task(&self, task: &str) {
         let _ = task;
     }
+
+    /// The task's state as JSON, for a durable store to keep with the
+    /// task (asked after every event when the store is durable). `None`
+    /// (the default): nothing to keep, so after a restart the detector
+    /// starts the task afresh.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let _ = task;
+        None
+    }
+
+    /// Puts back a task's state that [`export_task`](Self::export_task)
+    /// gave, when the engine reloads the task from the store (after a
+    /// restart, an eviction, or another replica's events). The default
+    /// ignores it.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let _ = (task, state);
+        Ok(())
+    }
 }
 
 /// Chooses the topic of an event's free text by similarity (the seam the
@@ -57,5 +79,23 @@ pub trait TopicAssigner: Send + Sync + std::fmt::Debug {
     /// Forgets a task's topics (on `completed` and `human`).
     async fn reset_task(&self, task: &str) {
         let _ = task;
+    }
+
+    /// The task's topics as JSON, for a durable store (see
+    /// [`ExtensionDetector::export_task`]). Default: nothing to keep.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let _ = task;
+        None
+    }
+
+    /// Puts back what [`export_task`](Self::export_task) gave. Default:
+    /// ignored.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let _ = (task, state);
+        Ok(())
     }
 }

@@ -36,7 +36,7 @@
 //! ```
 #![deny(missing_docs)]
 
-pub use engine::{LoopGuard, LoopGuardBuilder};
+pub use engine::{LoopGuard, LoopGuardBuilder, STATE_FORMAT};
 pub use error::HostError;
 pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner};
 #[cfg(feature = "plugins")]
@@ -45,7 +45,10 @@ pub use plugins::{
     PluginInstance, load_plugins,
 };
 pub use replay::{ReplayItem, ReportBuilder, replay, replay_each};
-pub use store::{CycleEpisode, MemoryStore, Resolution, Store, StoreError, TaskSnapshot};
+pub use store::{
+    AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution, Store,
+    StoreError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
+};
 
 mod engine;
 mod error;
@@ -54,6 +57,7 @@ mod extension;
 mod plugins;
 mod replay;
 mod store;
+mod writer;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[doc = include_str!("../../../README.md")]

@@ -1,16 +1,42 @@
-//! The store: where task snapshots and the cycle log outlive the engine's
-//! memory.
+//! The store: where task state, the audit log and the cycle log outlive
+//! the engine's memory.
 //!
-//! [`MemoryStore`] is the only backend here; SQLite and PostgreSQL
-//! implement the same [`Store`] trait.
+//! [`MemoryStore`] is the backend here; SQLite and PostgreSQL
+//! (`loopguard-store-sqlx`) implement the same [`Store`] trait. A store's
+//! [`Durability`] tells the engine what to write and when: a memory store
+//! gets counters and the cycle log; a durable one also gets every task's
+//! detector state, the audit log and the pivot records, committed before
+//! the decision is returned; a shared one is also read under the task's
+//! row lock on every event, so several engines can serve one task.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Action, TaskStatus, Timestamp};
+use loopguard_core_types::{Action, Detection, TaskStatus, Timestamp};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
+
+/// What a store keeps, which decides what the engine writes to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Counters and the cycle log, in process memory (what `replay` uses):
+    /// the detectors' state, the audit log and the pivot records are not
+    /// written, so a replay pays nothing for them.
+    #[default]
+    Memory,
+    /// Everything, kept by this engine alone: each event's writes (task
+    /// state, audit rows, pivot records, episodes) commit in one
+    /// transaction before its decision is returned; under load, the writes
+    /// of many events share a transaction, in the order the events were
+    /// decided.
+    Durable,
+    /// Durable, and shared by several engines (replicas): every event runs
+    /// under its task's row lock, and an engine whose copy of a task is
+    /// older than the stored one reloads it first, so counters stay exact
+    /// when events of one task reach several engines at once.
+    Shared,
+}
 
 /// How a detection episode ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,8 +89,107 @@ pub struct TaskSnapshot {
     pub last_seen: Timestamp,
 }
 
+/// A task's durable record: its snapshot, a version that every commit of
+/// the task raises, and its detectors' state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// Status and counters.
+    pub snapshot: TaskSnapshot,
+    /// Raised by one on every commit of the task. An engine that holds an
+    /// older version of the task reloads it from the store.
+    pub version: u64,
+    /// The detectors' state as JSON text (its format is versioned inside),
+    /// when the store keeps it.
+    pub state: Option<String>,
+}
+
+/// One row of the audit log: what happened to a task, on which line, when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// The task.
+    pub task: String,
+    /// The input line (or stream sequence number) of the event.
+    pub line: u64,
+    /// The event's time (else the wall clock when it was observed).
+    pub at: Timestamp,
+    /// What happened.
+    pub record: AuditRecord,
+}
+
+/// What an [`AuditEntry`] records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AuditRecord {
+    /// A detection, exactly as the decision reported it (with its line).
+    Detection(Box<Detection>),
+    /// The task's counters were reset (by `completed` or `human`, the only
+    /// two events that reset them).
+    Reset {
+        /// Which event reset them.
+        reason: Resolution,
+        /// The loop count before the reset.
+        previous_loop_count: u32,
+        /// The pivots before the reset.
+        previous_pivots: u32,
+        /// The status before the reset.
+        previous_status: TaskStatus,
+    },
+}
+
+impl AuditRecord {
+    /// The entry's name, as the `entry` column and field hold it:
+    /// `detection` or `reset`.
+    pub fn entry(&self) -> &'static str {
+        match self {
+            AuditRecord::Detection(_) => "detection",
+            AuditRecord::Reset { .. } => "reset",
+        }
+    }
+}
+
+/// A strategy pivot issued to a task: written in the same transaction as
+/// the task's pivot count and its reset entropy count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PivotRecord {
+    /// The task.
+    pub task: String,
+    /// The line of the event that caused it.
+    pub line: u64,
+    /// When.
+    pub at: Timestamp,
+    /// Which pivot since the last reset (1, 2, ...).
+    pub number: u32,
+    /// The directive given to the agent.
+    pub directive: Option<String>,
+}
+
+/// Everything one event changed in the store, committed atomically: all of
+/// it or none of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskCommit {
+    /// The task's new record (its version one above the stored one).
+    pub record: TaskRecord,
+    /// New audit rows, in order.
+    pub audit: Vec<AuditEntry>,
+    /// New pivot records.
+    pub pivots: Vec<PivotRecord>,
+    /// Cycle-log episodes opened, changed or resolved.
+    pub episodes: Vec<CycleEpisode>,
+}
+
+/// A task held under the store's row lock (see [`Store::lock_task`]): read
+/// its record, decide, then commit or drop (which rolls back).
+#[async_trait]
+pub trait TaskLock: Send {
+    /// The task's stored record, if it has one.
+    fn record(&self) -> Option<&TaskRecord>;
+    /// Writes `commit` and releases the lock.
+    async fn commit(self: Box<Self>, commit: &TaskCommit) -> Result<(), StoreError>;
+}
+
 /// A store operation that failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The backend could not be reached or refused the operation.
@@ -77,9 +202,13 @@ pub enum StoreError {
     },
 }
 
-/// Where task snapshots and the cycle log are kept.
+/// Where task state, the audit log and the cycle log are kept.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
+    /// What the store keeps (default: [`Durability::Memory`]).
+    fn durability(&self) -> Durability {
+        Durability::Memory
+    }
     /// Inserts or replaces an episode (keyed by its id).
     async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError>;
     /// Inserts or replaces a task's snapshot.
@@ -90,27 +219,85 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn tasks(&self) -> Result<Vec<TaskSnapshot>, StoreError>;
     /// The cycle log, oldest first, for one task or all.
     async fn episodes(&self, task: Option<&str>) -> Result<Vec<CycleEpisode>, StoreError>;
-}
 
-/// A store in process memory: what `replay` uses. Nothing survives the
-/// process.
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    tasks: RwLock<HashMap<String, TaskSnapshot>>,
-    episodes: RwLock<Vec<CycleEpisode>>,
-    episode_index: RwLock<HashMap<u64, usize>>,
-}
+    /// A task's full record. The default has the snapshot only, at version 0.
+    async fn load_record(&self, task: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.load_task(task).await?.map(|snapshot| TaskRecord {
+            snapshot,
+            version: 0,
+            state: None,
+        }))
+    }
 
-impl MemoryStore {
-    /// An empty store.
-    pub fn new() -> MemoryStore {
-        MemoryStore::default()
+    /// Writes the commits in order, each atomically; a store that can
+    /// writes them all in one transaction. A task's record is replaced only
+    /// by a higher version. The default writes episodes and snapshots one
+    /// by one (not atomic): enough for a [`Durability::Memory`] store.
+    async fn commit(&self, commits: &[TaskCommit]) -> Result<(), StoreError> {
+        for commit in commits {
+            for episode in &commit.episodes {
+                self.record_episode(episode).await?;
+            }
+            self.save_task(&commit.record.snapshot).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes the task's row lock (creating its row if needed) and reads
+    /// its record: what a [`Durability::Shared`] store does for every
+    /// event. Other stores need not implement it.
+    async fn lock_task(&self, task: &str) -> Result<Box<dyn TaskLock>, StoreError> {
+        let _ = task;
+        Err(StoreError::Backend {
+            backend: format!("{self:?}"),
+            message: "this store cannot lock a task (it is not a shared store)".into(),
+        })
+    }
+
+    /// The audit log, oldest first, for one task or all.
+    async fn audit(&self, task: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        let _ = task;
+        Ok(Vec::new())
+    }
+
+    /// The pivot records, oldest first, for one task or all.
+    async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
+        let _ = task;
+        Ok(Vec::new())
     }
 }
 
-#[async_trait]
-impl Store for MemoryStore {
-    async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError> {
+/// A store in process memory. Nothing survives the process.
+///
+/// [`MemoryStore::new`] is what `replay` uses: counters and the cycle log
+/// only. [`MemoryStore::durable`] keeps everything a database would (the
+/// detectors' state, the audit log, the pivot records), for tests and for
+/// hosts that read the audit log in process.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    durability: Durability,
+    tasks: RwLock<HashMap<String, TaskRecord>>,
+    episodes: RwLock<Vec<CycleEpisode>>,
+    episode_index: RwLock<HashMap<u64, usize>>,
+    audit: RwLock<Vec<AuditEntry>>,
+    pivots: RwLock<Vec<PivotRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store that keeps counters and the cycle log.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// An empty store that keeps everything a durable store does.
+    pub fn durable() -> MemoryStore {
+        MemoryStore {
+            durability: Durability::Durable,
+            ..MemoryStore::default()
+        }
+    }
+
+    fn upsert_episode(&self, episode: &CycleEpisode) {
         let mut episodes = self.episodes.write();
         let mut index = self.episode_index.write();
         match index.get(&episode.id) {
@@ -120,22 +307,53 @@ impl Store for MemoryStore {
                 episodes.push(episode.clone());
             }
         }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError> {
+        self.upsert_episode(episode);
         Ok(())
     }
 
     async fn save_task(&self, snapshot: &TaskSnapshot) -> Result<(), StoreError> {
-        self.tasks
-            .write()
-            .insert(snapshot.task.clone(), snapshot.clone());
+        let mut tasks = self.tasks.write();
+        match tasks.get_mut(&snapshot.task) {
+            Some(record) => record.snapshot = snapshot.clone(),
+            None => {
+                tasks.insert(
+                    snapshot.task.clone(),
+                    TaskRecord {
+                        snapshot: snapshot.clone(),
+                        version: 0,
+                        state: None,
+                    },
+                );
+            }
+        }
         Ok(())
     }
 
     async fn load_task(&self, task: &str) -> Result<Option<TaskSnapshot>, StoreError> {
-        Ok(self.tasks.read().get(task).cloned())
+        Ok(self
+            .tasks
+            .read()
+            .get(task)
+            .map(|record| record.snapshot.clone()))
     }
 
     async fn tasks(&self) -> Result<Vec<TaskSnapshot>, StoreError> {
-        let mut all: Vec<_> = self.tasks.read().values().cloned().collect();
+        let mut all: Vec<_> = self
+            .tasks
+            .read()
+            .values()
+            .map(|record| record.snapshot.clone())
+            .collect();
         all.sort_by(|a, b| a.task.cmp(&b.task));
         Ok(all)
     }
@@ -146,6 +364,51 @@ impl Store for MemoryStore {
             .read()
             .iter()
             .filter(|episode| task.is_none_or(|task| episode.task == task))
+            .cloned()
+            .collect())
+    }
+
+    async fn load_record(&self, task: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.tasks.read().get(task).cloned())
+    }
+
+    async fn commit(&self, commits: &[TaskCommit]) -> Result<(), StoreError> {
+        for commit in commits {
+            for episode in &commit.episodes {
+                self.upsert_episode(episode);
+            }
+            if self.durability != Durability::Memory {
+                self.audit.write().extend(commit.audit.iter().cloned());
+                self.pivots.write().extend(commit.pivots.iter().cloned());
+            }
+            let mut tasks = self.tasks.write();
+            let task = &commit.record.snapshot.task;
+            let newer = tasks
+                .get(task)
+                .is_none_or(|stored| commit.record.version >= stored.version);
+            if newer {
+                tasks.insert(task.clone(), commit.record.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn audit(&self, task: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        Ok(self
+            .audit
+            .read()
+            .iter()
+            .filter(|entry| task.is_none_or(|task| entry.task == task))
+            .cloned()
+            .collect())
+    }
+
+    async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
+        Ok(self
+            .pivots
+            .read()
+            .iter()
+            .filter(|pivot| task.is_none_or(|task| pivot.task == task))
             .cloned()
             .collect())
     }

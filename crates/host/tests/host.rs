@@ -578,3 +578,225 @@ async fn two_engines_on_one_store_keep_each_others_cycle_log() {
     );
     assert_ne!(episodes[0].id, episodes[1].id);
 }
+
+/// The events of a trace file in `tests/traces/`, with their line numbers
+/// (lines that are not events are skipped).
+fn trace_events(name: &str) -> Vec<(u64, Event)> {
+    let path = format!("{}/../../tests/traces/{name}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).expect("the trace exists");
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .enumerate()
+        .filter_map(|(index, text)| {
+            let event = Event::from_json(text.trim()).ok()?;
+            Some((index as u64 + 1, event))
+        })
+        .collect()
+}
+
+/// Replays `events` through a new engine on `store`, returning each
+/// decision as JSON.
+async fn replay_on(store: &Arc<MemoryStore>, events: &[(u64, Event)]) -> Vec<serde_json::Value> {
+    let guard = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    let mut decisions = Vec::new();
+    for (line, event) in events {
+        let decision = guard.observe_line(*line, event.clone()).await;
+        assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+        decisions.push(serde_json::to_value(&decision).expect("serializes"));
+    }
+    decisions
+}
+
+/// Task snapshots without `last_seen`: events without `ts` are timed by
+/// the wall clock, which differs between runs.
+async fn untimed_tasks(store: &MemoryStore) -> Vec<loopguard_host::TaskSnapshot> {
+    let mut tasks = store.tasks().await.expect("memory store");
+    for task in &mut tasks {
+        task.last_seen = loopguard_core_types::Timestamp(0);
+    }
+    tasks
+}
+
+/// The audit log without times (see [`untimed_tasks`]).
+async fn untimed_audit(store: &MemoryStore) -> Vec<loopguard_host::AuditEntry> {
+    let mut audit = store.audit(None).await.expect("memory store");
+    for entry in &mut audit {
+        entry.at = loopguard_core_types::Timestamp(0);
+    }
+    audit
+}
+
+/// The cycle log without episode ids (each engine draws its own).
+async fn episodes_without_ids(store: &MemoryStore) -> Vec<loopguard_host::CycleEpisode> {
+    let mut episodes = store.episodes(None).await.expect("memory store");
+    for episode in &mut episodes {
+        episode.id = 0;
+        episode.opened_at = loopguard_core_types::Timestamp(0);
+        episode.resolved_at = episode
+            .resolved_at
+            .map(|_| loopguard_core_types::Timestamp(0));
+    }
+    episodes
+}
+
+#[tokio::test]
+async fn every_trace_split_anywhere_replays_like_the_whole_trace_on_a_durable_store() {
+    let traces = [
+        "agent_pair.jsonl",
+        "agent_pair_window.jsonl",
+        "exact_failure.jsonl",
+        "edge_limit.jsonl",
+        "edge_limit_progress.jsonl",
+        "human_gate.jsonl",
+        "multi_agent.jsonl",
+        "oscillation.jsonl",
+        "phase_visits.jsonl",
+        "repeated_output.jsonl",
+        "topic_cycle.jsonl",
+        "transition_limit.jsonl",
+        "completed_reset.jsonl",
+    ];
+    for name in traces {
+        let events = trace_events(name);
+        assert!(events.len() > 3, "{name} has events");
+        let whole_store = Arc::new(MemoryStore::durable());
+        let whole = replay_on(&whole_store, &events).await;
+        for split in 1..events.len() {
+            let store = Arc::new(MemoryStore::durable());
+            let mut halves = replay_on(&store, &events[..split]).await;
+            // A new engine: nothing of the first is in memory.
+            halves.extend(replay_on(&store, &events[split..]).await);
+            assert_eq!(halves, whole, "{name} split before event {split}");
+            assert_eq!(
+                untimed_tasks(&store).await,
+                untimed_tasks(&whole_store).await,
+                "{name} split at {split}: tasks"
+            );
+            assert_eq!(
+                untimed_audit(&store).await,
+                untimed_audit(&whole_store).await,
+                "{name} split at {split}: audit log"
+            );
+            assert_eq!(
+                store.pivots(None).await.expect("ok").len(),
+                whole_store.pivots(None).await.expect("ok").len(),
+                "{name} split at {split}: pivots"
+            );
+            assert_eq!(
+                episodes_without_ids(&store).await,
+                episodes_without_ids(&whole_store).await,
+                "{name} split at {split}: cycle log"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_memory_store_without_durability_still_starts_windows_afresh() {
+    // The contrast that shows the durable store is what carries the
+    // windows: with counters only, a split pair of exchanges is not seen.
+    let events = trace_events("agent_pair.jsonl");
+    let whole = replay_on(&Arc::new(MemoryStore::new()), &events).await;
+    let store = Arc::new(MemoryStore::new());
+    let split = events.len() / 2;
+    let mut halves = replay_on(&store, &events[..split]).await;
+    halves.extend(replay_on(&store, &events[split..]).await);
+    assert_ne!(halves, whole);
+}
+
+#[tokio::test]
+async fn the_audit_log_records_detections_and_each_reset_with_its_reason_and_previous_count() {
+    let store = Arc::new(MemoryStore::durable());
+    let guard = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    for _ in 0..3 {
+        guard.observe(failure("T", "same")).await;
+    }
+    guard.observe(human("T")).await;
+    guard
+        .observe(event(r#"{"type":"completed","task":"T"}"#))
+        .await;
+    let audit = store.audit(Some("T")).await.expect("memory store");
+    let entries: Vec<&str> = audit.iter().map(|entry| entry.record.entry()).collect();
+    assert_eq!(entries, ["detection", "detection", "reset", "reset"]);
+    match &audit[2].record {
+        loopguard_host::AuditRecord::Reset {
+            reason,
+            previous_loop_count,
+            previous_status,
+            ..
+        } => {
+            assert_eq!(*reason, Resolution::Human);
+            assert_eq!(*previous_loop_count, 2);
+            assert_eq!(*previous_status, TaskStatus::Active);
+        }
+        other => panic!("expected a reset, got {other:?}"),
+    }
+    assert_eq!(audit[2].line, 4);
+    match &audit[3].record {
+        loopguard_host::AuditRecord::Reset {
+            reason,
+            previous_loop_count,
+            ..
+        } => assert_eq!((*reason, *previous_loop_count), (Resolution::Completed, 0)),
+        other => panic!("expected a reset, got {other:?}"),
+    }
+    match &audit[1].record {
+        loopguard_host::AuditRecord::Detection(detection) => {
+            assert_eq!(detection.kind, kinds::EXACT_FAILURE);
+            assert_eq!(detection.loop_count, Some(2));
+            assert_eq!(detection.line, Some(3));
+        }
+        other => panic!("expected a detection, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_stored_state_that_cannot_be_read_falls_back_to_the_counters_and_says_so() {
+    let store = Arc::new(MemoryStore::durable());
+    let first = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    for _ in 0..2 {
+        first.observe(failure("T", "same")).await;
+    }
+    drop(first);
+    let mut record = store.load_record("T").await.expect("ok").expect("kept");
+    assert!(
+        record
+            .state
+            .as_deref()
+            .is_some_and(|s| s.contains("\"format\":1"))
+    );
+    record.state = Some("{not json".into());
+    record.version += 1;
+    store
+        .commit(&[loopguard_host::TaskCommit {
+            record,
+            audit: Vec::new(),
+            pivots: Vec::new(),
+            episodes: Vec::new(),
+        }])
+        .await
+        .expect("ok");
+    let second = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    let decision = second.observe(failure("T", "same")).await;
+    assert_eq!(decision.loop_count, 1, "the counter carried over");
+    assert!(
+        decision
+            .errors
+            .iter()
+            .any(|e| e.contains("task T's saved detector state is unreadable")),
+        "{:?}",
+        decision.errors
+    );
+}
