@@ -6,11 +6,16 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use loopguard_core_types::Timestamp;
-use loopguard_host::{CycleEpisode, Store, StoreError, TaskSnapshot};
+use loopguard_host::{
+    AuditEntry, CycleEpisode, Durability, PivotRecord, Store, StoreError, TaskCommit, TaskLock,
+    TaskRecord, TaskSnapshot,
+};
 use sqlx::Row;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -47,6 +52,30 @@ const EPISODES: &str = "SELECT id, task, opened_at, patterns, intervention, esca
      resolution, resolved_at FROM loopguard_episodes ORDER BY seq";
 const TASK_EPISODES: &str = "SELECT id, task, opened_at, patterns, intervention, escalated, lines, \
      resolution, resolved_at FROM loopguard_episodes WHERE task = $1 ORDER BY seq";
+const LOAD_RECORD: &str = "SELECT task, status, loop_count, pivots, last_seen, version, state \
+     FROM loopguard_tasks WHERE task = $1";
+/// A task's record is replaced only by a higher version: a commit written
+/// late (a retry) never overwrites a newer one.
+const COMMIT_TASK: &str = "INSERT INTO loopguard_tasks \
+     (task, status, loop_count, pivots, last_seen, version, state) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (task) DO UPDATE SET status = excluded.status, \
+     loop_count = excluded.loop_count, pivots = excluded.pivots, last_seen = excluded.last_seen, \
+     version = excluded.version, state = excluded.state \
+     WHERE excluded.version > loopguard_tasks.version";
+const INSERT_AUDIT: &str =
+    "INSERT INTO loopguard_audit (task, line, at, entry, detail) VALUES ($1, $2, $3, $4, $5)";
+const AUDIT: &str = "SELECT task, line, at, detail FROM loopguard_audit ORDER BY seq";
+const TASK_AUDIT: &str =
+    "SELECT task, line, at, detail FROM loopguard_audit WHERE task = $1 ORDER BY seq";
+const INSERT_PIVOT: &str =
+    "INSERT INTO loopguard_pivots (task, line, at, number, directive) VALUES ($1, $2, $3, $4, $5)";
+const PIVOTS: &str = "SELECT task, line, at, number, directive FROM loopguard_pivots ORDER BY seq";
+const TASK_PIVOTS: &str =
+    "SELECT task, line, at, number, directive FROM loopguard_pivots WHERE task = $1 ORDER BY seq";
+/// Serializes every engine's events of one task, including a task that has
+/// no row yet; released when the transaction ends.
+const LOCK_TASK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 const MIGRATED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
@@ -54,6 +83,7 @@ const MIGRATED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE 
 pub struct SqliteStore {
     pool: SqlitePool,
     backend: String,
+    fault: Fault,
 }
 
 /// The cycle log and task snapshots in a PostgreSQL database that many
@@ -62,6 +92,37 @@ pub struct SqliteStore {
 pub struct PostgresStore {
     pool: PgPool,
     backend: String,
+    fault: Fault,
+}
+
+/// A failure to inject into the next commit, for the tests of atomicity:
+/// after this many statements, the commit fails (and rolls back).
+#[derive(Debug, Clone, Default)]
+struct Fault(Arc<AtomicUsize>);
+
+impl Fault {
+    const OFF: usize = 0;
+
+    /// Counts one statement of a commit; an error when the injected
+    /// failure is due (it fires once).
+    fn after_statement(&self, backend: &str, done: &mut usize) -> Result<(), StoreError> {
+        *done += 1;
+        let due = self.0.load(Ordering::Relaxed);
+        if due != Fault::OFF
+            && *done == due
+            && self
+                .0
+                .compare_exchange(due, Fault::OFF, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Err(error(
+                backend,
+                "commit",
+                format!("injected failure after {done} statements"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl SqliteStore {
@@ -114,7 +175,11 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|err| error(&backend, "open", err))?;
-        let store = SqliteStore { pool, backend };
+        let store = SqliteStore {
+            pool,
+            backend,
+            fault: Fault::default(),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -155,7 +220,11 @@ impl PostgresStore {
             .connect_with(options)
             .await
             .map_err(|err| error(&backend, "connect", err))?;
-        let store = PostgresStore { pool, backend };
+        let store = PostgresStore {
+            pool,
+            backend,
+            fault: Fault::default(),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -181,7 +250,7 @@ impl PostgresStore {
 
 /// The same `Store` for both pools: the SQL above, binds, and row decoding.
 macro_rules! sql_store {
-    ($store:ty) => {
+    ($store:ty, $db:ty, $durability:expr) => {
         impl $store {
             /// The backend as messages name it (the URL, without password).
             pub fn backend(&self) -> &str {
@@ -192,10 +261,177 @@ macro_rules! sql_store {
             pub async fn close(&self) {
                 self.pool.close().await;
             }
+
+            /// Makes the next commit fail after `statements` statements
+            /// (and roll back): for tests of atomicity. 0 turns it off.
+            #[doc(hidden)]
+            pub fn inject_commit_failure(&self, statements: usize) {
+                self.fault.0.store(statements, Ordering::Relaxed);
+            }
+
+            /// Writes one event's commit inside `tx`: pivot records, audit
+            /// rows, episodes, then the task's record.
+            async fn write_commit(
+                &self,
+                tx: &mut sqlx::Transaction<'static, $db>,
+                commit: &TaskCommit,
+                done: &mut usize,
+            ) -> Result<(), StoreError> {
+                let backend = &self.backend;
+                let failed = |err| error(backend, "commit", err);
+                for pivot in &commit.pivots {
+                    sqlx::query(INSERT_PIVOT)
+                        .bind(&pivot.task)
+                        .bind(wide(pivot.line))
+                        .bind(pivot.at.0)
+                        .bind(i64::from(pivot.number))
+                        .bind(pivot.directive.as_deref())
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(failed)?;
+                    self.fault.after_statement(backend, done)?;
+                }
+                for entry in &commit.audit {
+                    sqlx::query(INSERT_AUDIT)
+                        .bind(&entry.task)
+                        .bind(wide(entry.line))
+                        .bind(entry.at.0)
+                        .bind(entry.record.entry())
+                        .bind(json_text(&entry.record))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(failed)?;
+                    self.fault.after_statement(backend, done)?;
+                }
+                for episode in &commit.episodes {
+                    sqlx::query(RECORD_EPISODE)
+                        .bind(episode_id(backend, episode.id)?)
+                        .bind(&episode.task)
+                        .bind(episode.opened_at.0)
+                        .bind(json_text(&episode.patterns))
+                        .bind(enum_text(&episode.intervention))
+                        .bind(episode.escalated)
+                        .bind(json_text(&episode.lines))
+                        .bind(episode.resolution.as_ref().map(enum_text))
+                        .bind(episode.resolved_at.map(|at| at.0))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(failed)?;
+                    self.fault.after_statement(backend, done)?;
+                }
+                let record = &commit.record;
+                sqlx::query(COMMIT_TASK)
+                    .bind(&record.snapshot.task)
+                    .bind(enum_text(&record.snapshot.status))
+                    .bind(i64::from(record.snapshot.loop_count))
+                    .bind(i64::from(record.snapshot.pivots))
+                    .bind(record.snapshot.last_seen.0)
+                    .bind(wide(record.version))
+                    .bind(record.state.as_deref())
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(failed)?;
+                self.fault.after_statement(backend, done)?;
+                Ok(())
+            }
         }
 
         #[async_trait]
         impl Store for $store {
+            fn durability(&self) -> Durability {
+                $durability
+            }
+
+            async fn load_record(&self, task: &str) -> Result<Option<TaskRecord>, StoreError> {
+                let row = sqlx::query(LOAD_RECORD)
+                    .bind(task)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|err| error(&self.backend, "load task", err))?;
+                row.map(|row| record_row(&self.backend, &row)).transpose()
+            }
+
+            async fn lock_task(&self, task: &str) -> Result<Box<dyn TaskLock>, StoreError> {
+                self.lock_for_event(task).await
+            }
+
+            async fn commit(&self, commits: &[TaskCommit]) -> Result<(), StoreError> {
+                let mut tx = self
+                    .pool
+                    .begin()
+                    .await
+                    .map_err(|err| error(&self.backend, "commit", err))?;
+                let mut done = 0;
+                for commit in commits {
+                    self.write_commit(&mut tx, commit, &mut done).await?;
+                }
+                tx.commit()
+                    .await
+                    .map_err(|err| error(&self.backend, "commit", err))
+            }
+
+            async fn audit(&self, task: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+                let rows = match task {
+                    Some(task) => {
+                        sqlx::query(TASK_AUDIT)
+                            .bind(task)
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    None => sqlx::query(AUDIT).fetch_all(&self.pool).await,
+                }
+                .map_err(|err| error(&self.backend, "read the audit log", err))?;
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, "read the audit log", err);
+                        let detail: String = row.try_get("detail").map_err(read)?;
+                        Ok(AuditEntry {
+                            task: row.try_get("task").map_err(read)?,
+                            line: counter(
+                                &self.backend,
+                                "line",
+                                row.try_get("line").map_err(read)?,
+                            )?,
+                            at: Timestamp(row.try_get("at").map_err(read)?),
+                            record: json_from(&self.backend, "detail", &detail)?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
+                let rows = match task {
+                    Some(task) => {
+                        sqlx::query(TASK_PIVOTS)
+                            .bind(task)
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    None => sqlx::query(PIVOTS).fetch_all(&self.pool).await,
+                }
+                .map_err(|err| error(&self.backend, "read the pivot records", err))?;
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, "read the pivot records", err);
+                        Ok(PivotRecord {
+                            task: row.try_get("task").map_err(read)?,
+                            line: counter(
+                                &self.backend,
+                                "line",
+                                row.try_get("line").map_err(read)?,
+                            )?,
+                            at: Timestamp(row.try_get("at").map_err(read)?),
+                            number: counter(
+                                &self.backend,
+                                "number",
+                                row.try_get("number").map_err(read)?,
+                            )?,
+                            directive: row.try_get("directive").map_err(read)?,
+                        })
+                    })
+                    .collect()
+            }
+
             async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError> {
                 let id = episode_id(&self.backend, episode.id)?;
                 let lines = json_text(&episode.lines);
@@ -300,8 +536,103 @@ macro_rules! sql_store {
     };
 }
 
-sql_store!(SqliteStore);
-sql_store!(PostgresStore);
+sql_store!(SqliteStore, sqlx::Sqlite, Durability::Durable);
+sql_store!(PostgresStore, sqlx::Postgres, Durability::Shared);
+
+/// A task held under PostgreSQL's lock for it, inside a transaction.
+struct PgTaskLock {
+    store: PostgresStore,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    record: Option<TaskRecord>,
+}
+
+impl SqliteStore {
+    /// SQLite serves one engine (it is [`Durability::Durable`]): no event
+    /// asks it for a task lock.
+    async fn lock_for_event(&self, task: &str) -> Result<Box<dyn TaskLock>, StoreError> {
+        let _ = task;
+        Err(error(
+            &self.backend,
+            "lock task",
+            "a SQLite store serves one engine; share a PostgreSQL store between engines",
+        ))
+    }
+}
+
+impl PostgresStore {
+    async fn lock_for_event(&self, task: &str) -> Result<Box<dyn TaskLock>, StoreError> {
+        Ok(Box::new(self.lock(task).await?))
+    }
+
+    async fn lock(&self, task: &str) -> Result<PgTaskLock, StoreError> {
+        let failed = |err| error(&self.backend, "lock task", err);
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        sqlx::query(LOCK_TASK)
+            .bind(task)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let row = sqlx::query(LOAD_RECORD)
+            .bind(task)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(failed)?;
+        let record = row.map(|row| record_row(&self.backend, &row)).transpose()?;
+        Ok(PgTaskLock {
+            store: self.clone(),
+            tx,
+            record,
+        })
+    }
+}
+
+#[async_trait]
+impl TaskLock for PgTaskLock {
+    fn record(&self) -> Option<&TaskRecord> {
+        self.record.as_ref()
+    }
+
+    async fn commit(mut self: Box<Self>, commit: &TaskCommit) -> Result<(), StoreError> {
+        let mut done = 0;
+        self.store
+            .write_commit(&mut self.tx, commit, &mut done)
+            .await?;
+        let backend = self.store.backend.clone();
+        self.tx
+            .commit()
+            .await
+            .map_err(|err| error(&backend, "commit", err))
+    }
+}
+
+/// A line number or version as the signed 64-bit column both databases
+/// have (values above `i64::MAX` do not occur: they are counts).
+fn wide(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn record_row<R: Row>(backend: &str, row: &R) -> Result<TaskRecord, StoreError>
+where
+    for<'r> &'r str: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let read = |err| error(backend, "read task", err);
+    let snapshot = task_row(
+        backend,
+        row.try_get("task"),
+        row.try_get("status"),
+        row.try_get("loop_count"),
+        row.try_get("pivots"),
+        row.try_get("last_seen"),
+    )?;
+    Ok(TaskRecord {
+        snapshot,
+        version: counter(backend, "version", row.try_get("version").map_err(read)?)?,
+        state: row.try_get("state").map_err(read)?,
+    })
+}
 
 type Column<T> = Result<T, sqlx::Error>;
 

@@ -8,7 +8,7 @@ use crate::backends::{PostgresStore, SqliteStore};
 
 /// The newest schema this loopguard knows: the version of its last
 /// embedded migration. A database at a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Opens the store a URL names: `memory`, `sqlite://PATH` or
 /// `postgres://…`. The SQL backends apply their migrations before this

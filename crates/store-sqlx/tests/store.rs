@@ -10,6 +10,11 @@ use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
+/// The engine on each store: restart continuity, atomic pivots, two
+/// engines on one task.
+#[path = "engine.rs"]
+mod engine;
+
 fn episode(id: u64, task: &str) -> CycleEpisode {
     CycleEpisode {
         id,
@@ -174,14 +179,16 @@ mod postgres {
     /// A schema of this run's own on the server `LOOPGUARD_TEST_POSTGRES_URL`
     /// names, dropped when the test ends. `None` (with a notice) when the
     /// variable is unset; a server that is named but unreachable fails.
-    struct Schema {
+    pub(crate) struct Schema {
         admin: sqlx::PgPool,
-        name: String,
-        url: String,
+        pub(crate) name: String,
+        pub(crate) url: String,
     }
 
     impl Schema {
-        async fn create(test: &str) -> Result<Option<Schema>, Box<dyn std::error::Error>> {
+        pub(crate) async fn create(
+            test: &str,
+        ) -> Result<Option<Schema>, Box<dyn std::error::Error>> {
             let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
                 eprintln!(
                     "postgres::{test}: skipped: LOOPGUARD_TEST_POSTGRES_URL is not set \
@@ -204,7 +211,7 @@ mod postgres {
             Ok(Some(Schema { admin, name, url }))
         }
 
-        async fn drop(self) -> TestResult {
+        pub(crate) async fn drop(self) -> TestResult {
             sqlx::query(&format!("DROP SCHEMA \"{}\" CASCADE", self.name))
                 .execute(&self.admin)
                 .await?;

@@ -1,0 +1,420 @@
+//! The engine on the SQL stores: a replay split across two engines (a
+//! restart) ends exactly like one whole replay; a pivot commits whole or
+//! not at all; two engines on one PostgreSQL task keep its counters exact.
+
+use std::sync::Arc;
+
+use loopguard_core_types::{Action, Config, Event, Timestamp};
+use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, LoopGuard, Store, TaskSnapshot};
+use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
+
+use super::TestResult;
+use super::postgres::Schema;
+
+/// The traces replayed split and whole: every built-in kind, resets, the
+/// gate and pivots.
+const TRACES: [&str; 13] = [
+    "agent_pair.jsonl",
+    "agent_pair_window.jsonl",
+    "exact_failure.jsonl",
+    "edge_limit.jsonl",
+    "edge_limit_progress.jsonl",
+    "human_gate.jsonl",
+    "multi_agent.jsonl",
+    "oscillation.jsonl",
+    "phase_visits.jsonl",
+    "repeated_output.jsonl",
+    "topic_cycle.jsonl",
+    "transition_limit.jsonl",
+    "completed_reset.jsonl",
+];
+
+/// The events of a trace in the workspace's `tests/traces/`, with their
+/// line numbers.
+fn trace_events(name: &str) -> Vec<(u64, Event)> {
+    let path = format!("{}/../../tests/traces/{name}", env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    let events: Vec<_> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .enumerate()
+        .filter_map(|(index, text)| Some((index as u64 + 1, Event::from_json(text.trim()).ok()?)))
+        .collect();
+    assert!(events.len() > 3, "{path} has events");
+    events
+}
+
+/// Replays `events` through a new engine on `store`: each decision as JSON.
+async fn replay_on(
+    store: Arc<dyn Store>,
+    events: &[(u64, Event)],
+) -> Result<Vec<serde_json::Value>, Box<dyn std::error::Error>> {
+    let guard = LoopGuard::builder(Config::default()).store(store).build()?;
+    let mut decisions = Vec::new();
+    for (line, event) in events {
+        let decision = guard.observe_line(*line, event.clone()).await;
+        assert!(
+            decision.errors.is_empty(),
+            "line {line}: {:?}",
+            decision.errors
+        );
+        decisions.push(serde_json::to_value(&decision)?);
+    }
+    Ok(decisions)
+}
+
+/// What a store holds at the end, without what differs between runs by
+/// design: wall-clock times (events without `ts`) and episode ids (each
+/// engine draws its own).
+#[derive(Debug, PartialEq)]
+struct Kept {
+    tasks: Vec<TaskSnapshot>,
+    audit: Vec<AuditEntry>,
+    pivots: usize,
+    episodes: Vec<CycleEpisode>,
+}
+
+async fn kept(store: &dyn Store) -> Result<Kept, Box<dyn std::error::Error>> {
+    let mut tasks = store.tasks().await?;
+    for task in &mut tasks {
+        task.last_seen = Timestamp(0);
+    }
+    let mut audit = store.audit(None).await?;
+    for entry in &mut audit {
+        entry.at = Timestamp(0);
+    }
+    let mut episodes = store.episodes(None).await?;
+    for episode in &mut episodes {
+        episode.id = 0;
+        episode.opened_at = Timestamp(0);
+        episode.resolved_at = episode.resolved_at.map(|_| Timestamp(0));
+    }
+    Ok(Kept {
+        tasks,
+        audit,
+        pivots: store.pivots(None).await?.len(),
+        episodes,
+    })
+}
+
+/// One trace, whole on one database and split at `split` on another (the
+/// store reopened between the halves, as after a restart): the same
+/// decisions and the same final store.
+async fn split_equals_whole(
+    whole_url: &str,
+    split_url: &str,
+    events: &[(u64, Event)],
+    split: usize,
+) -> TestResult {
+    let whole_store = open_store(whole_url).await?;
+    let whole = replay_on(whole_store.clone(), events).await?;
+    let mut halves = replay_on(open_store(split_url).await?, &events[..split]).await?;
+    let split_store = open_store(split_url).await?;
+    halves.extend(replay_on(split_store.clone(), &events[split..]).await?);
+    assert_eq!(halves, whole, "split at {split}");
+    assert_eq!(
+        kept(split_store.as_ref()).await?,
+        kept(whole_store.as_ref()).await?,
+        "split at {split}"
+    );
+    // Something was kept at all: the comparison is not of two empty logs.
+    assert!(!kept(whole_store.as_ref()).await?.tasks.is_empty());
+    Ok(())
+}
+
+/// The split points tried per trace: a third, a half, two thirds.
+fn splits(events: &[(u64, Event)]) -> [usize; 3] {
+    let len = events.len();
+    [len / 3, len / 2, len * 2 / 3]
+}
+
+/// The line of the first decision that issued a pivot, replaying on a
+/// durable in-memory store.
+async fn first_pivot(events: &[(u64, Event)]) -> Result<usize, Box<dyn std::error::Error>> {
+    let store: Arc<dyn Store> = Arc::new(loopguard_host::MemoryStore::durable());
+    let decisions = replay_on(store, events).await?;
+    let at = decisions
+        .iter()
+        .position(|decision| decision["action"] == "pivot")
+        .ok_or("the trace issues a pivot")?;
+    Ok(at)
+}
+
+mod sqlite {
+    use super::*;
+
+    fn url(folder: &tempfile::TempDir, name: &str) -> String {
+        format!("sqlite://{}", folder.path().join(name).display())
+    }
+
+    #[tokio::test]
+    async fn a_trace_replayed_in_two_runs_ends_like_one_run() -> TestResult {
+        for name in TRACES {
+            let events = trace_events(name);
+            for split in splits(&events) {
+                let folder = tempfile::tempdir()?;
+                split_equals_whole(
+                    &url(&folder, "whole.db"),
+                    &url(&folder, "split.db"),
+                    &events,
+                    split,
+                )
+                .await
+                .map_err(|err| format!("{name}: {err}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_pivot_commits_whole_or_not_at_all() -> TestResult {
+        let events = trace_events("repeated_output.jsonl");
+        let pivot_at = first_pivot(&events).await?;
+        let folder = tempfile::tempdir()?;
+        let store = Arc::new(SqliteStore::open(&url(&folder, "pivot.db")).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        for (line, event) in &events[..pivot_at] {
+            guard.observe_line(*line, event.clone()).await;
+        }
+        let task = events[pivot_at].1.task.clone();
+        let before = store.load_record(&task).await?;
+        let audit_before = store.audit(None).await?.len();
+        // The first statement of the pivot's commit is its pivot record;
+        // fail right after it.
+        store.inject_commit_failure(1);
+        let (line, event) = &events[pivot_at];
+        let decision = guard.observe_line(*line, event.clone()).await;
+        assert_eq!(decision.action, Action::Pivot);
+        assert!(
+            decision
+                .errors
+                .iter()
+                .any(|e| e.contains("injected failure")),
+            "{:?}",
+            decision.errors
+        );
+        // Nothing of the pivot is in the database: no record, the old pivot
+        // count and entropy state, no audit row.
+        assert!(store.pivots(None).await?.is_empty());
+        assert_eq!(store.load_record(&task).await?, before);
+        assert_eq!(store.audit(None).await?.len(), audit_before);
+
+        // The engine kept it and writes it with the next commit: nothing
+        // is lost.
+        if let Some((line, event)) = events.get(pivot_at + 1) {
+            let next = guard.observe_line(*line, event.clone()).await;
+            assert!(next.errors.is_empty(), "{:?}", next.errors);
+        } else {
+            let next = Event::from_json(&format!(
+                r#"{{"type":"transition","task":"{task}","from":"a","to":"b"}}"#
+            ))?;
+            guard.observe_line(9_999, next).await;
+        }
+        let pivots = store.pivots(None).await?;
+        assert_eq!(pivots.len(), 1, "{pivots:?}");
+        assert_eq!((pivots[0].line, pivots[0].number), (*line, 1));
+        let record = store.load_record(&task).await?.ok_or("kept")?;
+        assert_eq!(record.snapshot.pivots, 1);
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_events_share_commits_and_keep_each_tasks_order() -> TestResult {
+        // Eight tasks, each fed by its own tokio task at once: the writer
+        // batches their commits; each task's audit log must still be in its
+        // own order and equal to a run of that task alone.
+        let folder = tempfile::tempdir()?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&url(&folder, "many.db")).await?);
+        let guard = Arc::new(
+            LoopGuard::builder(Config::default())
+                .store(store.clone())
+                .build()?,
+        );
+        let events = |task: usize| -> Vec<(u64, Event)> {
+            (0..30u64)
+                .filter_map(|n| {
+                    let json = if n % 7 == 6 {
+                        format!(r#"{{"type":"human","task":"T{task}","note":"ok"}}"#)
+                    } else {
+                        format!(
+                            r#"{{"type":"failure","task":"T{task}","agent":"a","error":"E{}"}}"#,
+                            n % 2
+                        )
+                    };
+                    Some((n + 1, Event::from_json(&json).ok()?))
+                })
+                .collect()
+        };
+        let mut handles = Vec::new();
+        for task in 0..8 {
+            let guard = guard.clone();
+            let events = events(task);
+            handles.push(tokio::spawn(async move {
+                for (line, event) in events {
+                    let decision = guard.observe_line(line, event).await;
+                    assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+                }
+            }));
+        }
+        for handle in handles {
+            handle.await?;
+        }
+        for task in 0..8 {
+            let alone: Arc<dyn Store> = Arc::new(loopguard_host::MemoryStore::durable());
+            replay_on(alone.clone(), &events(task)).await?;
+            let name = format!("T{task}");
+            let untimed = |mut audit: Vec<AuditEntry>| {
+                for entry in &mut audit {
+                    entry.at = Timestamp(0);
+                }
+                audit
+            };
+            let expected = untimed(alone.audit(Some(&name)).await?);
+            assert!(expected.len() > 10, "the run has detections and resets");
+            assert_eq!(untimed(store.audit(Some(&name)).await?), expected, "{name}");
+        }
+        Ok(())
+    }
+}
+
+mod postgres {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_trace_replayed_in_two_runs_ends_like_one_run() -> TestResult {
+        for name in TRACES {
+            let events = trace_events(name);
+            let split = events.len() / 2;
+            let (Some(whole), Some(halves)) = (
+                Schema::create("cont_whole").await?,
+                Schema::create("cont_split").await?,
+            ) else {
+                return Ok(());
+            };
+            let result = split_equals_whole(&whole.url, &halves.url, &events, split)
+                .await
+                .map_err(|err| format!("{name}: {err}"));
+            whole.drop().await?;
+            halves.drop().await?;
+            result?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_pivot_commits_whole_or_not_at_all() -> TestResult {
+        let Some(schema) = Schema::create("pivot").await? else {
+            return Ok(());
+        };
+        let result = async {
+            let events = trace_events("repeated_output.jsonl");
+            let pivot_at = first_pivot(&events).await?;
+            let store = Arc::new(PostgresStore::open(&schema.url).await?);
+            let guard = LoopGuard::builder(Config::default())
+                .store(store.clone())
+                .build()?;
+            for (line, event) in &events[..pivot_at] {
+                guard.observe_line(*line, event.clone()).await;
+            }
+            let task = events[pivot_at].1.task.clone();
+            let before = store.load_record(&task).await?;
+            let audit_before = store.audit(None).await?.len();
+            store.inject_commit_failure(1);
+            let (line, event) = &events[pivot_at];
+            let decision = guard.observe_line(*line, event.clone()).await;
+            assert_eq!(decision.action, Action::Pivot);
+            assert!(
+                decision
+                    .errors
+                    .iter()
+                    .any(|e| e.contains("injected failure")),
+                "{:?}",
+                decision.errors
+            );
+            assert!(store.pivots(None).await?.is_empty());
+            assert_eq!(store.load_record(&task).await?, before);
+            assert_eq!(store.audit(None).await?.len(), audit_before);
+            // A pivot that commits: the record, the count and the state
+            // together.
+            let (line, event) = &events[pivot_at];
+            let again = guard.observe_line(*line, event.clone()).await;
+            assert!(again.errors.is_empty(), "{:?}", again.errors);
+            assert_eq!(again.action, Action::Pivot);
+            let pivots = store.pivots(None).await?;
+            assert_eq!(pivots.len(), 1);
+            let record = store.load_record(&task).await?.ok_or("kept")?;
+            assert_eq!(record.snapshot.pivots, 1);
+            assert_eq!(record.version, before.map_or(0, |r| r.version) + 1);
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_engines_hammering_one_task_keep_its_counters_exact() -> TestResult {
+        let Some(schema) = Schema::create("hammer").await? else {
+            return Ok(());
+        };
+        let result = async {
+            // Two engines, each with its own pool (as two replicas), four
+            // writers each, all sending the same failure of one task.
+            const PER_WRITER: usize = 20;
+            const WRITERS: usize = 8;
+            let engines = [
+                Arc::new(
+                    LoopGuard::builder(Config::default())
+                        .store(Arc::new(PostgresStore::open(&schema.url).await?))
+                        .build()?,
+                ),
+                Arc::new(
+                    LoopGuard::builder(Config::default())
+                        .store(Arc::new(PostgresStore::open(&schema.url).await?))
+                        .build()?,
+                ),
+            ];
+            let mut handles = Vec::new();
+            for writer in 0..WRITERS {
+                let guard = engines[writer % 2].clone();
+                handles.push(tokio::spawn(async move {
+                    let mut counts = Vec::new();
+                    for _ in 0..PER_WRITER {
+                        let event = Event::from_json(
+                            r#"{"type":"failure","task":"hammer","agent":"coder","error":"E0308 mismatched types"}"#,
+                        )?;
+                        let decision = guard.observe(event).await;
+                        assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+                        counts.push(decision.loop_count);
+                    }
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(counts)
+                }));
+            }
+            let mut counts = Vec::new();
+            for handle in handles {
+                counts.extend(handle.await?.map_err(|err| err.to_string())?);
+            }
+            // Every event saw the one before it: the loop counts are 0, 1,
+            // ..., n-1, each exactly once.
+            counts.sort_unstable();
+            let total = u32::try_from(PER_WRITER * WRITERS)?;
+            assert_eq!(counts, (0..total).collect::<Vec<_>>());
+            let store = PostgresStore::open(&schema.url).await?;
+            let record = store.load_record("hammer").await?.ok_or("kept")?;
+            assert_eq!(record.snapshot.loop_count, total - 1);
+            assert_eq!(record.version, u64::from(total));
+            let detections = store
+                .audit(Some("hammer"))
+                .await?
+                .iter()
+                .filter(|entry| matches!(entry.record, AuditRecord::Detection(_)))
+                .count();
+            assert_eq!(detections, usize::try_from(total - 1)?);
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+}
