@@ -44,7 +44,7 @@ pub use plugins::{
     AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,
     PluginInstance, load_plugins,
 };
-pub use replay::{ReplayItem, ReportBuilder, replay, replay_each};
+pub use replay::{ReplayItem, ReportBuilder, replay, replay_each, replay_each_from, store_report};
 pub use store::{
     AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution, Store,
     StoreError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,

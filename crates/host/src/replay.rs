@@ -7,6 +7,7 @@ use compact_str::CompactString;
 use foldhash::HashMap as FastHashMap;
 use loopguard_core_types::{Decision, Event, LineError, Report, TaskReport};
 
+use crate::store::{AuditRecord, Store, StoreError};
 use crate::{HostError, LoopGuard};
 
 /// What a replay produces for one non-blank input line.
@@ -150,9 +151,22 @@ where
 /// # })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub async fn replay_each<R, F>(
+pub async fn replay_each<R, F>(engine: &LoopGuard, input: R, sink: F) -> Result<u64, HostError>
+where
+    R: BufRead,
+    F: FnMut(ReplayItem<'_>),
+{
+    replay_each_from(engine, input, 1, sink).await
+}
+
+/// [`replay_each`] for a piece of a longer trace: the first line of `input`
+/// is line `first_line` of the trace, so that decisions, evidence and the
+/// audit log name the lines of the whole trace (`tail -n +501 trace.jsonl`
+/// replays with `first_line` 501). Returns the number of lines read.
+pub async fn replay_each_from<R, F>(
     engine: &LoopGuard,
     mut input: R,
+    first_line: u64,
     mut sink: F,
 ) -> Result<u64, HostError>
 where
@@ -160,7 +174,8 @@ where
     F: FnMut(ReplayItem<'_>),
 {
     let mut buffer = Vec::with_capacity(512);
-    let mut line: u64 = 0;
+    let mut line: u64 = first_line.saturating_sub(1);
+    let start = line;
     loop {
         buffer.clear();
         if input.read_until(b'\n', &mut buffer)? == 0 {
@@ -195,5 +210,46 @@ where
             }
         }
     }
-    Ok(line)
+    Ok(line - start)
+}
+
+/// The report of everything a store keeps: every task (ordered by id) with
+/// its status and counts, and its detections from the audit log, oldest
+/// first; `events` is the number of events the store committed (a durable
+/// store commits once per event). Two replays of a trace's halves on one
+/// durable store give the report of one replay of the whole trace.
+///
+/// A [`Durability::Memory`](crate::Durability::Memory) store keeps no audit
+/// log, so its report has tasks and counts only.
+pub async fn store_report(store: &dyn Store, task: Option<&str>) -> Result<Report, StoreError> {
+    let mut report = Report::default();
+    let mut index: FastHashMap<CompactString, usize> = FastHashMap::default();
+    for snapshot in store.tasks().await? {
+        if task.is_some_and(|task| task != snapshot.task) {
+            continue;
+        }
+        if let Some(record) = store.load_record(&snapshot.task).await? {
+            report.events += record.version;
+        }
+        index.insert(
+            CompactString::from(snapshot.task.as_str()),
+            report.tasks.len(),
+        );
+        report.tasks.push(TaskReport {
+            task: snapshot.task,
+            status: snapshot.status,
+            loop_count: snapshot.loop_count,
+            pivots: snapshot.pivots,
+            detections: Vec::new(),
+        });
+    }
+    for entry in store.audit(task).await? {
+        if let AuditRecord::Detection(detection) = entry.record
+            && let Some(&at) = index.get(entry.task.as_str())
+            && let Some(task) = report.tasks.get_mut(at)
+        {
+            task.detections.push(*detection);
+        }
+    }
+    Ok(report)
 }
