@@ -33,6 +33,14 @@ pub const MAX_MESSAGE_BYTES: usize = 1_000;
 const EVIDENCE_CAP: usize = 16;
 /// Notes on judge failures kept for one stalled run.
 const NOTES_CAP: usize = 3;
+/// The format of the per-task state the evaluator exports to a durable
+/// store (`{"format": 1, ...}`); an import of another format is an error,
+/// and the task starts afresh.
+pub const STATE_FORMAT: u32 = 1;
+
+// A child of this module, so that it reads and fills `TaskState` directly.
+#[path = "saved.rs"]
+mod saved;
 
 /// Judges failures whose messages differ by the task's progress: test
 /// metrics first, completion signals next, the [`GoalJudge`] last.
@@ -46,7 +54,9 @@ const NOTES_CAP: usize = 3;
 ///
 /// Its state is per task, bounded (at most [`DEFAULT_TASK_CAPACITY`] tasks,
 /// the least recently seen forgotten first; bounded histories per task) and
-/// forgotten on `completed` and `human`.
+/// forgotten on `completed` and `human`. With a durable store it survives a
+/// restart: the engine keeps what `export_task` gives with the task and
+/// hands it back through `import_task`.
 pub struct ProgressEvaluator {
     no_progress_failures: u32,
     external_before_escalation: u32,
@@ -584,6 +594,51 @@ impl ExtensionDetector for ProgressEvaluator {
 
     async fn reset_task(&self, task: &str) {
         self.tasks.lock().pop(task);
+    }
+
+    /// The task's state (versioned JSON, [`STATE_FORMAT`]): its latest
+    /// metrics and whether test metrics or completion signals were ever
+    /// reported, the run of rising snapshots, what progress events showed
+    /// since the previous agent failure and that failure's line, the line
+    /// of the last progress, the recent failures' message hashes, the
+    /// stalled run (count, evidence and judge notes), the external run
+    /// (count, evidence and kinds) and, with a judge, the goal and the
+    /// failures the judge is shown. Bounded by those windows. Not the
+    /// judge's answer cache: after a restart a question is asked again.
+    /// `None` for a task it holds nothing of.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        // `peek`: an export does not change which task is forgotten first.
+        let saved = self.tasks.lock().peek(task).map(saved::SavedTask::of)?;
+        serde_json::to_value(saved).ok()
+    }
+
+    /// Puts back what [`export_task`](ExtensionDetector::export_task)
+    /// gave, replacing what the evaluator holds of the task (without a
+    /// judge, the goal and the judge's failures are dropped; a failure
+    /// history shortened in the config keeps the newest). An unknown
+    /// format or malformed JSON is an error naming the detector, and the
+    /// task starts afresh.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let restored = saved::parse(task, state).and_then(|saved| {
+            saved
+                .restore(self.judge.is_some(), self.history)
+                .map_err(|problem| saved::import_error(task, &problem))
+        });
+        let mut tasks = self.tasks.lock();
+        match restored {
+            Ok(state) => {
+                tasks.put(task.to_owned(), state);
+                Ok(())
+            }
+            Err(err) => {
+                tasks.pop(task);
+                Err(err)
+            }
+        }
     }
 }
 

@@ -81,10 +81,20 @@
 //! `no_progress`), and the `no_progress` detection that run ends in says so:
 //! "...; LLM unreachable (model X) on line 7: no answer within 20000 ms;
 //! metrics-only verdict". A failed question is not cached.
+//!
+//! # Restarts
+//!
+//! With a durable store (SQLite, PostgreSQL), a task's state survives a
+//! restart: the engine keeps what the evaluator exports after every event
+//! (versioned JSON, [`STATE_FORMAT`]; everything that decides a detection,
+//! not the judge's answer cache) and hands it back when it reloads the
+//! task, so a trace replayed across a restart gets the decisions of one
+//! whole run.
 #![deny(missing_docs)]
 
 pub use evaluator::{
     DEFAULT_CACHE_CAPACITY, DEFAULT_TASK_CAPACITY, DETECTOR, MAX_MESSAGE_BYTES, ProgressEvaluator,
+    STATE_FORMAT,
 };
 pub use judge::{FailureRecord, GoalJudge, JudgeError, JudgeRequest, Judgement, Verdict};
 pub use openai::{BASE_URL_ENV, MODEL_ENV, OpenAiJudge, OpenAiSettings};

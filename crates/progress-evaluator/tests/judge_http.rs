@@ -3,6 +3,11 @@
 //! good answers, slow answers, 5xx and 429 statuses, garbage. No test
 //! reaches outside the machine.
 
+// The evaluator across a restart, in this same test binary (in a folder,
+// so that cargo does not also build it as a binary of its own).
+#[path = "evaluator/restart.rs"]
+mod restart;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -23,7 +23,9 @@
 //!   `repeated_query` (the same query with no new information since) and
 //!   the topic assigner of `topic_cycle`, from the `[semantic]` and
 //!   `[similarity]` config, with an exact-text fallback when semantic
-//!   matching is off.
+//!   matching is off. With a durable store, their per-task state survives
+//!   a restart: the texts are kept (never their vectors) and embedded again
+//!   on import.
 //!
 //! Without the model, with a toy embedder (two "topics"):
 //!

@@ -17,4 +17,8 @@ mod engine_exact;
 mod model;
 #[cfg(feature = "fastembed")]
 mod provisioning;
+#[cfg(feature = "engine")]
+mod restart;
+#[cfg(all(feature = "fastembed", feature = "engine"))]
+mod restart_model;
 mod service;

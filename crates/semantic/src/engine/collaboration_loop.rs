@@ -19,6 +19,9 @@
 //!
 //! With semantic matching off, only a request whose normalized text equals
 //! an earlier one's counts (similarity 1), and the reason says so.
+//!
+//! With a durable store, a task's pairs survive a restart
+//! ([`CollaborationLoop::export_task`](ExtensionDetector::export_task)).
 
 use std::sync::Arc;
 
@@ -27,20 +30,35 @@ use loopguard_core_types::{Action, Detection, EventKind, Severity, SimilarityCon
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{ExtensionDetector, ExtensionError};
 use lru::LruCache;
+use serde::{Deserialize, Serialize};
 
-use super::history::{History, Matcher, TaskStates};
-use super::{EXACT_SUFFIX, SemanticLimits, extension_error, non_zero, task_type};
+use super::history::{
+    History, Matcher, SavedRow, Seen, TaskStates, import_error, newest, parse_saved, restore_probes,
+};
+use super::{EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, task_type};
 
-/// One remembered request: its line and its id.
-#[derive(Debug, Clone)]
-struct Request {
-    line: u64,
-    id: Option<Arc<str>>,
+/// Per task: one history of requests per ordered pair (`from`, `to`), the
+/// least recently used pair first to be forgotten.
+struct PairHistories {
+    pairs: LruCache<(String, String), History<Seen>>,
 }
 
-/// Per task: one history per ordered pair, keyed `from` NUL `to`.
-struct PairHistories {
-    pairs: LruCache<String, History<Request>>,
+/// [`PairHistories`] as a durable store keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedPairs {
+    format: u32,
+    /// The least recently used pair first, as they are put back.
+    pairs: Vec<SavedPair>,
+}
+
+/// One pair's requests, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedPair {
+    from: String,
+    to: String,
+    requests: Vec<SavedRow>,
 }
 
 /// Detects the same collaboration request again (kind
@@ -80,6 +98,43 @@ impl CollaborationLoop {
     pub fn tasks(&self) -> usize {
         self.tasks.len()
     }
+
+    fn fresh(&self) -> PairHistories {
+        PairHistories {
+            pairs: LruCache::new(non_zero(self.limits.histories_per_task)),
+        }
+    }
+
+    /// [`ExtensionDetector::import_task`] without the clean-up on error.
+    async fn restore(&self, task: &str, state: serde_json::Value) -> Result<(), ExtensionError> {
+        let saved: SavedPairs = parse_saved(self.name(), task, state)?;
+        let (rows_kept, pairs_kept) = (
+            self.limits.rows_per_history,
+            self.limits.histories_per_task.max(1),
+        );
+        // Only what the windows can hold is embedded.
+        let pairs = newest(&saved.pairs, pairs_kept);
+        let rows: Vec<&SavedRow> = pairs
+            .iter()
+            .flat_map(|pair| newest(&pair.requests, rows_kept))
+            .collect();
+        let mut probes = restore_probes(&self.matcher, &rows)
+            .await
+            .map_err(|problem| import_error(self.name(), task, &problem))?
+            .into_iter();
+        let mut state = self.fresh();
+        for pair in pairs {
+            let mut history = self.matcher.history(rows_kept);
+            history
+                .restore(newest(&pair.requests, rows_kept), &mut probes)
+                .map_err(|err| import_error(self.name(), task, &err.to_string()))?;
+            state
+                .pairs
+                .put((pair.from.clone(), pair.to.clone()), history);
+        }
+        self.tasks.insert(task, state);
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -107,17 +162,15 @@ impl ExtensionDetector for CollaborationLoop {
         let threshold = self
             .similarity
             .request_threshold_for(task_type(event.event));
-        let this = Request {
+        let this = Seen {
             line: event.line,
             id: event.event.id.as_deref().map(Arc::from),
         };
-        let pair = format!("{from}\u{0}{to}");
+        let pair = (from.clone(), to.clone());
         let (matcher, limits) = (&self.matcher, &self.limits);
         let best = self.tasks.with(
             &event.event.task,
-            || PairHistories {
-                pairs: LruCache::new(non_zero(limits.histories_per_task)),
-            },
+            || self.fresh(),
             |state| {
                 let history = state
                     .pairs
@@ -165,5 +218,50 @@ impl ExtensionDetector for CollaborationLoop {
 
     async fn reset_task(&self, task: &str) {
         self.tasks.remove(task);
+    }
+
+    /// The task's pairs, the least recently used first, each with its
+    /// remembered requests (line, id and text), oldest first: everything
+    /// [`observe`](ExtensionDetector::observe) compares and cites. Texts
+    /// rather than vectors: the original text with semantic matching, the
+    /// normalized text without. `None` for a task it holds nothing of.
+    ///
+    /// Not kept: where the task stands among the detector's other tasks
+    /// (which one [`SemanticLimits::max_tasks`] forgets first), a property
+    /// of the process, not of the task.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let saved = self.tasks.peek(task, |state| SavedPairs {
+            format: STATE_FORMAT,
+            pairs: state
+                .pairs
+                .iter()
+                .rev()
+                .map(|((from, to), history)| SavedPair {
+                    from: from.clone(),
+                    to: to.clone(),
+                    requests: history.save(),
+                })
+                .collect(),
+        })?;
+        serde_json::to_value(saved).ok()
+    }
+
+    /// Puts back what [`export_task`](ExtensionDetector::export_task)
+    /// gave, replacing what the detector holds of the task, and embeds the
+    /// requests again (one batched call; none for texts the service has
+    /// cached). At most [`SemanticLimits::histories_per_task`] pairs of
+    /// [`SemanticLimits::rows_per_history`] requests are read, the newest.
+    /// An unknown format or malformed JSON is an error naming the detector,
+    /// and the task starts afresh.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let restored = self.restore(task, state).await;
+        if restored.is_err() {
+            self.tasks.remove(task);
+        }
+        restored
     }
 }

@@ -1,5 +1,7 @@
 //! What the semantic detectors remember: texts as vectors (or as normalized
-//! text when semantic matching is off), per task, bounded.
+//! text when semantic matching is off), per task, bounded; and the form a
+//! durable store keeps it in (texts, never vectors: they are embedded again
+//! on import).
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
@@ -7,9 +9,13 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use loopguard_detectors::normalize_topic;
+use loopguard_host::ExtensionError;
 use lru::LruCache;
 use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
+use super::STATE_FORMAT;
 use crate::error::Result;
 use crate::service::{Embedding, EmbeddingService};
 use crate::similarity::SimilarityIndex;
@@ -27,8 +33,9 @@ pub(crate) enum Matcher {
 /// A text ready to be compared.
 #[derive(Debug, Clone)]
 pub(crate) enum Probe {
-    /// Its unit vector.
-    Vector(Embedding),
+    /// Its unit vector, and the text it is the vector of (what an export
+    /// keeps).
+    Vector { vector: Embedding, text: Arc<str> },
     /// Its normalized form (never empty).
     Text(String),
 }
@@ -43,17 +50,55 @@ impl Matcher {
             return Ok(None);
         }
         match self {
-            Matcher::Semantic(service) => Ok(Some(Probe::Vector(service.embed(text).await?))),
+            Matcher::Semantic(service) => Ok(Some(Probe::Vector {
+                vector: service.embed(text).await?,
+                text: Arc::from(text),
+            })),
             Matcher::Exact => Ok(Some(Probe::Text(normalized))),
         }
+    }
+
+    /// The probes of `texts`, in order, as [`Matcher::probe`] makes them,
+    /// with every embedding asked for in one
+    /// [`EmbeddingService::embed_many`] call (what an import does: at most
+    /// one inference per text the cache does not hold).
+    pub(crate) async fn probes(&self, texts: &[&str]) -> Result<Vec<Option<Probe>>> {
+        let normalized: Vec<String> = texts.iter().map(|text| normalize_topic(text)).collect();
+        let Matcher::Semantic(service) = self else {
+            return Ok(normalized
+                .into_iter()
+                .map(|text| (!text.is_empty()).then_some(Probe::Text(text)))
+                .collect());
+        };
+        let worded: Vec<&str> = texts
+            .iter()
+            .zip(&normalized)
+            .filter(|(_, normalized)| !normalized.is_empty())
+            .map(|(text, _)| *text)
+            .collect();
+        let mut vectors = service.embed_many(&worded).await?.into_iter();
+        Ok(texts
+            .iter()
+            .zip(&normalized)
+            .map(|(text, normalized)| {
+                if normalized.is_empty() {
+                    return None;
+                }
+                vectors.next().map(|vector| Probe::Vector {
+                    vector,
+                    text: Arc::from(*text),
+                })
+            })
+            .collect())
     }
 
     /// A history of this matcher's probes, keeping the last `capacity`.
     pub(crate) fn history<K: Clone>(&self, capacity: usize) -> History<K> {
         match self {
-            Matcher::Semantic(service) => {
-                History::Vectors(SimilarityIndex::new(service.dimension(), capacity))
-            }
+            Matcher::Semantic(service) => History::Vectors {
+                index: SimilarityIndex::new(service.dimension(), capacity),
+                texts: VecDeque::new(),
+            },
             Matcher::Exact => History::Texts {
                 rows: VecDeque::new(),
                 capacity,
@@ -77,8 +122,13 @@ fn clamp(cosine: f32) -> f32 {
 /// queries, one topic's members), each under a key.
 #[derive(Debug, Clone)]
 pub(crate) enum History<K> {
-    /// Vectors, searched by cosine.
-    Vectors(SimilarityIndex<K>),
+    /// Vectors, searched by cosine; and the same entries' keys and texts,
+    /// oldest first (the index keeps no texts and no order one can read,
+    /// and an export needs both).
+    Vectors {
+        index: SimilarityIndex<K>,
+        texts: VecDeque<(K, Arc<str>)>,
+    },
     /// Normalized texts, oldest first.
     Texts {
         rows: VecDeque<(String, K)>,
@@ -91,7 +141,7 @@ impl<K: Clone> History<K> {
     /// newest. `None` when empty (or, for texts, when no entry is equal).
     pub(crate) fn nearest(&self, probe: &Probe) -> Result<Option<(K, f32)>> {
         match (self, probe) {
-            (History::Vectors(index), Probe::Vector(vector)) => Ok(index
+            (History::Vectors { index, .. }, Probe::Vector { vector, .. }) => Ok(index
                 .nearest(vector)?
                 .map(|found| (found.key, clamp(found.cosine)))),
             (History::Texts { rows, .. }, Probe::Text(text)) => Ok(rows
@@ -113,7 +163,7 @@ impl<K: Clone> History<K> {
     /// Every entry strictly above `threshold`, oldest first.
     pub(crate) fn all_above(&self, probe: &Probe, threshold: f32) -> Result<Vec<(K, f32)>> {
         match (self, probe) {
-            (History::Vectors(index), Probe::Vector(vector)) => Ok(index
+            (History::Vectors { index, .. }, Probe::Vector { vector, .. }) => Ok(index
                 .all_above(vector, threshold)?
                 .into_iter()
                 .map(|found| (found.key, clamp(found.cosine)))
@@ -131,7 +181,17 @@ impl<K: Clone> History<K> {
     /// Remembers `probe` under `key`, forgetting the oldest entry when full.
     pub(crate) fn push(&mut self, key: K, probe: &Probe) -> Result<()> {
         match (self, probe) {
-            (History::Vectors(index), Probe::Vector(vector)) => index.push(key, vector),
+            (History::Vectors { index, texts }, Probe::Vector { vector, text }) => {
+                index.push(key.clone(), vector)?;
+                if index.capacity() == 0 {
+                    return Ok(());
+                }
+                if texts.len() == index.capacity() {
+                    texts.pop_front();
+                }
+                texts.push_back((key, Arc::clone(text)));
+                Ok(())
+            }
             (History::Texts { rows, capacity }, Probe::Text(text)) => {
                 if *capacity == 0 {
                     return Ok(());
@@ -145,6 +205,174 @@ impl<K: Clone> History<K> {
             // A matcher makes one kind of probe and one kind of history.
             _ => Ok(()),
         }
+    }
+}
+
+impl<K: RowKey> History<K> {
+    /// Its entries as a durable store keeps them, oldest first: each key
+    /// with its text (the original text when semantic, the normalized text
+    /// otherwise: what the history compares).
+    pub(crate) fn save(&self) -> Vec<SavedRow> {
+        match self {
+            History::Vectors { texts, .. } => {
+                texts.iter().map(|(key, text)| key.save(text)).collect()
+            }
+            History::Texts { rows, .. } => rows.iter().map(|(text, key)| key.save(text)).collect(),
+        }
+    }
+
+    /// Pushes `rows` (oldest first), each with its probe from `probes`.
+    pub(crate) fn restore(
+        &mut self,
+        rows: &[SavedRow],
+        probes: &mut impl Iterator<Item = Probe>,
+    ) -> Result<()> {
+        for (row, probe) in rows.iter().zip(probes) {
+            self.push(K::restore(row), &probe)?;
+        }
+        Ok(())
+    }
+}
+
+/// An event remembered by its input line and its id, to be cited as
+/// evidence.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) line: u64,
+    pub(crate) id: Option<Arc<str>>,
+}
+
+/// A history's key, as a durable store keeps it.
+pub(crate) trait RowKey: Clone {
+    /// The key with its entry's text.
+    fn save(&self, text: &str) -> SavedRow;
+    /// The key back from a saved row.
+    fn restore(row: &SavedRow) -> Self;
+}
+
+impl RowKey for Seen {
+    fn save(&self, text: &str) -> SavedRow {
+        SavedRow {
+            line: self.line,
+            id: self.id.as_deref().map(str::to_owned),
+            text: text.to_owned(),
+        }
+    }
+
+    fn restore(row: &SavedRow) -> Seen {
+        Seen {
+            line: row.line,
+            id: row.id.as_deref().map(Arc::from),
+        }
+    }
+}
+
+/// A line alone (a topic's members).
+impl RowKey for u64 {
+    fn save(&self, text: &str) -> SavedRow {
+        SavedRow {
+            line: *self,
+            id: None,
+            text: text.to_owned(),
+        }
+    }
+
+    fn restore(row: &SavedRow) -> u64 {
+        row.line
+    }
+}
+
+/// One remembered text as a durable store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SavedRow {
+    /// The input line of the event it came from.
+    pub(crate) line: u64,
+    /// That event's id, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) id: Option<String>,
+    /// The text: as the event gave it with semantic matching, normalized
+    /// without (either way, what the detector compares once embedded or
+    /// normalized again).
+    pub(crate) text: String,
+}
+
+/// The last `keep` items of `items`: what a bounded window holding at most
+/// `keep` would have kept of them, so that an import never embeds more
+/// than the detector's windows hold, whatever the saved state says.
+pub(crate) fn newest<T>(items: &[T], keep: usize) -> &[T] {
+    &items[items.len().saturating_sub(keep)..]
+}
+
+/// The probes of every saved row, in order, from one batched call:
+/// `rows` of every history of a task, flattened.
+pub(crate) async fn restore_probes(
+    matcher: &Matcher,
+    rows: &[&SavedRow],
+) -> std::result::Result<Vec<Probe>, String> {
+    let texts: Vec<&str> = rows.iter().map(|row| row.text.as_str()).collect();
+    let probes = matcher
+        .probes(&texts)
+        .await
+        .map_err(|err| format!("its texts cannot be embedded again ({err})"))?;
+    rows.iter()
+        .zip(probes)
+        .map(|(row, probe)| probe.ok_or_else(|| format!("line {}'s text has no words", row.line)))
+        .collect()
+}
+
+/// Reads a saved state of `detector`: a JSON object whose `format` is
+/// [`STATE_FORMAT`], then the rest as `T`. The error names the detector,
+/// the task and what is wrong.
+pub(crate) fn parse_saved<T: DeserializeOwned>(
+    detector: &str,
+    task: &str,
+    state: serde_json::Value,
+) -> std::result::Result<T, ExtensionError> {
+    let format = match state.get("format") {
+        Some(format) => format.as_u64().ok_or_else(|| {
+            import_error(
+                detector,
+                task,
+                &format!("has a \"format\" that is not a version number: {format}"),
+            )
+        })?,
+        None if state.is_object() => {
+            return Err(import_error(detector, task, "has no \"format\""));
+        }
+        None => {
+            return Err(import_error(
+                detector,
+                task,
+                &format!("is not a JSON object: {}", brief(&state)),
+            ));
+        }
+    };
+    if format != u64::from(STATE_FORMAT) {
+        return Err(import_error(
+            detector,
+            task,
+            &format!("has format {format}, and this loopguard reads format {STATE_FORMAT}"),
+        ));
+    }
+    serde_json::from_value(state)
+        .map_err(|err| import_error(detector, task, &format!("is malformed: {err}")))
+}
+
+/// "`detector`: task `task`'s saved state `problem`; the task starts
+/// afresh".
+pub(crate) fn import_error(detector: &str, task: &str, problem: &str) -> ExtensionError {
+    ExtensionError(format!(
+        "{detector}: task '{task}'s saved state {problem}; the task starts afresh"
+    ))
+}
+
+/// At most 80 characters of `value`'s JSON, for an error message.
+fn brief(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }
 
@@ -196,6 +424,18 @@ impl<S> TaskStates<S> {
     ) -> R {
         let mut shard = self.shard(task).lock();
         f(shard.get_or_insert_mut_ref(task, make))
+    }
+
+    /// Runs `f` on the task's state if it is remembered, without marking
+    /// the task as used (an export must not change which task is forgotten
+    /// first).
+    pub(crate) fn peek<R>(&self, task: &str, f: impl FnOnce(&S) -> R) -> Option<R> {
+        self.shard(task).lock().peek(task).map(f)
+    }
+
+    /// Puts `state` in the place of the task's (an import).
+    pub(crate) fn insert(&self, task: &str, state: S) {
+        self.shard(task).lock().put(task.to_owned(), state);
     }
 
     /// Forgets a task.

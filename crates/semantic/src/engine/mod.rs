@@ -39,6 +39,14 @@
 //! inference; the [`EmbeddingService`] caches them by text, so the three
 //! parts embed a text once.
 //!
+//! **Restarts.** With a durable store (SQLite, PostgreSQL), each part's
+//! state of a task survives a restart: the engine keeps what
+//! `export_task` gives (versioned JSON, [`STATE_FORMAT`], holding the
+//! remembered texts, never their vectors) and hands it back through
+//! `import_task`, which embeds the texts again (one batched call, at most
+//! one inference per text of the task's windows), so a trace replayed
+//! across a restart gets the decisions of one whole run.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use loopguard_core_types::{Action, Config, Event};
@@ -84,6 +92,11 @@ mod collaboration_loop;
 mod history;
 mod repeated_query;
 mod topics;
+
+/// The format of the per-task state the detectors export to a durable
+/// store (`{"format": 1, ...}`); an import of another format is an error,
+/// and the task starts afresh.
+pub const STATE_FORMAT: u32 = 1;
 
 /// How every reason ends when semantic matching is off.
 pub const EXACT_SUFFIX: &str = "(exact normalized text: semantic matching is off in config)";
@@ -314,7 +327,7 @@ impl SemanticDetectors {
     pub async fn similarity(&self, a: &str, b: &str) -> Result<f32> {
         let (a, b) = (self.matcher.probe(a).await?, self.matcher.probe(b).await?);
         Ok(match (a, b) {
-            (Some(Probe::Vector(a)), Some(Probe::Vector(b))) => {
+            (Some(Probe::Vector { vector: a, .. }), Some(Probe::Vector { vector: b, .. })) => {
                 crate::similarity::cosine(&a, &b)?.clamp(-1.0, 1.0)
             }
             (Some(Probe::Text(a)), Some(Probe::Text(b))) if a == b => 1.0,

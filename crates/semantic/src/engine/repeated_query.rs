@@ -23,30 +23,123 @@
 //!
 //! With semantic matching off, only content whose normalized text equals an
 //! earlier query's counts (similarity 1), and the reason says so.
+//!
+//! With a durable store, a task's metrics and queries survive a restart
+//! ([`RepeatedQuery::export_task`](ExtensionDetector::export_task)).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Action, Detection, EventKind, Severity, SimilarityConfig, kinds};
+use loopguard_core_types::{
+    Action, Detection, Event, EventKind, ProgressSnapshot, Severity, SimilarityConfig, kinds,
+};
 use loopguard_detectors::{ObservedEvent, ProgressState, ProgressTracker};
 use loopguard_host::{ExtensionDetector, ExtensionError};
 use lru::LruCache;
+use serde::{Deserialize, Serialize};
 
-use super::history::{History, Matcher, TaskStates};
-use super::{EXACT_SUFFIX, SemanticLimits, extension_error, non_zero, ordinal, task_type};
-
-/// One remembered query: its line and its id.
-#[derive(Debug, Clone)]
-struct Query {
-    line: u64,
-    id: Option<Arc<str>>,
-}
+use super::history::{
+    History, Matcher, SavedRow, Seen, TaskStates, import_error, newest, parse_saved, restore_probes,
+};
+use super::{
+    EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, ordinal, task_type,
+};
 
 /// Per task: the progress metrics seen, and one history per recipient of
 /// the queries since the last progress.
 struct Queries {
     progress: ProgressState,
-    recipients: LruCache<String, History<Query>>,
+    recipients: LruCache<String, History<Seen>>,
+}
+
+/// [`Queries`] as a durable store keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedQueries {
+    format: u32,
+    /// The latest value of each metric the task reported.
+    metrics: SavedMetrics,
+    /// The least recently used recipient first, as they are put back.
+    recipients: Vec<SavedRecipient>,
+}
+
+/// One recipient's queries since the last progress, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedRecipient {
+    to: String,
+    queries: Vec<SavedRow>,
+}
+
+/// A task's latest metrics. Coverage is kept as text (Rust's shortest
+/// round-tripping form): a JSON number read back by `serde_json` without
+/// its `float_roundtrip` feature may come back one unit in the last place
+/// off, and a coverage that seems to move is "new information".
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedMetrics {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tests_total: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tests_failed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    coverage: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    files_changed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deps_added: Option<u64>,
+}
+
+impl SavedMetrics {
+    fn of(latest: &ProgressSnapshot) -> SavedMetrics {
+        SavedMetrics {
+            tests_total: latest.tests_total,
+            tests_failed: latest.tests_failed,
+            coverage: latest.coverage.map(|coverage| coverage.to_string()),
+            files_changed: latest.files_changed,
+            deps_added: latest.deps_added,
+        }
+    }
+
+    /// The tracker's state holding these metrics, or what is wrong.
+    fn progress(&self) -> Result<ProgressState, String> {
+        let coverage = match &self.coverage {
+            Some(text) => Some(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|coverage| coverage.is_finite())
+                    .ok_or_else(|| format!("has a coverage that is not a number: {text:?}"))?,
+            ),
+            None => None,
+        };
+        let latest = ProgressSnapshot {
+            tests_total: self.tests_total,
+            tests_failed: self.tests_failed,
+            coverage,
+            files_changed: self.files_changed,
+            deps_added: self.deps_added,
+        };
+        // The tracker's state is built the way it is filled: a first
+        // snapshot sets every metric it reports.
+        let mut progress = ProgressState::default();
+        ProgressTracker.observe(
+            &mut progress,
+            &Event {
+                task: String::new(),
+                ts: None,
+                id: None,
+                kind: EventKind::Progress(latest),
+                extra: serde_json::Map::new(),
+            },
+        );
+        if *progress.latest() == latest {
+            Ok(progress)
+        } else {
+            Err(format!(
+                "has metrics the tracker does not keep as given: {latest:?}"
+            ))
+        }
+    }
 }
 
 impl std::fmt::Debug for Queries {
@@ -91,6 +184,40 @@ impl RepeatedQuery {
             progress: ProgressState::default(),
             recipients: LruCache::new(non_zero(self.limits.histories_per_task)),
         }
+    }
+
+    /// [`ExtensionDetector::import_task`] without the clean-up on error.
+    async fn restore(&self, task: &str, state: serde_json::Value) -> Result<(), ExtensionError> {
+        let saved: SavedQueries = parse_saved(self.name(), task, state)?;
+        let progress = saved
+            .metrics
+            .progress()
+            .map_err(|problem| import_error(self.name(), task, &problem))?;
+        let (rows_kept, recipients_kept) = (
+            self.limits.rows_per_history,
+            self.limits.histories_per_task.max(1),
+        );
+        // Only what the windows can hold is embedded.
+        let recipients = newest(&saved.recipients, recipients_kept);
+        let rows: Vec<&SavedRow> = recipients
+            .iter()
+            .flat_map(|recipient| newest(&recipient.queries, rows_kept))
+            .collect();
+        let mut probes = restore_probes(&self.matcher, &rows)
+            .await
+            .map_err(|problem| import_error(self.name(), task, &problem))?
+            .into_iter();
+        let mut state = self.fresh();
+        state.progress = progress;
+        for recipient in recipients {
+            let mut history = self.matcher.history(rows_kept);
+            history
+                .restore(newest(&recipient.queries, rows_kept), &mut probes)
+                .map_err(|err| import_error(self.name(), task, &err.to_string()))?;
+            state.recipients.put(recipient.to.clone(), history);
+        }
+        self.tasks.insert(task, state);
+        Ok(())
     }
 }
 
@@ -137,7 +264,7 @@ impl ExtensionDetector for RepeatedQuery {
         let threshold = self
             .similarity
             .request_threshold_for(task_type(event.event));
-        let this = Query {
+        let this = Seen {
             line: event.line,
             id: event.event.id.as_deref().map(Arc::from),
         };
@@ -159,7 +286,7 @@ impl ExtensionDetector for RepeatedQuery {
         let Some((best, similarity)) = earlier
             .iter()
             .rev()
-            .fold(None::<&(Query, f32)>, |best, candidate| match best {
+            .fold(None::<&(Seen, f32)>, |best, candidate| match best {
                 Some(best) if best.1 >= candidate.1 => Some(best),
                 _ => Some(candidate),
             })
@@ -214,5 +341,52 @@ impl ExtensionDetector for RepeatedQuery {
 
     async fn reset_task(&self, task: &str) {
         self.tasks.remove(task);
+    }
+
+    /// The task's latest metrics (what tells new information from none)
+    /// and its recipients, the least recently used first, each with the
+    /// queries sent to it since the last progress (line, id and text),
+    /// oldest first: everything [`observe`](ExtensionDetector::observe)
+    /// compares, counts and cites. Texts rather than vectors: the original
+    /// text with semantic matching, the normalized text without. `None`
+    /// for a task it holds nothing of.
+    ///
+    /// Not kept: where the task stands among the detector's other tasks
+    /// (which one [`SemanticLimits::max_tasks`] forgets first), a property
+    /// of the process, not of the task.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let saved = self.tasks.peek(task, |state| SavedQueries {
+            format: STATE_FORMAT,
+            metrics: SavedMetrics::of(state.progress.latest()),
+            recipients: state
+                .recipients
+                .iter()
+                .rev()
+                .map(|(to, history)| SavedRecipient {
+                    to: to.clone(),
+                    queries: history.save(),
+                })
+                .collect(),
+        })?;
+        serde_json::to_value(saved).ok()
+    }
+
+    /// Puts back what [`export_task`](ExtensionDetector::export_task)
+    /// gave, replacing what the detector holds of the task, and embeds the
+    /// queries again (one batched call; none for texts the service has
+    /// cached). At most [`SemanticLimits::histories_per_task`] recipients
+    /// of [`SemanticLimits::rows_per_history`] queries are read, the
+    /// newest. An unknown format or malformed JSON is an error naming the
+    /// detector, and the task starts afresh.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let restored = self.restore(task, state).await;
+        if restored.is_err() {
+            self.tasks.remove(task);
+        }
+        restored
     }
 }

@@ -11,11 +11,18 @@
 //! [`SemanticLimits::rows_per_topic`] members, and a task its last
 //! [`SemanticLimits::topics_per_task`] topics, the least recently joined
 //! forgotten first. Topic ids are unique in the process, so a forgotten
-//! topic's id is never given to a new one.
+//! topic's id is never given to a new one; they start at a value drawn per
+//! process, so that ids of another run (kept in `topic_cycle`'s saved
+//! windows of a task whose topics could not be restored) are unlikely to
+//! come back either.
+//!
+//! With a durable store, a task's topics survive a restart, ids included
+//! ([`SemanticTopics::export_task`](TopicAssigner::export_task)).
 //!
 //! With semantic matching off there is no assigner: `topic_cycle` groups
 //! topics by exact normalized text on its own.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,10 +31,17 @@ use loopguard_core_types::SimilarityConfig;
 use loopguard_detectors::SemanticTopic;
 use loopguard_host::{ExtensionError, TopicAssigner};
 use lru::LruCache;
+use serde::{Deserialize, Serialize};
 
-use super::history::{History, Matcher, Probe, TaskStates};
-use super::{SemanticLimits, extension_error, non_zero};
+use super::history::{
+    History, Matcher, Probe, SavedRow, TaskStates, import_error, newest, parse_saved,
+    restore_probes,
+};
+use super::{STATE_FORMAT, SemanticLimits, extension_error, non_zero};
 use crate::service::EmbeddingService;
+
+/// The assigner's name in errors; also the engine's key for its state.
+const NAME: &str = "topics";
 
 /// Longest topic label, in characters.
 pub const TOPIC_LABEL_CHARS: usize = 60;
@@ -42,6 +56,24 @@ struct Topic {
 /// Per task: its topics by id, most recently joined first.
 struct Topics {
     topics: LruCache<u64, Topic>,
+}
+
+/// [`Topics`] as a durable store keeps it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedTopics {
+    format: u32,
+    /// The least recently joined topic first, as they are put back.
+    topics: Vec<SavedTopic>,
+}
+
+/// One topic: its id, its label and its last members, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedTopic {
+    id: u64,
+    label: String,
+    members: Vec<SavedRow>,
 }
 
 impl std::fmt::Debug for Topics {
@@ -75,13 +107,71 @@ impl SemanticTopics {
             tasks: TaskStates::new(limits.max_tasks),
             similarity,
             limits,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(id_seed()),
         }
     }
 
     /// How many tasks it remembers.
     pub fn tasks(&self) -> usize {
         self.tasks.len()
+    }
+
+    fn fresh(&self) -> Topics {
+        Topics {
+            topics: LruCache::new(non_zero(self.limits.topics_per_task)),
+        }
+    }
+
+    /// [`TopicAssigner::import_task`] without the clean-up on error.
+    async fn restore(&self, task: &str, state: serde_json::Value) -> Result<(), ExtensionError> {
+        let saved: SavedTopics = parse_saved(NAME, task, state)?;
+        let (rows_kept, topics_kept) = (
+            self.limits.rows_per_topic,
+            self.limits.topics_per_task.max(1),
+        );
+        let mut ids = HashSet::new();
+        if let Some(topic) = saved.topics.iter().find(|topic| !ids.insert(topic.id)) {
+            return Err(import_error(
+                NAME,
+                task,
+                &format!("has topic id {} twice", topic.id),
+            ));
+        }
+        // Only what the windows can hold is embedded.
+        let topics = newest(&saved.topics, topics_kept);
+        let rows: Vec<&SavedRow> = topics
+            .iter()
+            .flat_map(|topic| newest(&topic.members, rows_kept))
+            .collect();
+        let mut probes = restore_probes(&self.matcher, &rows)
+            .await
+            .map_err(|problem| import_error(NAME, task, &problem))?
+            .into_iter();
+        let mut state = self.fresh();
+        for topic in topics {
+            let mut members = self.matcher.history(rows_kept);
+            members
+                .restore(newest(&topic.members, rows_kept), &mut probes)
+                .map_err(|err| import_error(NAME, task, &err.to_string()))?;
+            state.topics.put(
+                topic.id,
+                Topic {
+                    label: topic.label.clone(),
+                    members,
+                },
+            );
+        }
+        // A new topic of this task must not take the id of one of its
+        // earlier topics, which `topic_cycle`'s own saved windows may still
+        // count under that id. The newest topic is never forgotten before a
+        // newer one starts, so the task's largest saved id is the largest it
+        // ever had, forgotten topics included (ids only grow).
+        if let Some(largest) = saved.topics.iter().map(|topic| topic.id).max() {
+            self.next_id
+                .fetch_max(largest.saturating_add(1), Ordering::Relaxed);
+        }
+        self.tasks.insert(task, state);
+        Ok(())
     }
 }
 
@@ -103,12 +193,9 @@ impl TopicAssigner for SemanticTopics {
             return Ok(None);
         };
         let threshold = self.similarity.topic_threshold_for(task_type);
-        let limits = &self.limits;
         let topic = self.tasks.with(
             task,
-            || Topics {
-                topics: LruCache::new(non_zero(limits.topics_per_task)),
-            },
+            || self.fresh(),
             |state| self.join_or_start(state, &probe, line, text, threshold.value),
         );
         topic
@@ -118,6 +205,55 @@ impl TopicAssigner for SemanticTopics {
 
     async fn reset_task(&self, task: &str) {
         self.tasks.remove(task);
+    }
+
+    /// The task's topics, the least recently joined first, each with its
+    /// id, its label and its last members (line and original text), oldest
+    /// first: everything [`assign`](TopicAssigner::assign) compares and
+    /// reports. Texts rather than vectors. `None` for a task it holds
+    /// nothing of.
+    ///
+    /// The id counter is the process's, not the task's, and is not kept:
+    /// an import moves it past the task's largest id, which is all a new
+    /// topic's id must respect (ids only have to differ within a task;
+    /// they are never reported, `topic_cycle` keys its windows by them).
+    /// Not kept either: where the task stands among the assigner's other
+    /// tasks (which one [`SemanticLimits::max_tasks`] forgets first), a
+    /// property of the process.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let saved = self.tasks.peek(task, |state| SavedTopics {
+            format: STATE_FORMAT,
+            topics: state
+                .topics
+                .iter()
+                .rev()
+                .map(|(id, topic)| SavedTopic {
+                    id: *id,
+                    label: topic.label.clone(),
+                    members: topic.members.save(),
+                })
+                .collect(),
+        })?;
+        serde_json::to_value(saved).ok()
+    }
+
+    /// Puts back what [`export_task`](TopicAssigner::export_task) gave,
+    /// replacing what the assigner holds of the task, and embeds the
+    /// members again (one batched call; none for texts the service has
+    /// cached). At most [`SemanticLimits::topics_per_task`] topics of
+    /// [`SemanticLimits::rows_per_topic`] members are read, the newest. An
+    /// unknown format, malformed JSON or a repeated id is an error naming
+    /// the assigner (`topics`), and the task starts afresh.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let restored = self.restore(task, state).await;
+        if restored.is_err() {
+            self.tasks.remove(task);
+        }
+        restored
     }
 }
 
@@ -171,6 +307,20 @@ impl SemanticTopics {
             matched_line: None,
         })
     }
+}
+
+/// Where this process's topic ids start: mixed from the wall clock and the
+/// process id, below 2^62 (room to count up).
+fn id_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 2).max(1)
 }
 
 /// `text` on one line, at most [`TOPIC_LABEL_CHARS`] characters, ending in
