@@ -733,7 +733,7 @@ impl LoopGuard {
             // Queued while the task's lock is held, so two events of one
             // task reach the store in the order they were decided.
             match self.durability {
-                Durability::Durable => match self.commit_queue() {
+                Durability::Durable if self.store.group_commit() => match self.commit_queue() {
                     Some(queue) => writes.queued = Some(queue.push(commit)),
                     None => writes.commit = Some(commit),
                 },

@@ -10,6 +10,15 @@
 //! are handled here. Detections are logged with `tracing`: INFO for a
 //! detection, WARN for an intervention, ERROR for an escalation.
 //!
+//! A store's [`Durability`] decides what outlives the process. With a
+//! durable store (SQLite, PostgreSQL, or [`MemoryStore::durable`]) every
+//! event's [`TaskCommit`] (the task's counters and whole detector state,
+//! its [`AuditEntry`] rows and [`PivotRecord`]s, its episodes) commits
+//! before the decision is returned, so an engine started on the same store
+//! continues every task exactly where the last one stopped; with a shared
+//! store (PostgreSQL) each event runs under its task's lock, so several
+//! engines can serve one task.
+//!
 //! With the default `plugins` feature, [`load_plugins`] loads detector
 //! plugins (`cdylib`s built against `loopguard-plugin-api`) as extension
 //! detectors: called off the reactor, their panics contained, disabled

@@ -209,6 +209,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn durability(&self) -> Durability {
         Durability::Memory
     }
+    /// Whether concurrent events' commits should share transactions (a
+    /// queue and one writer, see [`Durability::Durable`]). Default: yes; a
+    /// store whose commit costs no I/O says no and is written directly.
+    fn group_commit(&self) -> bool {
+        true
+    }
     /// Inserts or replaces an episode (keyed by its id).
     async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError>;
     /// Inserts or replaces a task's snapshot.
@@ -314,6 +320,10 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn durability(&self) -> Durability {
         self.durability
+    }
+
+    fn group_commit(&self) -> bool {
+        false
     }
 
     async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError> {

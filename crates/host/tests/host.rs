@@ -800,3 +800,23 @@ async fn a_stored_state_that_cannot_be_read_falls_back_to_the_counters_and_says_
         decision.errors
     );
 }
+
+#[tokio::test]
+async fn a_task_evicted_from_memory_reloads_its_whole_state_from_a_durable_store() {
+    let events = trace_events("agent_pair.jsonl");
+    let whole = replay_on(&Arc::new(MemoryStore::durable()), &events).await;
+    let store = Arc::new(MemoryStore::durable());
+    let guard = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()
+        .expect("valid");
+    let mut decisions = Vec::new();
+    for (line, event) in &events {
+        // Evict everything before every event: each one is reloaded.
+        let evicted = guard.evict_idle(loopguard_core_types::Timestamp(i64::MAX / 2));
+        assert!(decisions.is_empty() || evicted > 0, "the task was evicted");
+        let decision = guard.observe_line(*line, event.clone()).await;
+        decisions.push(serde_json::to_value(&decision).expect("serializes"));
+    }
+    assert_eq!(decisions, whole);
+}

@@ -4,6 +4,12 @@
 //! UPDATE` are understood by SQLite 3.24+ and PostgreSQL alike); only the
 //! pool, the connection options and the migrations differ.
 
+// With one backend left out, some of the shared SQL and helpers go unused.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_imports, unused_macros)
+)]
+
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -18,7 +24,9 @@ use loopguard_host::{
 };
 use sqlx::Row;
 use sqlx::migrate::Migrator;
+#[cfg(feature = "postgres")]
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+#[cfg(feature = "sqlite")]
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -26,7 +34,9 @@ use sqlx::sqlite::{
 use crate::rows::{counter, enum_from, enum_text, episode_id, json_from, json_text};
 use crate::url::{SCHEMA_VERSION, redact_url};
 
+#[cfg(feature = "sqlite")]
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+#[cfg(feature = "postgres")]
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 
 /// How long a connection waits for another writer's lock (SQLite) or for a
@@ -73,6 +83,7 @@ const INSERT_PIVOT: &str =
 const PIVOTS: &str = "SELECT task, line, at, number, directive FROM loopguard_pivots ORDER BY seq";
 const TASK_PIVOTS: &str =
     "SELECT task, line, at, number, directive FROM loopguard_pivots WHERE task = $1 ORDER BY seq";
+#[cfg(feature = "postgres")]
 /// Serializes every engine's events of one task, including a task that has
 /// no row yet; released when the transaction ends.
 const LOCK_TASK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
@@ -80,6 +91,7 @@ const MIGRATED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE 
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
 #[derive(Debug, Clone)]
+#[cfg(feature = "sqlite")]
 pub struct SqliteStore {
     pool: SqlitePool,
     backend: String,
@@ -89,6 +101,7 @@ pub struct SqliteStore {
 /// The cycle log and task snapshots in a PostgreSQL database that many
 /// engines may share.
 #[derive(Debug, Clone)]
+#[cfg(feature = "postgres")]
 pub struct PostgresStore {
     pool: PgPool,
     backend: String,
@@ -125,6 +138,7 @@ impl Fault {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl SqliteStore {
     /// Opens (creating it, and its folder, if missing) the file that
     /// `sqlite://PATH` (or `sqlite:PATH`) names, and migrates it.
@@ -205,6 +219,7 @@ impl SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl PostgresStore {
     /// Connects to the database a `postgres://` URL names and migrates it.
     /// Its `options` parameter is passed on, e.g.
@@ -536,9 +551,12 @@ macro_rules! sql_store {
     };
 }
 
+#[cfg(feature = "sqlite")]
 sql_store!(SqliteStore, sqlx::Sqlite, Durability::Durable);
+#[cfg(feature = "postgres")]
 sql_store!(PostgresStore, sqlx::Postgres, Durability::Shared);
 
+#[cfg(feature = "postgres")]
 /// A task held under PostgreSQL's lock for it, inside a transaction.
 struct PgTaskLock {
     store: PostgresStore,
@@ -546,6 +564,7 @@ struct PgTaskLock {
     record: Option<TaskRecord>,
 }
 
+#[cfg(feature = "sqlite")]
 impl SqliteStore {
     /// SQLite serves one engine (it is [`Durability::Durable`]): no event
     /// asks it for a task lock.
@@ -559,6 +578,7 @@ impl SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl PostgresStore {
     async fn lock_for_event(&self, task: &str) -> Result<Box<dyn TaskLock>, StoreError> {
         Ok(Box::new(self.lock(task).await?))
@@ -586,6 +606,7 @@ impl PostgresStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 #[async_trait]
 impl TaskLock for PgTaskLock {
     fn record(&self) -> Option<&TaskRecord> {
@@ -712,7 +733,7 @@ fn error(backend: &str, operation: &str, err: impl std::fmt::Display) -> StoreEr
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite", feature = "postgres"))]
 mod tests {
     use super::*;
 

@@ -8,13 +8,30 @@
 //! | `sqlite://PATH` | [`SqliteStore`]: one file in WAL mode, created (with its folder) on first use |
 //! | `postgres://…` (or `postgresql://…`) | [`PostgresStore`]: one database shared by a fleet of engines |
 //!
-//! Both SQL backends keep the same two tables (`loopguard_tasks`, one row
-//! per task, and `loopguard_episodes`, the cycle log), written with
-//! single-statement upserts (`INSERT … ON CONFLICT … DO UPDATE`), so two
-//! engines on one database never lose a write to a read-modify-write race.
+//! Both SQL backends keep the same tables: `loopguard_tasks` (one row per
+//! task: status, counters, a version raised by every commit, and the
+//! detectors' whole state as versioned JSON), `loopguard_audit` (every
+//! detection and every reset, with its reason and the counts it cleared),
+//! `loopguard_pivots` (the strategy pivots) and `loopguard_episodes` (the
+//! cycle log). One event's writes are one [`TaskCommit`](loopguard_host::TaskCommit),
+//! committed in one transaction: all of it or none of it. A task's row is
+//! replaced only by a higher version, so a late retry never overwrites a
+//! newer state.
+//!
+//! - SQLite is [`Durability::Durable`](loopguard_host::Durability): one
+//!   engine, whose concurrent events share transactions.
+//! - PostgreSQL is [`Durability::Shared`](loopguard_host::Durability): every
+//!   event takes its task's transaction-scoped advisory lock
+//!   (`pg_advisory_xact_lock`) and reads the task's row before the engine
+//!   decides, so engines in several processes serve one task with exact
+//!   counters (no read-modify-write race: the lock serializes them).
+//!
 //! The schema's migrations are embedded and applied when a store opens; a
 //! database written by a newer loopguard (a schema version above
 //! [`SCHEMA_VERSION`]) is refused with a message saying so.
+//!
+//! Cargo features: `sqlite` and `postgres` (both on by default), one per
+//! backend; [`open_store`] names a missing one.
 //!
 //! ```
 //! use loopguard_core_types::{TaskStatus, Timestamp};
@@ -39,7 +56,10 @@
 //! ```
 #![deny(missing_docs)]
 
-pub use backends::{PostgresStore, SqliteStore};
+#[cfg(feature = "postgres")]
+pub use backends::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub use backends::SqliteStore;
 pub use loopguard_host::{MemoryStore, Store, StoreError};
 pub use url::{SCHEMA_VERSION, open_store, redact_url};
 

@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use loopguard_host::{MemoryStore, Store, StoreError};
 
-use crate::backends::{PostgresStore, SqliteStore};
+#[cfg(feature = "postgres")]
+use crate::backends::PostgresStore;
+#[cfg(feature = "sqlite")]
+use crate::backends::SqliteStore;
 
 /// The newest schema this loopguard knows: the version of its last
 /// embedded migration. A database at a higher version is refused.
@@ -19,10 +22,16 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
         return Ok(Arc::new(MemoryStore::new()));
     }
     if trimmed.starts_with("sqlite:") {
+        #[cfg(feature = "sqlite")]
         return Ok(Arc::new(SqliteStore::open(trimmed).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(left_out(trimmed, "sqlite"));
     }
     if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
         return Ok(Arc::new(PostgresStore::open(trimmed).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(left_out(trimmed, "postgres"));
     }
     Err(StoreError::Backend {
         backend: redact_url(trimmed),
@@ -30,6 +39,17 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
             "not a store URL: expected `memory`, `sqlite://PATH` or `postgres://USER@HOST/DATABASE`"
                 .into(),
     })
+}
+
+/// The error for a URL whose backend this build left out.
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn left_out(url: &str, feature: &str) -> StoreError {
+    StoreError::Backend {
+        backend: redact_url(url),
+        message: format!(
+            "this loopguard was built without the `{feature}` feature of loopguard-store-sqlx"
+        ),
+    }
 }
 
 /// The URL with any password replaced by `***`, fit for a message or a log.
