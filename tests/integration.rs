@@ -24,7 +24,11 @@ mod plugins;
 mod progress;
 #[path = "integration/repeated_output.rs"]
 mod repeated_output;
+#[path = "integration/restart.rs"]
+mod restart;
 #[path = "integration/semantic.rs"]
 mod semantic;
 #[path = "integration/store.rs"]
 mod store;
+#[path = "integration/tune.rs"]
+mod tune;

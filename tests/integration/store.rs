@@ -79,7 +79,7 @@ fn a_replayed_trace_is_listed_by_tasks_and_log() {
             .any(|line| line.starts_with("T1") && line.contains("escalated")),
         "{text:?}"
     );
-    let text = run(["log", "--store", &url]);
+    let text = run(["log", "--store", &url, "--episodes"]);
     assert_eq!(text.code, Some(0), "{text:?}");
     let id = episodes[0]["id"].as_u64().expect("an episode id");
     assert!(text.stdout.contains(&format!("#{id} T1 ")), "{text:?}");
@@ -116,33 +116,10 @@ fn a_store_url_that_names_no_backend_stops_before_any_work() {
 /// notice when it is not, failed when the server is unreachable.
 #[test]
 fn a_replay_into_postgres_is_read_back() {
-    let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
-        eprintln!(
-            "store::a_replay_into_postgres_is_read_back: skipped: \
-             LOOPGUARD_TEST_POSTGRES_URL is not set"
-        );
+    let Some(schema) = PgSchema::create("store_read_back") else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_nanos())
-        .unwrap_or_default();
-    let schema = format!("loopguard_cli_test_{}_{nanos}", std::process::id());
-    let admin = runtime
-        .block_on(async {
-            let admin = sqlx::PgPool::connect(&base).await?;
-            sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
-                .execute(&admin)
-                .await?;
-            Ok::<_, sqlx::Error>(admin)
-        })
-        .unwrap_or_else(|err| panic!("LOOPGUARD_TEST_POSTGRES_URL is set but {base}: {err}"));
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let url = schema.url.clone();
 
     let trace = trace("exact_failure.jsonl");
     let replay = run([
@@ -156,8 +133,7 @@ fn a_replay_into_postgres_is_read_back() {
     ]);
     let tasks = run(["tasks", "--store", &url, "--format", "json"]);
     let log = run(["log", "--store", &url, "--task", "T1", "--format", "json"]);
-    let dropped =
-        runtime.block_on(sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE")).execute(&admin));
+    drop(schema);
 
     assert_eq!(replay.code, Some(0), "{replay:?}");
     let tasks = json(&tasks);
@@ -166,5 +142,4 @@ fn a_replay_into_postgres_is_read_back() {
     assert_eq!(tasks["tasks"][0]["episodes"], 1, "{tasks}");
     let log = json(&log);
     assert_eq!(log["episodes"][0]["intervention"], "escalate", "{log}");
-    assert!(dropped.is_ok(), "{dropped:?}");
 }

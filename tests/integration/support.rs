@@ -188,3 +188,57 @@ pub(crate) fn task<'a>(report: &'a Value, task: &str) -> &'a Value {
         .and_then(|tasks| tasks.iter().find(|t| t["task"] == task))
         .unwrap_or_else(|| panic!("no task {task} in {report}"))
 }
+
+/// A schema of its own on the server `LOOPGUARD_TEST_POSTGRES_URL` names,
+/// dropped at the end; `None` (with a notice) when the variable is unset.
+pub(crate) struct PgSchema {
+    runtime: tokio::runtime::Runtime,
+    admin: sqlx::PgPool,
+    name: String,
+    /// The server's URL, with the schema as its search path.
+    pub(crate) url: String,
+}
+
+impl PgSchema {
+    /// Creates the schema; `test` names it and the skip notice.
+    pub(crate) fn create(test: &str) -> Option<PgSchema> {
+        let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
+            eprintln!("{test}: skipped: LOOPGUARD_TEST_POSTGRES_URL is not set");
+            return None;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_nanos())
+            .unwrap_or_default();
+        let name = format!("loopguard_cli_{test}_{}_{nanos}", std::process::id());
+        let admin = runtime
+            .block_on(async {
+                let admin = sqlx::PgPool::connect(&base).await?;
+                sqlx::query(&format!("CREATE SCHEMA \"{name}\""))
+                    .execute(&admin)
+                    .await?;
+                Ok::<_, sqlx::Error>(admin)
+            })
+            .unwrap_or_else(|err| panic!("LOOPGUARD_TEST_POSTGRES_URL is set but {base}: {err}"));
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}options=-c%20search_path%3D{name}");
+        Some(PgSchema {
+            runtime,
+            admin,
+            name,
+            url,
+        })
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let _ = self.runtime.block_on(
+            sqlx::query(&format!("DROP SCHEMA \"{}\" CASCADE", self.name)).execute(&self.admin),
+        );
+    }
+}

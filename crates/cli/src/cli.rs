@@ -52,6 +52,24 @@ pub(crate) enum Command {
     /// thresholds for your own traces: a pair counts as "the same" only
     /// when its cosine is strictly above the threshold.
     Similarity(SimilarityArgs),
+    /// Choose the similarity thresholds on your own data: sweep a range of
+    /// thresholds over labelled pairs (or recorded traces) and see, for each
+    /// one, what it catches and what it wrongly flags.
+    ///
+    /// Prints a table per threshold (TP, FP, TN, FN, precision, recall, F1,
+    /// false-positive rate), the threshold with the best F1 and, with
+    /// --min-precision, the lowest one that meets the floor, each chosen on
+    /// the train split and then scored on the held-out test split; the
+    /// thresholds configured today scored alike; and the TOML that sets the
+    /// choice. "The same" means a cosine strictly above the threshold, as in
+    /// the detectors. Each distinct text is embedded once and cached on disk,
+    /// so a second sweep runs no inference. With --out DIR: sweep.csv,
+    /// sweep.json, and a precision-recall curve and a histogram of cosines
+    /// (PNG and SVG). Exit status: 0 when the input could be read (bad lines
+    /// are listed on stderr and skipped), 1 with --strict when any line was
+    /// bad, 2 when the input, the config or the model cannot be read. Guide:
+    /// docs/tuning.md.
+    Tune(TuneArgs),
     /// Load detector plugins and describe them: name, version, kinds, ABI,
     /// SDK and rustc versions. Runs no trace.
     ///
@@ -66,9 +84,35 @@ pub(crate) enum Command {
     /// The store is one `replay --store URL` (or an embedding engine)
     /// wrote: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
     Tasks(TasksArgs),
-    /// Print a store's cycle log (the audit trail): one line per detection
-    /// episode, oldest first, for every task or one.
+    /// Print a store's audit trail, oldest first, for every task or one:
+    /// each detection, each reset (with its reason and the counts it
+    /// cleared) and each pivot; with --episodes, the cycle log instead (one
+    /// line per detection episode).
     Log(LogArgs),
+    /// The report of everything a store keeps, as `replay --format json`
+    /// prints for one trace: each task's status and counts, and every
+    /// detection from the audit log.
+    ///
+    /// Replaying a trace's two halves one after the other (the second with
+    /// --first-line) on one SQLite or PostgreSQL store gives the report of
+    /// one replay of the whole trace.
+    Report(ReportArgs),
+}
+
+/// `loopguard report`.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// The store: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: String,
+
+    /// Only this task.
+    #[arg(long, value_name = "TASK")]
+    pub(crate) task: Option<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Json)]
+    pub(crate) format: ListFormat,
 }
 
 /// `loopguard tasks`.
@@ -90,9 +134,14 @@ pub(crate) struct LogArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) store: String,
 
-    /// Only this task's episodes.
+    /// Only this task's entries.
     #[arg(long, value_name = "TASK")]
     pub(crate) task: Option<String>,
+
+    /// Print the cycle log (one entry per detection episode) instead of
+    /// the audit trail.
+    #[arg(long)]
+    pub(crate) episodes: bool,
 
     /// Output format.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
@@ -147,6 +196,115 @@ pub(crate) struct SimilarityArgs {
     pub(crate) task_type: Option<String>,
 }
 
+/// `loopguard tune`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["pairs", "traces"])))]
+pub(crate) struct TuneArgs {
+    /// Labelled pairs, JSON Lines: {"a": TEXT, "b": TEXT, "same": BOOL},
+    /// optionally "kind" (request, topic, ...), "source", and "split"
+    /// ("train", the default, or "test": held out, never used to choose).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) pairs: Option<PathBuf>,
+
+    /// Recorded traces instead of pairs: a trace NAME.jsonl, or a directory
+    /// of them, each with NAME.expected.jsonl listing the detections it
+    /// should produce ({"line": N, "kind": "collaboration_loop"}, or
+    /// repeated_query, topic_cycle). Each trace is replayed through the
+    /// engine at every threshold.
+    #[arg(long, value_name = "DIR_OR_FILE")]
+    pub(crate) traces: Option<PathBuf>,
+
+    /// Held-out traces (with their sidecars), scored at the chosen and
+    /// configured thresholds only, never used to choose.
+    #[arg(long, value_name = "DIR_OR_FILE", requires = "traces")]
+    pub(crate) holdout: Option<PathBuf>,
+
+    /// The lowest threshold of the sweep.
+    #[arg(
+        long,
+        value_name = "COSINE",
+        default_value_t = 0.70,
+        allow_negative_numbers = true
+    )]
+    pub(crate) from: f64,
+
+    /// The highest threshold of the sweep (included).
+    #[arg(
+        long,
+        value_name = "COSINE",
+        default_value_t = 0.95,
+        allow_negative_numbers = true
+    )]
+    pub(crate) to: f64,
+
+    /// The step between thresholds.
+    #[arg(long, value_name = "STEP", default_value_t = 0.01)]
+    pub(crate) step: f64,
+
+    /// Also choose the lowest threshold whose train precision is at least P
+    /// (0 < P <= 1): the most recall without more false alarms than that.
+    #[arg(long, value_name = "P")]
+    pub(crate) min_precision: Option<f64>,
+
+    /// Only pairs of this kind (their "kind" field: request, topic, ...).
+    /// With --traces: request (collaboration_loop and repeated_query,
+    /// sweeping similarity.request_threshold) or topic (topic_cycle,
+    /// similarity.topic_threshold). Default: everything, both thresholds.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) kind: Option<String>,
+
+    /// How texts are embedded.
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = TuneEmbedder::Minilm)]
+    pub(crate) embedder: TuneEmbedder,
+
+    /// Write sweep.csv, sweep.json, pr_curve.png/.svg and
+    /// histogram.png/.svg into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+
+    /// Where embeddings are cached [default: the embeddings folder of the
+    /// model directory, models/cache/embeddings/].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+
+    /// Neither read nor write the embedding cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub(crate) no_cache: bool,
+
+    /// Settings as TOML: the thresholds configured today (scored alongside
+    /// the sweep), where the model is (`[semantic]`) and, for traces, the
+    /// engine's other settings. Without it, the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = TuneFormat::Text)]
+    pub(crate) format: TuneFormat,
+
+    /// Exit with status 1 when any input line was bad.
+    #[arg(long)]
+    pub(crate) strict: bool,
+}
+
+/// `loopguard tune --embedder`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TuneEmbedder {
+    /// all-MiniLM-L6-v2 (int8, 384 dimensions): the model the detectors use.
+    Minilm,
+    /// Bag-of-words term-frequency cosine: a lexical baseline for
+    /// comparison, not semantic.
+    Lexical,
+}
+
+/// `loopguard tune --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TuneFormat {
+    /// For people: the table, the choices, the mistakes, the TOML to set.
+    Text,
+    /// The full result document (what --out writes as sweep.json).
+    Json,
+}
+
 /// `loopguard replay`.
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
@@ -173,16 +331,26 @@ pub(crate) struct ReplayArgs {
     #[arg(long)]
     pub(crate) strict: bool,
 
+    /// The number of the input's first line in the whole trace, to replay a
+    /// trace in pieces on one store (`tail -n +501 trace.jsonl | loopguard
+    /// replay - --first-line 501 --store sqlite://state.db`): decisions,
+    /// evidence and the audit log then name the lines of the whole trace.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) first_line: u64,
+
     /// Load a detector plugin (a cdylib built against loopguard-plugin-api),
     /// with no config of its own; repeat for more. Plugins that need a
     /// config go in the config file's `[[plugins]]`.
     #[arg(long = "plugin", value_name = "PATH")]
     pub(crate) plugins: Vec<PathBuf>,
 
-    /// Where task snapshots and the cycle log go: `memory` (gone when the
-    /// command ends), `sqlite://PATH` (created on first use) or
-    /// `postgres://USER@HOST/DATABASE`. `loopguard tasks` and `loopguard
-    /// log` read them back.
+    /// Where tasks, their detector state, the audit trail and the cycle log
+    /// go: `memory` (gone when the command ends), `sqlite://PATH` (created
+    /// on first use) or `postgres://USER@HOST/DATABASE` (shareable by
+    /// several engines at once). Each event is committed before its
+    /// decision is printed; a later run on the same store continues every
+    /// task where it stopped. `loopguard tasks`, `log` and `report` read
+    /// them back.
     #[arg(long, value_name = "URL", default_value = "memory")]
     pub(crate) store: String,
 }

@@ -10,12 +10,14 @@
 //! loopguard replay trace.jsonl --config loopguard.toml --strict
 //! loopguard demo                                # every built-in loop kind, explained
 //! loopguard similarity "text a" "text b"        # the cosine, against the thresholds
+//! loopguard tune --pairs data/pairs/requests.jsonl --out tune-out   # choose a threshold
 //! loopguard replay trace.jsonl --no-semantic    # exact text only: no model
 //! loopguard replay trace.jsonl --plugin target/release/libmy_plugin.so
 //! loopguard plugins target/release/libmy_plugin.so   # name, kinds, ABI, versions
 //! loopguard replay trace.jsonl --store sqlite://loopguard.db   # keep tasks and the cycle log
 //! loopguard tasks --store sqlite://loopguard.db      # each task: status and counts
 //! loopguard log --store sqlite://loopguard.db --task T-1042   # the audit trail
+//! loopguard report --store sqlite://loopguard.db     # the report of all a store keeps
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
@@ -30,7 +32,8 @@
 //! them, [`store`] opens `--store` and prints what a store keeps,
 //! [`output`] writes decisions and reports in each format,
 //! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
-//! bundled scenarios, [`similarity`] compares two texts, [`logging`] sets
+//! bundled scenarios, [`similarity`] compares two texts, [`tune`] sweeps
+//! the similarity threshold over labelled pairs or traces, [`logging`] sets
 //! up `tracing`.
 
 use std::io;
@@ -49,6 +52,7 @@ mod semantic;
 mod similarity;
 mod store;
 mod summary;
+mod tune;
 
 use cli::{Cli, Command};
 
@@ -76,9 +80,11 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay::run(&args, no_semantic).await,
             Command::Demo(args) => demo::run(&args, no_semantic).await,
             Command::Similarity(args) => similarity::run(&args, no_semantic).await,
+            Command::Tune(args) => tune::run(&args, no_semantic).await,
             Command::Plugins(args) => plugins::run(&args),
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,
+            Command::Report(args) => store::report(&args).await,
         }
     });
     match outcome {

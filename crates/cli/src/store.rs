@@ -1,4 +1,4 @@
-//! `--store URL`, and `loopguard tasks` / `loopguard log`: what a store
+//! `--store URL`, and `loopguard tasks` / `log` / `report`: what a store
 //! keeps, read back.
 
 use std::collections::HashMap;
@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use anyhow::Context;
-use loopguard_host::{CycleEpisode, Store, TaskSnapshot};
+use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, PivotRecord, Store, TaskSnapshot};
 use serde_json::json;
 
 use crate::Outcome;
-use crate::cli::{ListFormat, LogArgs, TasksArgs};
+use crate::cli::{ListFormat, LogArgs, ReportArgs, TasksArgs};
 
 /// The store `--store URL` names, migrated and ready. A store that cannot
 /// be opened stops the command before any work.
@@ -85,20 +85,35 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// Runs `loopguard log`: the cycle log, oldest first.
+/// Runs `loopguard log`: the audit trail (or, with `--episodes`, the cycle
+/// log), oldest first.
 pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
     let store = open(&args.store).await?;
+    let task = args.task.as_deref();
     let episodes = store
-        .episodes(args.task.as_deref())
+        .episodes(task)
         .await
         .context("cannot read the cycle log")?;
+    let audit = store
+        .audit(task)
+        .await
+        .context("cannot read the audit log")?;
+    let pivots = store
+        .pivots(task)
+        .await
+        .context("cannot read the pivot records")?;
     let mut out = io::stdout().lock();
     match args.format {
         ListFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &json!({ "episodes": episodes }))?;
+            let log = if args.episodes {
+                json!({ "episodes": episodes })
+            } else {
+                json!({ "audit": audit, "pivots": pivots, "episodes": episodes })
+            };
+            serde_json::to_writer_pretty(&mut out, &log)?;
             writeln!(out)?;
         }
-        ListFormat::Text => {
+        ListFormat::Text if args.episodes => {
             for episode in &episodes {
                 writeln!(out, "{}", episode_line(episode))?;
             }
@@ -106,9 +121,126 @@ pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
                 writeln!(out, "(no episodes)")?;
             }
         }
+        ListFormat::Text => {
+            for entry in &audit {
+                writeln!(out, "{}", audit_line(entry))?;
+                if let AuditRecord::Detection(detection) = &entry.record
+                    && detection.action == loopguard_core_types::Action::Pivot
+                {
+                    for pivot in pivots
+                        .iter()
+                        .filter(|pivot| pivot.task == entry.task && pivot.line == entry.line)
+                    {
+                        writeln!(out, "{}", pivot_line(pivot))?;
+                    }
+                }
+            }
+            if audit.is_empty() {
+                writeln!(
+                    out,
+                    "(no audit entries{})",
+                    if episodes.is_empty() {
+                        ""
+                    } else {
+                        "; this store keeps only the cycle log: see --episodes"
+                    }
+                )?;
+            }
+        }
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// Runs `loopguard report`: the report of everything the store keeps.
+pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
+    let store = open(&args.store).await?;
+    let report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())
+        .await
+        .context("cannot read the store")?;
+    let mut out = io::stdout().lock();
+    match args.format {
+        ListFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        ListFormat::Text => {
+            writeln!(
+                out,
+                "{} events, {} tasks",
+                report.events,
+                report.tasks.len()
+            )?;
+            for task in &report.tasks {
+                writeln!(
+                    out,
+                    "{}: {}, loop count {}, pivots {}, {} detections",
+                    task.task,
+                    enum_name(json!(task.status)),
+                    task.loop_count,
+                    task.pivots,
+                    task.detections.len()
+                )?;
+                for detection in &task.detections {
+                    writeln!(
+                        out,
+                        "  line {} {} {} -> {}: {}",
+                        detection.line.unwrap_or_default(),
+                        detection.kind,
+                        detection.severity,
+                        detection.action,
+                        detection.reason
+                    )?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// One audit entry for people: `T-1042 line 7 at 2026-11-22T10:00:00Z
+/// exact_failure high -> escalate (loop 3): reason` or `T-1042 line 9 at
+/// ... reset by human: loop count 3 -> 0, pivots 1 -> 0, was escalated`.
+fn audit_line(entry: &AuditEntry) -> String {
+    let head = format!("{} line {} at {}", entry.task, entry.line, entry.at);
+    match &entry.record {
+        AuditRecord::Detection(detection) => format!(
+            "{head} {} {} -> {}{}: {}",
+            detection.kind,
+            detection.severity,
+            detection.action,
+            detection
+                .loop_count
+                .map(|count| format!(" (loop {count})"))
+                .unwrap_or_default(),
+            detection.reason
+        ),
+        AuditRecord::Reset {
+            reason,
+            previous_loop_count,
+            previous_pivots,
+            previous_status,
+        } => format!(
+            "{head} reset by {}: loop count {previous_loop_count} -> 0, pivots {previous_pivots} -> 0, was {}",
+            enum_name(json!(reason)),
+            enum_name(json!(previous_status))
+        ),
+        other => format!("{head} {}", other.entry()),
+    }
+}
+
+/// One pivot record for people, under the detection that issued it.
+fn pivot_line(pivot: &PivotRecord) -> String {
+    format!(
+        "  pivot #{} issued{}",
+        pivot.number,
+        pivot
+            .directive
+            .as_deref()
+            .map(|directive| format!(": {directive}"))
+            .unwrap_or_default()
+    )
 }
 
 /// One episode for people: `#3 T-1042 2026-11-22T10:00:00Z exact_failure

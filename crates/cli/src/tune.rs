@@ -1,0 +1,540 @@
+//! `loopguard tune`: sweep the similarity threshold over labelled pairs or
+//! recorded traces, print what each threshold catches and wrongly flags,
+//! and write the table and the pictures.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use loopguard_core_types::Config;
+use loopguard_semantic::{Embedder, provision_options};
+use loopguard_tune::{
+    Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
+    Thresholds, TraceSet, TuneOptions, TuneReport, embed_texts, tune_pairs, tune_traces,
+    write_outputs,
+};
+
+use crate::Outcome;
+use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat};
+use crate::replay::load_config;
+
+/// Mistakes listed in the text output (all of them are in the JSON).
+const SHOWN_MISTAKES: usize = 5;
+
+/// What the sweep runs on.
+enum Input {
+    Pairs(PairSet),
+    Traces(TraceSet, Option<TraceSet>),
+}
+
+/// Runs `loopguard tune`: the config and the range first (a bad one stops
+/// before any work), then the input, the embedder, the embeddings, the
+/// sweep, the output.
+pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
+    if no_semantic {
+        bail!(
+            "tune compares texts with an embedder, so --no-semantic does not apply \
+             (--embedder lexical is the model-free baseline)"
+        );
+    }
+    let config = match &args.config {
+        Some(path) => load_config(path)?,
+        None => Config::default(),
+    };
+    config.validate().context("the config is not valid")?;
+    let choice = match args.embedder {
+        TuneEmbedder::Minilm => EmbedderChoice::MiniLm,
+        TuneEmbedder::Lexical => EmbedderChoice::Lexical,
+    };
+    let mut options = TuneOptions::new(Thresholds::new(args.from, args.to, args.step)?)
+        .kind(args.kind.clone())
+        .embedder(choice.name())
+        .configured(configured(&config, args.kind.as_deref()));
+    if let Some(floor) = args.min_precision {
+        options = options.min_precision(floor)?;
+    }
+
+    let input = match (&args.pairs, &args.traces) {
+        (Some(path), _) => Input::Pairs(PairSet::read(path)?),
+        (None, Some(path)) => {
+            let holdout = args.holdout.as_deref().map(TraceSet::read).transpose()?;
+            Input::Traces(TraceSet::read(path)?, holdout)
+        }
+        (None, None) => bail!("give --pairs FILE or --traces DIR_OR_FILE"),
+    };
+    let issues = match &input {
+        Input::Pairs(set) => set.issues.clone(),
+        Input::Traces(set, holdout) => set
+            .issues
+            .iter()
+            .chain(holdout.iter().flat_map(|h| &h.issues))
+            .cloned()
+            .collect(),
+    };
+    for issue in &issues {
+        eprintln!("loopguard: {issue}");
+    }
+
+    let provision = provision_options(&config.semantic);
+    // Loaded on its first inference: never when every text is cached.
+    let embedder: Arc<dyn Embedder> = choice.load(&provision, crate::semantic::announce_fetch);
+    let cache = (!args.no_cache && choice.caches()).then(|| {
+        EmbeddingCache::new(
+            args.cache_dir
+                .clone()
+                .unwrap_or_else(|| EmbeddingCache::default_dir(&provision.resolve().model_dir)),
+        )
+    });
+    let mut embed = EmbedOptions::new();
+    if let Some(cache) = &cache {
+        embed = embed.cache(cache.clone());
+    }
+
+    let texts: Vec<String> = match &input {
+        Input::Pairs(set) => set
+            .with_kind(args.kind.as_deref())
+            .distinct_texts()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        Input::Traces(set, holdout) => {
+            let mut texts = set.texts();
+            texts.extend(holdout.iter().flat_map(TraceSet::texts));
+            texts
+        }
+    };
+    let bar = progress_bar();
+    let (vectors, stats) = embed_texts(
+        embedder.as_ref(),
+        texts.iter().map(String::as_str),
+        &embed,
+        &mut |done, total| {
+            if total > 0 {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            }
+        },
+    )
+    .with_context(|| format!("cannot embed the texts with {choice}"))?;
+    bar.finish_and_clear();
+    for warning in &stats.cache_warnings {
+        eprintln!("loopguard: warning: {warning}");
+    }
+    let from_cache = match &cache {
+        Some(cache) => format!(
+            ", {} from the cache in {}",
+            stats.cached,
+            cache.dir().display()
+        ),
+        None if choice.caches() => ", no disk cache (--no-cache)".to_owned(),
+        None => ", not cached (computing is faster)".to_owned(),
+    };
+    eprintln!(
+        "loopguard: {} distinct texts: {} embedded by {choice} ({}){from_cache}",
+        stats.texts,
+        stats.embedded,
+        vectors.model_id()
+    );
+
+    let report = match &input {
+        Input::Pairs(set) => tune_pairs(
+            &set.with_kind(args.kind.as_deref()),
+            &vectors,
+            &stats,
+            &options,
+        )?,
+        Input::Traces(set, holdout) => {
+            tune_traces(
+                set,
+                holdout.as_ref(),
+                vectors,
+                &stats,
+                Arc::clone(&embedder),
+                &config,
+                &options,
+            )
+            .await?
+        }
+    };
+
+    // Problems only a replay finds (a trace line that is not an event).
+    for issue in report.issues.iter().filter(|issue| !issues.contains(issue)) {
+        eprintln!("loopguard: {issue}");
+    }
+    let written = match &args.out {
+        Some(dir) => write_outputs(&report, dir)?,
+        None => Vec::new(),
+    };
+    let mut out = io::stdout().lock();
+    match args.format {
+        TuneFormat::Text => {
+            write_text(&mut out, &report)?;
+            if !written.is_empty() {
+                writeln!(out, "\nwrote:")?;
+                for file in &written {
+                    writeln!(out, "  {}", file.display())?;
+                }
+            }
+        }
+        TuneFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+            for file in &written {
+                eprintln!("loopguard: wrote {}", file.display());
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if args.strict && !report.issues.is_empty() {
+        Outcome::LineErrors
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// The thresholds configured today for `kind`: the request threshold, the
+/// topic threshold, or both (one entry when they are equal).
+fn configured(config: &Config, kind: Option<&str>) -> Vec<Configured> {
+    let request = (
+        "similarity.request_threshold",
+        config.similarity.request_threshold,
+    );
+    let topic = (
+        "similarity.topic_threshold",
+        config.similarity.topic_threshold,
+    );
+    let keys = match kind {
+        Some("request") => vec![request],
+        Some("topic") => vec![topic],
+        _ => vec![request, topic],
+    };
+    let mut configured: Vec<Configured> = Vec::new();
+    for (key, value) in keys {
+        // 0.85f32 is 0.8500000238 as f64; the config means 0.85.
+        let value = value.to_string().parse::<f64>().unwrap_or(f64::from(value));
+        match configured.iter_mut().find(|c| c.threshold == value) {
+            Some(same) => same.key = format!("{}, {key}", same.key),
+            None => configured.push(Configured::new(key, value)),
+        }
+    }
+    configured
+}
+
+/// The config keys the chosen threshold goes in.
+fn keys_for(kind: Option<&str>) -> &'static [&'static str] {
+    match kind {
+        Some("request") => &["request_threshold"],
+        Some("topic") => &["topic_threshold"],
+        _ => &["request_threshold", "topic_threshold"],
+    }
+}
+
+/// A bar on stderr while texts are embedded, only on a terminal.
+fn progress_bar() -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    if let Ok(style) =
+        ProgressStyle::with_template("embedding {bar:30} {pos}/{len} texts, {eta} left")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// The report for people: the table, the choices, the mistakes, the
+/// config snippet.
+fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
+    let decimals = report.thresholds.decimals();
+    let t = |threshold: f64| format!("{threshold:.decimals$}");
+    let unit = match report.mode {
+        Mode::Pairs => "pairs",
+        Mode::Traces => "detections",
+    };
+    let kind = report
+        .kind
+        .as_deref()
+        .map(|k| format!(", kind {k}"))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "loopguard tune: {}{kind}, {} ({}, {} dimensions)",
+        report.input.display(),
+        report.embedder.name,
+        report.embedder.model_id,
+        report.embedder.dimension
+    )?;
+    match report.mode {
+        Mode::Pairs => {
+            let split = |c: &loopguard_tune::Counts| {
+                format!(
+                    "{} pairs ({} same, {} different)",
+                    c.items,
+                    c.same,
+                    c.different.unwrap_or(0)
+                )
+            };
+            let test = report
+                .test
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), split);
+            writeln!(
+                out,
+                "train: {}; held-out test: {test}",
+                split(&report.train)
+            )?;
+        }
+        Mode::Traces => {
+            let test = match (&report.holdout, &report.test) {
+                (Some(path), Some(c)) => format!(
+                    "{} trace(s) in {}, {} expected detection(s)",
+                    c.items,
+                    path.display(),
+                    c.same
+                ),
+                _ => "none (--holdout DIR to check the choice on other traces)".to_owned(),
+            };
+            writeln!(
+                out,
+                "train: {} trace(s), {} expected detection(s); held-out: {test}",
+                report.train.items, report.train.same
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "\"the same\" when cosine > threshold; thresholds are chosen on the train split only"
+    )?;
+    if !report.issues.is_empty() {
+        writeln!(
+            out,
+            "{} input line(s) skipped (listed on stderr)",
+            report.issues.len()
+        )?;
+    }
+    writeln!(out)?;
+
+    let width = (decimals + 3).max(9);
+    writeln!(
+        out,
+        "{:>width$} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>6} {:>6}",
+        "threshold", "TP", "FP", "TN", "FN", "precision", "recall", "F1", "FPR"
+    )?;
+    let floor_mark = report
+        .min_precision
+        .as_ref()
+        .map(|m| format!("precision >= {}", m.floor))
+        .unwrap_or_default();
+    for row in &report.rows {
+        let marks: Vec<&str> = report
+            .marks(row.threshold)
+            .into_iter()
+            .map(|mark| match mark {
+                "best_f1" => "best F1",
+                "min_precision" => floor_mark.as_str(),
+                _ => "configured",
+            })
+            .collect();
+        let marks = if marks.is_empty() {
+            String::new()
+        } else {
+            format!("  <- {}", marks.join(", "))
+        };
+        let c = &row.confusion;
+        let m = &row.metrics;
+        writeln!(
+            out,
+            "{:>width$} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>6} {:>6}{marks}",
+            t(row.threshold),
+            c.tp,
+            c.fp,
+            c.tn.map_or_else(|| "n/a".to_owned(), |tn| tn.to_string()),
+            c.fn_,
+            ratio(m.precision),
+            ratio(m.recall),
+            ratio(m.f1),
+            ratio(m.fpr),
+        )?;
+    }
+    writeln!(out)?;
+
+    let test_name = match report.mode {
+        Mode::Pairs => "test pairs",
+        Mode::Traces => "held-out traces",
+    };
+    let scores = |out: &mut dyn Write, choice: &Choice| -> io::Result<()> {
+        writeln!(out, "  train     {}", line(&choice.train))?;
+        match &choice.test {
+            Some(test) => writeln!(out, "  held-out  {}", line(test)),
+            None => writeln!(
+                out,
+                "  held-out  n/a: no {test_name}{}",
+                match report.mode {
+                    Mode::Pairs => " (lines with \"split\": \"test\")",
+                    Mode::Traces => " (--holdout DIR)",
+                }
+            ),
+        }
+    };
+    match &report.best_f1 {
+        Some(best) => {
+            let edge = if (best.threshold - report.thresholds.from()).abs() < 1e-9 {
+                " (the lowest of the sweep: the best may be lower, try a lower --from)"
+            } else if (best.threshold - report.thresholds.to()).abs() < 1e-9 {
+                " (the highest of the sweep: the best may be higher, try a higher --to)"
+            } else {
+                ""
+            };
+            writeln!(out, "best F1: {}{edge}", t(best.threshold))?;
+            scores(out, best)?;
+        }
+        None => writeln!(
+            out,
+            "best F1: none (no {unit} labelled the same and none flagged)"
+        )?,
+    }
+    if let Some(floor) = &report.min_precision {
+        match &floor.choice {
+            Some(choice) => {
+                writeln!(
+                    out,
+                    "precision >= {}: {}, the lowest threshold that meets it (the most recall)",
+                    floor.floor,
+                    t(choice.threshold)
+                )?;
+                scores(out, choice)?;
+            }
+            None => writeln!(
+                out,
+                "precision >= {}: no threshold from {} to {} meets it on the train split",
+                floor.floor,
+                t(report.thresholds.from()),
+                t(report.thresholds.to())
+            )?,
+        }
+    }
+    for configured in &report.configured {
+        writeln!(
+            out,
+            "configured now: {} = {}",
+            configured.key.as_deref().unwrap_or("?"),
+            t(configured.threshold)
+        )?;
+        scores(out, configured)?;
+    }
+
+    if let Some(mistakes) = &report.mistakes {
+        for (what, order, list) in [
+            ("wrongly flagged", "highest", &mistakes.false_positives),
+            ("missed", "lowest", &mistakes.false_negatives),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            writeln!(
+                out,
+                "\n{what} at {} (train, {} of {}, {order} cosine first):",
+                t(mistakes.threshold),
+                list.len().min(SHOWN_MISTAKES),
+                list.len()
+            )?;
+            for example in list.iter().take(SHOWN_MISTAKES) {
+                let cosine = example
+                    .cosine
+                    .map_or_else(|| "  n/a".to_owned(), |c| format!("{c:.3}"));
+                let detail = match (&example.a, &example.b) {
+                    (Some(a), Some(b)) => format!("{:?} / {:?}", clip(a), clip(b)),
+                    _ => example.kind.clone().unwrap_or_default(),
+                };
+                writeln!(out, "  {cosine}  {}  {detail}", example.at)?;
+            }
+        }
+    }
+
+    if let Some(choice) = report.recommended() {
+        let why = if report
+            .min_precision
+            .as_ref()
+            .and_then(|m| m.choice.as_ref())
+            .is_some()
+        {
+            "the lowest threshold with the precision asked for"
+        } else {
+            "the best F1 on the train split"
+        };
+        writeln!(
+            out,
+            "\nto use {} ({why}), in your config:",
+            t(choice.threshold)
+        )?;
+        writeln!(out, "  [similarity]")?;
+        for key in keys_for(report.kind.as_deref()) {
+            writeln!(out, "  {key} = {}", t(choice.threshold))?;
+        }
+        writeln!(
+            out,
+            "(or under [similarity.task_types.NAME] for one task type; see docs/tuning.md)"
+        )?;
+    }
+    Ok(())
+}
+
+/// "precision 0.966  recall 0.933  F1 0.949  FPR 0.033  (TP 140, FP 5, TN 145, FN 10)".
+fn line(row: &SweepRow) -> String {
+    let c = &row.confusion;
+    let m = &row.metrics;
+    let tn = c.tn.map(|tn| format!(", TN {tn}")).unwrap_or_default();
+    format!(
+        "precision {}  recall {}  F1 {}  FPR {}  (TP {}, FP {}{tn}, FN {})",
+        ratio(m.precision),
+        ratio(m.recall),
+        ratio(m.f1),
+        ratio(m.fpr),
+        c.tp,
+        c.fp,
+        c.fn_
+    )
+}
+
+/// A ratio with 3 decimals, or `n/a` when undefined.
+fn ratio(value: Option<f64>) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3}"))
+}
+
+/// `text` cut to 60 characters.
+fn clip(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(MAX - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_thresholds_read_as_the_config_wrote_them() {
+        let config = Config::default();
+        let both = configured(&config, None);
+        assert_eq!(
+            both,
+            [Configured::new(
+                "similarity.request_threshold, similarity.topic_threshold",
+                0.85
+            )]
+        );
+        let mut config = Config::default();
+        config.similarity.topic_threshold = 0.8;
+        assert_eq!(configured(&config, None).len(), 2);
+        assert_eq!(
+            configured(&config, Some("topic")),
+            [Configured::new("similarity.topic_threshold", 0.8)]
+        );
+    }
+}

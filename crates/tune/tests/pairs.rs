@@ -1,0 +1,80 @@
+//! Reading pair files: bad lines are reported with their line numbers and
+//! skipped, the rest is kept.
+
+use std::fs;
+
+use loopguard_tune::{PairSet, Split, TuneError};
+use tempfile::TempDir;
+
+#[test]
+fn bad_lines_are_reported_with_their_line_numbers() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let path = dir.path().join("pairs.jsonl");
+    fs::write(
+        &path,
+        concat!(
+            "{\"a\": \"review the auth code\", \"b\": \"review the auth code again\", \"same\": true}\n",
+            "\n",
+            "{\"a\": \"review the auth code\", \"same\": true}\n",
+            "{\"a\": \"deploy\", \"b\": \"\", \"same\": false}\n",
+            "{\"a\": \"x\", \"b\": \"y\", \"same\": \"no\"}\n",
+            "not json at all\n",
+            "{\"a\": \"deploy to staging\", \"b\": \"deploy to production\", \"same\": false, \"split\": \"test\", \"reviewer\": \"ana\"}\n",
+            "{\"a\": \"x\", \"b\": \"y\", \"same\": true, \"split\": \"holdout\"}\n",
+        ),
+    )
+    .expect("write the pair file");
+    let set = PairSet::read(&path).expect("the file reads");
+    assert_eq!(set.pairs.len(), 2, "the good lines are kept");
+    assert_eq!(set.pairs.iter().map(|p| p.line).collect::<Vec<_>>(), [1, 7]);
+    assert_eq!(
+        set.pairs[1].split,
+        Split::Test,
+        "unknown fields are ignored"
+    );
+    let lines: Vec<u64> = set.issues.iter().map(|i| i.line).collect();
+    assert_eq!(lines, [3, 4, 5, 6, 8], "blank line 2 is no error");
+    let shown: Vec<String> = set.issues.iter().map(ToString::to_string).collect();
+    let name = path.display();
+    assert_eq!(shown[0], format!("{name}:3: `b` is missing (a text)"));
+    assert_eq!(
+        shown[1],
+        format!("{name}:4: `b` is empty: a pair needs two texts")
+    );
+    assert_eq!(
+        shown[2],
+        format!("{name}:5: `same` must be true or false, not a string")
+    );
+    assert!(shown[3].starts_with(&format!("{name}:6: not a JSON object")));
+    assert_eq!(
+        shown[4],
+        format!("{name}:8: `split` must be \"train\" or \"test\", not \"holdout\"")
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_an_error_naming_it() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let path = dir.path().join("missing.jsonl");
+    let err = PairSet::read(&path).expect_err("no such file");
+    assert!(matches!(err, TuneError::Io { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("cannot read the pair file {}", path.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn kinds_filter_the_pairs() {
+    let text = concat!(
+        "{\"a\": \"a\", \"b\": \"b\", \"same\": true, \"kind\": \"request\"}\n",
+        "{\"a\": \"a\", \"b\": \"c\", \"same\": false, \"kind\": \"topic\"}\n",
+        "{\"a\": \"a\", \"b\": \"d\", \"same\": false}\n",
+    );
+    let set = PairSet::parse(text.as_bytes(), std::path::Path::new("p")).expect("parses");
+    assert_eq!(set.with_kind(None).pairs.len(), 3);
+    assert_eq!(set.with_kind(Some("request")).pairs.len(), 1);
+    assert_eq!(set.with_kind(Some("topic")).distinct_texts(), ["a", "c"]);
+    assert!(set.with_kind(Some("other")).pairs.is_empty());
+}
