@@ -219,6 +219,32 @@ mod sqlite {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn a_database_gone_midway_keeps_every_write_for_later_and_says_so() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = Arc::new(SqliteStore::open(&url(&folder, "gone.db")).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let failure =
+            || Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#);
+        guard.observe(failure()?).await;
+        store.close().await;
+        for expected_count in 1..=3 {
+            let decision = guard.observe(failure()?).await;
+            assert_eq!(decision.loop_count, expected_count, "detection goes on");
+            assert!(
+                decision
+                    .errors
+                    .iter()
+                    .any(|e| e.contains("kept in memory and retried")),
+                "{:?}",
+                decision.errors
+            );
+        }
+        Ok(())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_events_share_commits_and_keep_each_tasks_order() -> TestResult {
         // Eight tasks, each fed by its own tokio task at once: the writer
@@ -346,6 +372,45 @@ mod postgres {
             let record = store.load_record(&task).await?.ok_or("kept")?;
             assert_eq!(record.snapshot.pivots, 1);
             assert_eq!(record.version, before.map_or(0, |r| r.version) + 1);
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        schema.drop().await?;
+        result
+    }
+
+    #[tokio::test]
+    async fn a_database_gone_midway_is_reported_on_each_decision_and_detection_goes_on()
+    -> TestResult {
+        let Some(schema) = Schema::create("gone").await? else {
+            return Ok(());
+        };
+        let result = async {
+            let store = Arc::new(PostgresStore::open(&schema.url).await?);
+            let guard = LoopGuard::builder(Config::default())
+                .store(store.clone())
+                .build()?;
+            let failure = || {
+                Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#)
+            };
+            let first = guard.observe(failure()?).await;
+            assert!(first.errors.is_empty(), "{:?}", first.errors);
+            // The pool is closed: every later read and write fails.
+            store.close().await;
+            for expected_count in 1..=3 {
+                let decision = guard.observe(failure()?).await;
+                assert_eq!(decision.loop_count, expected_count, "detection goes on");
+                assert_eq!(decision.detections.len(), 1);
+                assert!(
+                    decision
+                        .errors
+                        .iter()
+                        .any(|e| e.starts_with("store: store postgres://")
+                            && e.contains("lock task")),
+                    "{:?}",
+                    decision.errors
+                );
+            }
             Ok::<(), Box<dyn std::error::Error>>(())
         }
         .await;
