@@ -275,7 +275,7 @@ fn replay_refuses_another_abi_major_or_a_file_that_is_not_a_library() {
     assert!(run.stdout.is_empty(), "{run:?}");
     assert!(
         run.stderr.contains("built for plugin ABI 2.0")
-            && run.stderr.contains("this loopguard speaks plugin ABI 1.1"),
+            && run.stderr.contains("this loopguard speaks plugin ABI 1.2"),
         "{}",
         run.stderr
     );
@@ -310,7 +310,7 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     ]);
     assert_eq!(listed.code, Some(0), "{listed:?}");
     let listing: Value = serde_json::from_str(&listed.stdout).expect("JSON");
-    assert_eq!(listing["host_abi"], "1.1");
+    assert_eq!(listing["host_abi"], "1.2");
     assert_eq!(listing["oldest_abi"], "1.0");
     let plugins = listing["plugins"].as_array().expect("plugins");
     let summary: Vec<(&str, &str, &Value)> = plugins
@@ -326,8 +326,8 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     assert_eq!(
         summary,
         [
-            ("monologue", "1.1", &serde_json::json!(["monologue"])),
-            ("turn_budget", "1.1", &serde_json::json!(["turn_budget"])),
+            ("monologue", "1.2", &serde_json::json!(["monologue"])),
+            ("turn_budget", "1.2", &serde_json::json!(["turn_budget"])),
             ("legacy", "1.0", &serde_json::json!(["legacy_failure"])),
         ]
     );
@@ -357,11 +357,60 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
         "{}",
         shown.stdout
     );
-    assert!(shown.stdout.contains("  ABI:    1.1 "), "{}", shown.stdout);
+    assert!(shown.stdout.contains("  ABI:    1.2 "), "{}", shown.stdout);
     assert!(
         shown.stderr.contains("1 of 2 plugins refused")
             && shown.stderr.contains("built for plugin ABI 2.0"),
         "{}",
         shown.stderr
     );
+}
+
+#[test]
+fn a_plugin_replayed_in_two_runs_on_sqlite_decides_like_one_run() {
+    let library = plugin(MONOLOGUE);
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let text = std::fs::read_to_string(trace("monologue.jsonl")).expect("the trace");
+    let lines: Vec<&str> = text.lines().collect();
+    let write = |name: &str, part: &[&str]| {
+        let path = folder.path().join(name);
+        std::fs::write(&path, format!("{}\n", part.join("\n"))).expect("written");
+        path
+    };
+    let replay_into = |url: &str, file: &Path, first_line: usize| {
+        let first_line = first_line.to_string();
+        jsonl(&run([
+            Path::new("--no-semantic"),
+            Path::new("replay"),
+            file,
+            Path::new("--format"),
+            Path::new("jsonl"),
+            Path::new("--store"),
+            Path::new(url),
+            Path::new("--plugin"),
+            library.as_path(),
+            Path::new("--first-line"),
+            Path::new(&first_line),
+        ]))
+    };
+    let whole_url = format!("sqlite://{}", folder.path().join("whole.db").display());
+    let whole = replay_into(&whole_url, &write("whole.jsonl", &lines), 1);
+    let monologues: Vec<&Value> = whole
+        .iter()
+        .filter(|decision| decision.to_string().contains(r#""kind":"monologue""#))
+        .collect();
+    assert_eq!(monologues.len(), 2, "{whole:?}");
+    for split in 1..lines.len() {
+        let url = format!(
+            "sqlite://{}",
+            folder.path().join(format!("split-{split}.db")).display()
+        );
+        let mut halves = replay_into(&url, &write("first.jsonl", &lines[..split]), 1);
+        halves.extend(replay_into(
+            &url,
+            &write("second.jsonl", &lines[split..]),
+            split + 1,
+        ));
+        assert_eq!(halves, whole, "split before line {}", split + 1);
+    }
 }

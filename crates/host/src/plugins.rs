@@ -15,6 +15,12 @@
 //! within `plugin_host.call_timeout_ms` is abandoned and disables the
 //! plugin at once.
 //!
+//! With a durable store, a plugin of ABI 1.2 or later exports each task's
+//! state after every event and imports it when the engine reloads the task
+//! (after a restart, an eviction, another replica's events); a plugin of
+//! an older ABI, or one without those functions, starts such a task
+//! afresh.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use loopguard_core_types::{Config, PluginConfig};
@@ -42,8 +48,8 @@ use libloading::Library;
 use loopguard_core_types::{Config, Detection, Event, PluginHostConfig, kinds};
 use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::abi::{
-    self, Buffer, CreateFn, DescribeFn, DestroyFn, FreeBufferFn, ObserveFn, PluginHeader,
-    PluginTable, ResetTaskFn, status,
+    self, Buffer, CreateFn, DescribeFn, DestroyFn, ExportTaskFn, FreeBufferFn, ImportTaskFn,
+    ObserveFn, PluginHeader, PluginTable, ResetTaskFn, status,
 };
 use loopguard_plugin_api::wire::{self, PluginDescription};
 use serde::Serialize;
@@ -214,6 +220,10 @@ struct Functions {
     free_buffer: FreeBufferFn,
     /// Since ABI 1.1.
     reset_task: Option<ResetTaskFn>,
+    /// Since ABI 1.2 (null in a plugin that keeps no state).
+    export_task: Option<ExportTaskFn>,
+    /// Since ABI 1.2 (null in a plugin that keeps no state).
+    import_task: Option<ImportTaskFn>,
 }
 
 /// A loaded plugin library. The library stays loaded for the life of the
@@ -475,6 +485,16 @@ unsafe fn read_functions(
         } else {
             None
         },
+        export_task: if header.abi_minor >= 2 {
+            unsafe { slot(base, size, offset_of!(PluginTable, export_task)) }.flatten()
+        } else {
+            None
+        },
+        import_task: if header.abi_minor >= 2 {
+            unsafe { slot(base, size, offset_of!(PluginTable, import_task)) }.flatten()
+        } else {
+            None
+        },
     };
     Ok((describe, functions))
 }
@@ -578,6 +598,14 @@ impl PluginInstance {
         self.functions.reset_task.is_some()
     }
 
+    /// Whether the plugin hands over its per-task state for a durable
+    /// store (ABI 1.2 and later, with both `export_task` and
+    /// `import_task`): without it, a task restored from a store starts
+    /// afresh in the plugin.
+    pub fn supports_state(&self) -> bool {
+        self.functions.export_task.is_some() && self.functions.import_task.is_some()
+    }
+
     /// Observes one event from input line `line`: its detections, each
     /// attributed to the plugin and of a kind it declared.
     pub fn observe(&mut self, line: u64, event: &Event) -> Result<Vec<Detection>, PluginFault> {
@@ -625,6 +653,57 @@ impl PluginInstance {
         let code = unsafe { reset_task(self.instance, task.as_ptr(), task.len(), &mut out) };
         answer(self.functions.free_buffer, code, out, |_| Ok(()))
     }
+
+    /// The task's state as the plugin exports it (`None`: nothing to keep,
+    /// or a plugin without the 1.2 state functions).
+    pub fn export_task(&mut self, task: &str) -> Result<Option<serde_json::Value>, PluginFault> {
+        // Both or neither: a state the plugin could not take back is
+        // not worth storing.
+        let (Some(export_task), Some(_)) = (self.functions.export_task, self.functions.import_task)
+        else {
+            return Ok(None);
+        };
+        let mut out = Buffer::EMPTY;
+        // SAFETY: as in `observe_encoded`.
+        let code = unsafe { export_task(self.instance, task.as_ptr(), task.len(), &mut out) };
+        answer(self.functions.free_buffer, code, out, |bytes| {
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let state: serde_json::Value = serde_json::from_slice(bytes)
+                .map_err(|err| format!("its exported task state is not valid JSON: {err}"))?;
+            Ok((!state.is_null()).then_some(state))
+        })
+    }
+
+    /// Hands the plugin a task's state that [`export_task`](Self::export_task)
+    /// gave (a no-op for a plugin without the 1.2 state functions).
+    pub fn import_task(
+        &mut self,
+        task: &str,
+        state: &serde_json::Value,
+    ) -> Result<(), PluginFault> {
+        let (Some(_), Some(import_task)) = (self.functions.export_task, self.functions.import_task)
+        else {
+            return Ok(());
+        };
+        let state = serde_json::to_vec(state)
+            .map_err(|err| PluginFault::Host(format!("cannot encode the task state: {err}")))?;
+        let mut out = Buffer::EMPTY;
+        // SAFETY: as in `observe_encoded`; the state is borrowed for the
+        // call.
+        let code = unsafe {
+            import_task(
+                self.instance,
+                task.as_ptr(),
+                task.len(),
+                state.as_ptr(),
+                state.len(),
+                &mut out,
+            )
+        };
+        answer(self.functions.free_buffer, code, out, |_| Ok(()))
+    }
 }
 
 impl Drop for PluginInstance {
@@ -667,6 +746,7 @@ impl PluginHost {
     ) -> Result<Arc<PluginDetector>, PluginError> {
         let instance = plugin.instantiate(config)?;
         let supports_reset = instance.supports_reset();
+        let supports_state = instance.supports_state();
         let worker = Worker::spawn(instance).map_err(|err| PluginError::Start {
             path: plugin.info.path.clone(),
             name: plugin.info.name.clone(),
@@ -676,6 +756,7 @@ impl PluginHost {
             name: plugin.info.name.clone(),
             kinds: plugin.info.kinds.clone(),
             supports_reset,
+            supports_state,
             worker,
             limiter: Arc::clone(&self.limiter),
             max_faults: self.max_faults,
@@ -714,6 +795,7 @@ pub struct PluginDetector {
     name: String,
     kinds: Vec<String>,
     supports_reset: bool,
+    supports_state: bool,
     worker: Worker,
     limiter: Arc<Semaphore>,
     max_faults: u32,
@@ -810,6 +892,43 @@ impl ExtensionDetector for PluginDetector {
             // A reset has no decision to carry the error: it is logged.
             self.fault(&fault, task, None);
         }
+    }
+
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        if !self.supports_state || self.is_disabled() {
+            return None;
+        }
+        let owned = task.to_owned();
+        match self.run(move |instance| instance.export_task(&owned)).await {
+            Ok(state) => state,
+            Err(fault) => {
+                // No decision carries the error: it is logged. The task is
+                // stored without this plugin's part, so a reload would
+                // start it afresh in the plugin.
+                self.fault(&fault, task, None);
+                None
+            }
+        }
+    }
+
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        if !self.supports_state || self.is_disabled() {
+            return Ok(());
+        }
+        let owned = task.to_owned();
+        self.run(move |instance| instance.import_task(&owned, &state))
+            .await
+            .map_err(|fault| {
+                ExtensionError(format!(
+                    "plugin {}: {}",
+                    self.name,
+                    self.fault(&fault, task, None)
+                ))
+            })
     }
 }
 
@@ -1049,12 +1168,160 @@ mod tests {
         let mut instance = plugin.instantiate(&serde_json::json!({})).expect("starts");
         assert!(!instance.supports_reset());
         instance.reset_task("T").expect("a no-op for 1.0");
+        assert!(!instance.supports_state());
+        assert_eq!(
+            instance.export_task("T"),
+            Ok(None),
+            "a 1.0 plugin keeps nothing"
+        );
+        instance
+            .import_task("T", &serde_json::json!({"format": 1}))
+            .expect("a no-op for 1.0");
         let failure = event(r#"{"type":"failure","task":"T","agent":"a","error":"E1"}"#);
         let found = instance.observe(4, &failure).expect("observes");
         assert_eq!(
             (found[0].kind.as_ref(), found[0].evidence.as_slice()),
             ("legacy_failure", &[4][..])
         );
+    }
+
+    /// The events of a trace of the workspace's `tests/traces`, with their
+    /// lines.
+    fn trace_events(name: &str) -> Vec<(u64, Event)> {
+        let path = format!("{}/../../tests/traces/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("the trace exists");
+        text.lines()
+            .enumerate()
+            .filter_map(|(index, line)| Some((index as u64 + 1, Event::from_json(line).ok()?)))
+            .collect()
+    }
+
+    /// Replays `events` through a new engine with a new instance of
+    /// `plugin` on `store`: each decision as JSON.
+    async fn replay_with(
+        plugin: &Plugin,
+        store: &Arc<crate::MemoryStore>,
+        events: &[(u64, Event)],
+    ) -> Vec<serde_json::Value> {
+        let detector = PluginHost::new(&PluginHostConfig::default())
+            .detector(plugin, &serde_json::json!({}))
+            .expect("starts");
+        let guard = crate::LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .extension(detector.clone())
+            .build()
+            .expect("valid");
+        let mut decisions = Vec::new();
+        for (line, event) in events {
+            let decision = guard.observe_line(*line, event.clone()).await;
+            assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+            decisions.push(serde_json::to_value(&decision).expect("serializes"));
+        }
+        assert_eq!(detector.faults(), 0);
+        decisions
+    }
+
+    /// Whether `events` split before every event, across two engines and
+    /// two instances of `plugin` on one durable store, decide like one run.
+    async fn splits_like_one_run(plugin: &Plugin, events: &[(u64, Event)]) -> Vec<usize> {
+        let whole = replay_with(plugin, &Arc::new(crate::MemoryStore::durable()), events).await;
+        let mut differing = Vec::new();
+        for split in 1..events.len() {
+            let store = Arc::new(crate::MemoryStore::durable());
+            let mut halves = replay_with(plugin, &store, &events[..split]).await;
+            halves.extend(replay_with(plugin, &store, &events[split..]).await);
+            if halves != whole {
+                differing.push(split);
+            }
+        }
+        differing
+    }
+
+    #[tokio::test]
+    async fn a_plugin_trace_split_anywhere_on_a_durable_store_decides_like_one_run() {
+        let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+        let events = trace_events("monologue.jsonl");
+        assert!(events.len() > 5);
+        let whole = replay_with(&plugin, &Arc::new(crate::MemoryStore::durable()), &events).await;
+        let monologues = whole
+            .iter()
+            .filter(|decision| decision.to_string().contains(r#""kind":"monologue""#))
+            .count();
+        assert!(monologues >= 2, "the trace has monologues: {whole:?}");
+        assert_eq!(
+            splits_like_one_run(&plugin, &events).await,
+            Vec::<usize>::new()
+        );
+    }
+
+    #[tokio::test]
+    async fn without_the_state_functions_a_split_plugin_starts_its_tasks_afresh() {
+        // The same plugin with its 1.2 state slots taken away, as a plugin
+        // of ABI 1.1 has them.
+        let mut plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+        plugin.functions.export_task = None;
+        plugin.functions.import_task = None;
+        let events = trace_events("monologue.jsonl");
+        let differing = splits_like_one_run(&plugin, &events).await;
+        // A split inside the run of lines 4 to 6 loses the monologue on 6.
+        assert!(
+            differing.contains(&4) && differing.contains(&5),
+            "{differing:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_state_the_plugin_cannot_read_is_a_fault_naming_it() {
+        let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+        let detector = PluginHost::new(&PluginHostConfig::default())
+            .detector(&plugin, &serde_json::json!({"repeats": 2}))
+            .expect("starts");
+        assert_eq!(detector.export_task("T").await, None, "no run yet");
+        observe(&detector, 1, &turn("x")).await.expect("observes");
+        let state = detector.export_task("T").await.expect("a run to keep");
+        let err = detector
+            .import_task("T", serde_json::json!({"format": 99}))
+            .await
+            .expect_err("refused");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("plugin monologue: returned an error: monologue")
+                && message.ends_with("(fault 1 of 3)"),
+            "{message}"
+        );
+        assert_eq!(detector.faults(), 1);
+        // A fresh instance continues the run it is given.
+        let restarted = PluginHost::new(&PluginHostConfig::default())
+            .detector(&plugin, &serde_json::json!({"repeats": 2}))
+            .expect("starts");
+        restarted.import_task("T", state).await.expect("imports");
+        let found = observe(&restarted, 2, &turn("x")).await.expect("observes");
+        assert_eq!(found[0].evidence, [1, 2]);
+    }
+
+    #[test]
+    fn older_minors_are_read_without_the_state_slots_and_a_short_1_2_table_is_refused() {
+        use loopguard_plugin_api::export;
+        use loopguard_plugin_monologue::Monologue;
+        // A 1.1 table: its slots past `reset_task` are not read, whatever
+        // lies there.
+        let mut table = export::table::<Monologue>(1, 1);
+        table.header.struct_size = abi::TABLE_SIZE_V1_1;
+        // SAFETY: a live table of at least `struct_size` bytes.
+        let (_, functions) = unsafe { read_functions(&table, &table.header) }.expect("reads");
+        assert!(functions.reset_task.is_some());
+        assert!(functions.export_task.is_none() && functions.import_task.is_none());
+        // A 1.2 table has both.
+        let table = export::table::<Monologue>(1, 2);
+        // SAFETY: as above.
+        let (_, functions) = unsafe { read_functions(&table, &table.header) }.expect("reads");
+        assert!(functions.export_task.is_some() && functions.import_task.is_some());
+        // A 1.2 table as small as a 1.1 one is not a 1.2 table.
+        let mut short = export::table::<Monologue>(1, 2);
+        short.header.struct_size = abi::TABLE_SIZE_V1_1;
+        // SAFETY: as above.
+        let err = unsafe { read_functions(&short, &short.header) }.expect_err("refused");
+        assert!(err.contains("ABI 1.2 tables have at least"), "{err}");
     }
 
     #[test]

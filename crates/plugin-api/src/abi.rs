@@ -1,7 +1,7 @@
 //! The C ABI between the host and a plugin: the entry symbol, the table it
 //! returns, the buffers that cross, the status codes.
 //!
-//! # Layout of ABI 1.1
+//! # Layout of ABI 1.2
 //!
 //! The library exports one symbol, [`ENTRY_SYMBOL`]
 //! (`loopguard_plugin_entry_v1`, the major version in its name), an
@@ -21,6 +21,8 @@
 //! | 72 | `observe` | 1.0 |
 //! | 80 | `free_buffer` | 1.0 |
 //! | 88 | `reset_task` | 1.1 |
+//! | 96 | `export_task` (may be null) | 1.2 |
+//! | 104 | `import_task` (may be null) | 1.2 |
 //!
 //! # The append-only rule
 //!
@@ -39,11 +41,12 @@
 //! |---------|--------|
 //! | 1.0 | the header, `describe`, `create`, `destroy`, `observe`, `free_buffer` |
 //! | 1.1 | `reset_task`: the host tells the plugin when a task was reset (`completed`, `human`) |
+//! | 1.2 | `export_task`, `import_task`: a task's state as JSON, kept by a durable store so that a restart continues the task; either slot may be null (the plugin keeps no state) |
 //!
 //! # Ownership
 //!
 //! The side that allocates frees. Bytes the host passes in (`config`,
-//! `input`, `task`) are borrowed for the duration of the call. Every
+//! `input`, `task`, `state`) are borrowed for the duration of the call. Every
 //! [`Buffer`] a plugin fills is allocated by the plugin and handed back to
 //! the plugin's own `free_buffer`, exactly once, whatever the status. The
 //! instance `create` returns is released by `destroy`.
@@ -63,7 +66,7 @@ pub const ABI_MAJOR: u32 = 1;
 
 /// The ABI's minor version: the number of append-only extensions of the
 /// major's first table. A host refuses a plugin with a newer minor.
-pub const ABI_MINOR: u32 = 1;
+pub const ABI_MINOR: u32 = 2;
 
 /// The oldest minor of [`ABI_MAJOR`] this SDK's host side still loads.
 pub const ABI_OLDEST_SUPPORTED_MINOR: u32 = 0;
@@ -258,6 +261,31 @@ pub type ResetTaskFn = unsafe extern "C" fn(
     out: *mut Buffer,
 ) -> i32;
 
+/// `export_task(instance, task, task_len, out)` (since 1.2): writes the
+/// task's state to `out` as JSON, for a durable store to keep with the
+/// task; an empty buffer or `null` means nothing to keep. The host asks
+/// after every event of the task when its store is durable.
+pub type ExportTaskFn = unsafe extern "C" fn(
+    instance: *mut c_void,
+    task: *const u8,
+    task_len: usize,
+    out: *mut Buffer,
+) -> i32;
+
+/// `import_task(instance, task, task_len, state, state_len, out)` (since
+/// 1.2): puts back a task's state (JSON, as `export_task` wrote it, maybe
+/// by another instance or an older version of the plugin) when the host
+/// reloads the task from its store. A state it cannot read is an error:
+/// `out` holds the message, as for `observe`.
+pub type ImportTaskFn = unsafe extern "C" fn(
+    instance: *mut c_void,
+    task: *const u8,
+    task_len: usize,
+    state: *const u8,
+    state_len: usize,
+    out: *mut Buffer,
+) -> i32;
+
 /// `loopguard_plugin_entry_v1()`: the table, static in the plugin.
 pub type EntryFn = unsafe extern "C" fn() -> *const PluginTable;
 
@@ -281,6 +309,11 @@ pub struct PluginTable {
     pub free_buffer: Option<FreeBufferFn>,
     /// 1.1: a task was reset.
     pub reset_task: Option<ResetTaskFn>,
+    /// 1.2: a task's state out, for a durable store (null: none kept).
+    pub export_task: Option<ExportTaskFn>,
+    /// 1.2: a task's state back in, from a durable store (null: none
+    /// kept).
+    pub import_task: Option<ImportTaskFn>,
 }
 
 // SAFETY: the table is immutable, and the strings it points to are static.
@@ -291,8 +324,11 @@ unsafe impl Send for PluginTable {}
 /// Bytes of a 1.0 table: every field before `reset_task`.
 pub const TABLE_SIZE_V1_0: usize = std::mem::offset_of!(PluginTable, reset_task);
 
-/// Bytes of a 1.1 table.
-pub const TABLE_SIZE_V1_1: usize = std::mem::size_of::<PluginTable>();
+/// Bytes of a 1.1 table: every field before `export_task`.
+pub const TABLE_SIZE_V1_1: usize = std::mem::offset_of!(PluginTable, export_task);
+
+/// Bytes of a 1.2 table.
+pub const TABLE_SIZE_V1_2: usize = std::mem::size_of::<PluginTable>();
 
 /// The smallest `struct_size` a table of `minor` may have (`None` for a
 /// minor this SDK does not know).
@@ -300,6 +336,7 @@ pub const fn table_size_for_minor(minor: u32) -> Option<usize> {
     match minor {
         0 => Some(TABLE_SIZE_V1_0),
         1 => Some(TABLE_SIZE_V1_1),
+        2 => Some(TABLE_SIZE_V1_2),
         _ => None,
     }
 }
@@ -320,7 +357,14 @@ mod tests {
         assert_eq!(offset_of!(PluginTable, free_buffer), 8 + 9 * word);
         assert_eq!(TABLE_SIZE_V1_0, 8 + 10 * word);
         assert_eq!(TABLE_SIZE_V1_1, TABLE_SIZE_V1_0 + word);
-        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_1));
+        assert_eq!(offset_of!(PluginTable, reset_task), 8 + 10 * word);
+        assert_eq!(offset_of!(PluginTable, export_task), 8 + 11 * word);
+        assert_eq!(offset_of!(PluginTable, import_task), 8 + 12 * word);
+        assert_eq!(TABLE_SIZE_V1_2, TABLE_SIZE_V1_1 + 2 * word);
+        assert_eq!(ABI_MINOR, 2);
+        assert_eq!(table_size_for_minor(0), Some(TABLE_SIZE_V1_0));
+        assert_eq!(table_size_for_minor(1), Some(TABLE_SIZE_V1_1));
+        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_2));
         assert_eq!(table_size_for_minor(ABI_MINOR + 1), None);
         for minor in ABI_OLDEST_SUPPORTED_MINOR..=ABI_MINOR {
             assert!(table_size_for_minor(minor).is_some(), "minor {minor}");

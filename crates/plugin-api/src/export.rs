@@ -47,6 +47,8 @@ pub const fn table<D: Detector>(abi_major: u32, abi_minor: u32) -> PluginTable {
         observe: Some(observe::<D>),
         free_buffer: Some(free_buffer),
         reset_task: Some(reset_task::<D>),
+        export_task: Some(export_task::<D>),
+        import_task: Some(import_task::<D>),
     }
 }
 
@@ -186,6 +188,67 @@ pub unsafe extern "C" fn reset_task<D: Detector>(
             let task = std::str::from_utf8(borrowed(task, task_len))
                 .map_err(|err| format!("reset_task: the task is not UTF-8: {err}"))?;
             detector.reset_task(task);
+            Ok(Vec::new())
+        })
+    }
+}
+
+/// The ABI's `export_task` for `D`: the state as JSON, nothing for `None`.
+///
+/// # Safety
+///
+/// As [`reset_task`].
+pub unsafe extern "C" fn export_task<D: Detector>(
+    instance: *mut c_void,
+    task: *const u8,
+    task_len: usize,
+    out: *mut Buffer,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        guard(out, || {
+            // SAFETY: the host gives exclusive access to a live instance.
+            let detector = instance
+                .cast::<D>()
+                .as_ref()
+                .ok_or("export_task: no instance")?;
+            let task = std::str::from_utf8(borrowed(task, task_len))
+                .map_err(|err| format!("export_task: the task is not UTF-8: {err}"))?;
+            match detector.export_task(task) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(state) => serde_json::to_vec(&state)
+                    .map_err(|err| format!("export_task: the state is not JSON: {err}")),
+            }
+        })
+    }
+}
+
+/// The ABI's `import_task` for `D`.
+///
+/// # Safety
+///
+/// As [`reset_task`], with `state` pointing to `state_len` readable bytes.
+pub unsafe extern "C" fn import_task<D: Detector>(
+    instance: *mut c_void,
+    task: *const u8,
+    task_len: usize,
+    state: *const u8,
+    state_len: usize,
+    out: *mut Buffer,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        guard(out, || {
+            // SAFETY: the host gives exclusive access to a live instance.
+            let detector = instance
+                .cast::<D>()
+                .as_mut()
+                .ok_or("import_task: no instance")?;
+            let task = std::str::from_utf8(borrowed(task, task_len))
+                .map_err(|err| format!("import_task: the task is not UTF-8: {err}"))?;
+            let state = serde_json::from_slice(borrowed(state, state_len))
+                .map_err(|err| format!("import_task: the state is not valid JSON: {err}"))?;
+            detector.import_task(task, state)?;
             Ok(Vec::new())
         })
     }

@@ -39,7 +39,7 @@
 //! ```
 //! use std::collections::HashMap;
 //!
-//! use loopguard_plugin_api::serde_json::Value;
+//! use loopguard_plugin_api::serde_json::{self, Value};
 //! use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
 //!
 //! /// Turns that apologize, per task: the input lines.
@@ -94,6 +94,24 @@
 //!     fn reset_task(&mut self, task: &str) {
 //!         self.lines.remove(task);
 //!     }
+//!
+//!     // With a durable store, loopguard keeps each task's state (optional:
+//!     // without these two a task starts afresh after a restart).
+//!     fn export_task(&self, task: &str) -> Option<Value> {
+//!         let lines = self.lines.get(task)?;
+//!         Some(serde_json::json!({ "format": 1, "lines": lines }))
+//!     }
+//!
+//!     fn import_task(&mut self, task: &str, state: Value) -> Result<(), String> {
+//!         let lines = state
+//!             .get("format")
+//!             .filter(|format| *format == 1)
+//!             .and(state.get("lines"))
+//!             .and_then(|lines| serde_json::from_value(lines.clone()).ok())
+//!             .ok_or("apologies: unreadable task state")?;
+//!         self.lines.insert(task.to_owned(), lines);
+//!         Ok(())
+//!     }
 //! }
 //!
 //! loopguard_plugin_api::export_detector!(Apologies);
@@ -110,6 +128,11 @@
 //! assert_eq!(found[0].kind, "apology_loop");
 //! assert_eq!(found[0].evidence, [1, 2]);
 //! assert!(Harness::<Apologies>::new(r#"{"limit": 0}"#).is_err());
+//! // A task's state survives a new instance (a restart):
+//! let state = plugin.export_task("T1")?.expect("a state");
+//! let mut restarted = Harness::<Apologies>::new(r#"{"limit": 2}"#)?;
+//! restarted.import_task("T1", &state)?;
+//! assert_eq!(restarted.observe(3, &sorry)?[0].evidence, [1, 2, 3]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -145,6 +168,9 @@
 //! - `evidence` lists input lines, oldest first, this event's line last.
 //! - Be quick and synchronous: loopguard calls plugins off its async
 //!   reactor, a bounded number at once, one call per instance at a time.
+//! - Keep per-task state small and versioned if you export it
+//!   ([`Detector::export_task`]): a durable store writes it with every
+//!   event, and a restart reads it back with [`Detector::import_task`].
 //! - Build with the default `panic = "unwind"`: with `panic = "abort"` a
 //!   panic cannot be caught and ends the process.
 //!
@@ -204,6 +230,30 @@ pub trait Detector: Sized + Send + 'static {
     /// event was observed.
     fn reset_task(&mut self, task: &str) {
         let _ = task;
+    }
+
+    /// The task's state, for a durable store to keep with the task (ABI
+    /// 1.2): asked after every event of the task when loopguard's store is
+    /// durable (SQLite, PostgreSQL), so that after a restart
+    /// [`Detector::import_task`] continues the task where it stopped.
+    /// Version it (`{"format": 1, ...}`) and keep it bounded: it is written
+    /// with every event. `None` (the default): nothing to keep, and after a
+    /// restart the task starts afresh.
+    fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let _ = task;
+        None
+    }
+
+    /// Puts back a task's state that [`Detector::export_task`] gave
+    /// (perhaps in another process, or an older version of the plugin),
+    /// replacing whatever the instance holds for the task. Called when
+    /// loopguard reloads the task from its store; a task with nothing
+    /// stored is reset with [`Detector::reset_task`] instead. A state it
+    /// cannot read is an error naming the plugin, reported on the event's
+    /// decision. The default ignores the state.
+    fn import_task(&mut self, task: &str, state: serde_json::Value) -> Result<(), String> {
+        let _ = (task, state);
+        Ok(())
     }
 }
 

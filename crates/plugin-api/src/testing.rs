@@ -96,6 +96,47 @@ impl<D: Detector> Harness<D> {
             unsafe { export::reset_task::<D>(self.instance, task.as_ptr(), task.len(), &mut out) };
         answer(code, out).map(drop)
     }
+
+    /// Asks for a task's state, as a durable store would (`None`: nothing
+    /// to keep).
+    pub fn export_task(&self, task: &str) -> Result<Option<serde_json::Value>, CallError> {
+        let mut out = Buffer::EMPTY;
+        // SAFETY: as in `observe`.
+        let code =
+            unsafe { export::export_task::<D>(self.instance, task.as_ptr(), task.len(), &mut out) };
+        let bytes = answer(code, out)?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let state: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|err| CallError::Error(format!("the exported state is not JSON: {err}")))?;
+        Ok((!state.is_null()).then_some(state))
+    }
+
+    /// Puts back a task's state, as loopguard does when it reloads a task
+    /// from a durable store.
+    pub fn import_task(&mut self, task: &str, state: &serde_json::Value) -> Result<(), CallError> {
+        let bytes = serde_json::to_vec(state).map_err(|err| CallError::Error(err.to_string()))?;
+        self.import_task_bytes(task, &bytes)
+    }
+
+    /// Puts back a task's state from raw bytes (which need not be JSON:
+    /// to test what the detector does with garbage).
+    pub fn import_task_bytes(&mut self, task: &str, state: &[u8]) -> Result<(), CallError> {
+        let mut out = Buffer::EMPTY;
+        // SAFETY: as in `observe`; the state is borrowed for the call.
+        let code = unsafe {
+            export::import_task::<D>(
+                self.instance,
+                task.as_ptr(),
+                task.len(),
+                state.as_ptr(),
+                state.len(),
+                &mut out,
+            )
+        };
+        answer(code, out).map(drop)
+    }
 }
 
 impl<D: Detector> std::fmt::Debug for Harness<D> {
@@ -228,6 +269,40 @@ mod tests {
         fn reset_task(&mut self, task: &str) {
             self.resets.push(task.to_owned());
         }
+        fn export_task(&self, task: &str) -> Option<Value> {
+            match task {
+                "boom" => panic!("export of {task} blew up"),
+                "none" => None,
+                "null" => Some(Value::Null),
+                _ => Some(serde_json::json!({ "format": 1, "resets": self.resets })),
+            }
+        }
+        fn import_task(&mut self, task: &str, state: Value) -> Result<(), String> {
+            if task == "boom" {
+                panic!("import of {task} blew up");
+            }
+            let resets = state
+                .get("resets")
+                .and_then(|resets| serde_json::from_value(resets.clone()).ok())
+                .ok_or_else(|| format!("fragile: no resets in {state}"))?;
+            self.resets = resets;
+            Ok(())
+        }
+    }
+
+    /// Keeps no state: the trait's defaults.
+    struct Stateless;
+
+    impl Detector for Stateless {
+        const NAME: &'static str = "stateless";
+        const VERSION: &'static str = "0.1.0";
+        const KINDS: &'static [&'static str] = &["stateless_kind"];
+        fn new(_config: Value) -> Result<Self, String> {
+            Ok(Stateless)
+        }
+        fn observe(&mut self, _line: u64, _event: &Event) -> Vec<Detection> {
+            Vec::new()
+        }
     }
 
     fn turn(output: &str) -> Event {
@@ -266,6 +341,74 @@ mod tests {
         assert_eq!(detector.resets, ["T9"]);
     }
 
+    /// The resets the instance holds.
+    fn resets(harness: &Harness<Fragile>) -> Vec<String> {
+        // SAFETY: the instance is live and this thread's alone.
+        unsafe { &*harness.instance.cast::<Fragile>() }
+            .resets
+            .clone()
+    }
+
+    #[test]
+    fn a_task_state_round_trips_through_export_and_import() {
+        let mut first = Harness::<Fragile>::new("").expect("created");
+        first.reset_task("A").expect("resets");
+        first.reset_task("B").expect("resets");
+        let state = first.export_task("T").expect("exports").expect("a state");
+        assert_eq!(
+            state,
+            serde_json::json!({"format": 1, "resets": ["A", "B"]})
+        );
+        let mut second = Harness::<Fragile>::new("").expect("created");
+        assert!(resets(&second).is_empty());
+        second.import_task("T", &state).expect("imports");
+        assert_eq!(resets(&second), ["A", "B"]);
+        // Nothing to keep, either way of saying it.
+        assert_eq!(first.export_task("none"), Ok(None));
+        assert_eq!(first.export_task("null"), Ok(None));
+        // A state the detector cannot read is its error, and changes nothing.
+        let err = second
+            .import_task("T", &serde_json::json!({"format": 1}))
+            .expect_err("refused");
+        assert_eq!(
+            err,
+            CallError::Error(r#"fragile: no resets in {"format":1}"#.to_owned())
+        );
+        let err = second
+            .import_task_bytes("T", b"{not json")
+            .expect_err("refused");
+        assert!(
+            matches!(&err, CallError::Error(m) if m.starts_with("import_task: the state is not valid JSON")),
+            "{err}"
+        );
+        assert_eq!(resets(&second), ["A", "B"]);
+    }
+
+    #[test]
+    fn a_panicking_export_or_import_is_an_error_status_and_the_instance_goes_on() {
+        let mut harness = Harness::<Fragile>::new("").expect("created");
+        let err = harness.export_task("boom").expect_err("panics");
+        assert_eq!(err, CallError::Panic("export of boom blew up".to_owned()));
+        let err = harness
+            .import_task("boom", &serde_json::json!({"resets": []}))
+            .expect_err("panics");
+        assert_eq!(err, CallError::Panic("import of boom blew up".to_owned()));
+        assert!(harness.export_task("T").expect("goes on").is_some());
+        assert_eq!(harness.observe(1, &turn("fine")).expect("goes on").len(), 1);
+    }
+
+    #[test]
+    fn a_detector_without_export_and_import_keeps_nothing_and_ignores_a_state() {
+        let mut harness = Harness::<Stateless>::new("").expect("created");
+        assert_eq!(harness.export_task("T"), Ok(None));
+        harness
+            .import_task("T", &serde_json::json!({"anything": [1, 2]}))
+            .expect("ignored");
+        // The slots are in its table all the same: the host may call them.
+        let table = export::table::<Stateless>(crate::ABI_MAJOR, crate::ABI_MINOR);
+        assert!(table.export_task.is_some() && table.import_task.is_some());
+    }
+
     #[test]
     fn the_target_directory_and_profile_come_from_the_executable_path() {
         assert_eq!(
@@ -282,7 +425,7 @@ mod tests {
     fn the_macro_table_carries_the_sdk_versions() {
         let table = export::table::<Fragile>(7, 9);
         assert_eq!((table.header.abi_major, table.header.abi_minor), (7, 9));
-        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_1);
+        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_2);
         // SAFETY: static strings.
         let sdk = unsafe { table.header.sdk_version.to_string_lossy() };
         assert_eq!(sdk, crate::SDK_VERSION);

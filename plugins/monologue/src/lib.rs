@@ -8,6 +8,11 @@
 //! that it is repeating itself. Every further identical turn reports again,
 //! with the run's lines as evidence.
 //!
+//! With a durable store, each task's run is exported after every event and
+//! imported after a restart (`{"format":1,"agent":...,"output_hash":...,
+//! "output_len":...,"count":...,"lines":[...]}`; a hash of the output, never
+//! the text), so a run split by a restart is still one run.
+//!
 //! Config (`[[plugins]]` `config` table; every key optional):
 //!
 //! ```toml
@@ -30,14 +35,19 @@
 //! let found = plugin.observe(3, &turn)?;
 //! assert_eq!(found[0].kind, "monologue");
 //! assert_eq!(found[0].evidence, [1, 2, 3]);
+//!
+//! // With a durable store, a restart continues the run (ABI 1.2):
+//! let state = plugin.export_task("T1")?.expect("a run");
+//! let mut restarted = Harness::<Monologue>::new("")?;
+//! restarted.import_task("T1", &state)?;
+//! assert_eq!(restarted.observe(4, &turn)?[0].evidence, [1, 2, 3, 4]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 
-use loopguard_plugin_api::serde::Deserialize;
+use loopguard_plugin_api::serde::{Deserialize, Serialize};
 use loopguard_plugin_api::serde_json::{self, Value};
 use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
 
@@ -48,22 +58,85 @@ pub const KIND: &str = "monologue";
 /// the latest.
 const MOST_LINES: usize = 32;
 
+/// The version of the task state [`Detector::export_task`] writes.
+const STATE_FORMAT: u32 = 1;
+
 /// The monologue detector: per task, the current run of identical turns.
 #[derive(Debug)]
 pub struct Monologue {
     repeats: u32,
-    hasher: RandomState,
     runs: HashMap<String, Run>,
 }
 
 /// One task's latest run of identical turns by one agent.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 struct Run {
     agent: String,
     /// Hash and length of the trimmed output.
     output: (u64, usize),
     count: u32,
     lines: Vec<u64>,
+}
+
+/// A task's run as it is exported: versioned, the hash as hex (JSON
+/// numbers past 2^53 do not survive every reader).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(crate = "loopguard_plugin_api::serde", deny_unknown_fields)]
+struct RunState {
+    format: u32,
+    agent: String,
+    output_hash: String,
+    output_len: usize,
+    count: u32,
+    lines: Vec<u64>,
+}
+
+impl Run {
+    fn to_state(&self) -> RunState {
+        RunState {
+            format: STATE_FORMAT,
+            agent: self.agent.clone(),
+            output_hash: format!("{:016x}", self.output.0),
+            output_len: self.output.1,
+            count: self.count,
+            lines: self.lines.clone(),
+        }
+    }
+
+    fn from_state(state: Value) -> Result<Run, String> {
+        let format = state.get("format").and_then(Value::as_u64);
+        if format != Some(u64::from(STATE_FORMAT)) {
+            return Err(format!(
+                "format {} (this version reads format {STATE_FORMAT})",
+                format.map_or_else(|| "missing".to_owned(), |f| f.to_string())
+            ));
+        }
+        let state: RunState = serde_json::from_value(state).map_err(|err| err.to_string())?;
+        let hash = u64::from_str_radix(&state.output_hash, 16)
+            .map_err(|err| format!("output_hash {:?}: {err}", state.output_hash))?;
+        if state.count == 0 || state.lines.is_empty() || state.lines.len() > MOST_LINES {
+            return Err(format!(
+                "a run of {} turns with {} lines",
+                state.count,
+                state.lines.len()
+            ));
+        }
+        Ok(Run {
+            agent: state.agent,
+            output: (hash, state.output_len),
+            count: state.count,
+            lines: state.lines,
+        })
+    }
+}
+
+/// FNV-1a, 64 bits: a hash that is the same in every process and build, so
+/// that an exported run matches the turns after a restart (std's hashers
+/// are seeded per process, or may change between Rust releases).
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The plugin's config table.
@@ -97,7 +170,6 @@ impl Detector for Monologue {
         }
         Ok(Monologue {
             repeats: config.repeats,
-            hasher: RandomState::new(),
             runs: HashMap::new(),
         })
     }
@@ -109,7 +181,7 @@ impl Detector for Monologue {
             return Vec::new();
         };
         let trimmed = output.trim();
-        let fingerprint = (self.hasher.hash_one(trimmed), trimmed.len());
+        let fingerprint = (stable_hash(trimmed), trimmed.len());
         let run = match self.runs.get_mut(&event.task) {
             Some(run) if run.agent == *agent && run.output == fingerprint => {
                 run.count = run.count.saturating_add(1);
@@ -155,6 +227,23 @@ impl Detector for Monologue {
 
     fn reset_task(&mut self, task: &str) {
         self.runs.remove(task);
+    }
+
+    fn export_task(&self, task: &str) -> Option<Value> {
+        let run = self.runs.get(task)?;
+        serde_json::to_value(run.to_state()).ok()
+    }
+
+    fn import_task(&mut self, task: &str, state: Value) -> Result<(), String> {
+        if state.is_null() {
+            self.runs.remove(task);
+            return Ok(());
+        }
+        let run = Run::from_state(state).map_err(|err| {
+            format!("monologue: task {task}'s saved state is not readable: {err}")
+        })?;
+        self.runs.insert(task.to_owned(), run);
+        Ok(())
     }
 }
 
@@ -243,6 +332,85 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_run_split_by_a_restart_is_still_one_run() {
+        let mut first = Harness::<Monologue>::new("").expect("created");
+        let same = turn("T", "writer", "Here is the plan.");
+        assert_eq!(first.export_task("T"), Ok(None), "no run yet");
+        first.observe(1, &same).expect("observes");
+        first
+            .observe(2, &turn("U", "a", "other task"))
+            .expect("observes");
+        first.observe(3, &same).expect("observes");
+        let state = first.export_task("T").expect("exports").expect("a run");
+        assert_eq!(state["format"], 1);
+        assert_eq!(state["lines"], serde_json::json!([1, 3]));
+        assert_eq!(state["output_hash"].as_str().map(str::len), Some(16));
+        let mut second = Harness::<Monologue>::new("").expect("created");
+        second.import_task("T", &state).expect("imports");
+        let found = second.observe(4, &same).expect("observes");
+        assert_eq!(found[0].evidence, [1, 3, 4]);
+        assert_eq!(found[0].count, Some(3));
+        // The other task was not handed over: it starts afresh.
+        assert_eq!(second.export_task("U"), Ok(None));
+        // A different output after the restart does not continue the run.
+        let mut third = Harness::<Monologue>::new("").expect("created");
+        third.import_task("T", &state).expect("imports");
+        assert!(
+            third
+                .observe(4, &turn("T", "writer", "Another plan."))
+                .expect("observes")
+                .is_empty()
+        );
+        // Exported state reads back as it was.
+        let again = second.export_task("T").expect("exports").expect("a run");
+        let mut fourth = Harness::<Monologue>::new("").expect("created");
+        fourth.import_task("T", &again).expect("imports");
+        assert_eq!(fourth.export_task("T"), Ok(Some(again)));
+    }
+
+    #[test]
+    fn a_state_it_cannot_read_is_an_error_naming_the_plugin() {
+        let mut plugin = Harness::<Monologue>::new("").expect("created");
+        let good = serde_json::json!({
+            "format": 1, "agent": "a", "output_hash": "00000000000000ff",
+            "output_len": 1, "count": 1, "lines": [1]
+        });
+        plugin.import_task("T", &good).expect("imports");
+        let mut bad_cases = Vec::new();
+        for (key, value) in [
+            ("format", serde_json::json!(2)),
+            ("output_hash", serde_json::json!("not hex")),
+            ("count", serde_json::json!(0)),
+            ("lines", serde_json::json!([])),
+            ("agent", serde_json::json!(7)),
+            ("extra", serde_json::json!(true)),
+        ] {
+            let mut bad = good.clone();
+            bad[key] = value;
+            bad_cases.push(bad);
+        }
+        bad_cases.push(serde_json::json!([1, 2]));
+        for bad in bad_cases {
+            let err = plugin.import_task("T", &bad).expect_err("refused");
+            assert!(
+                matches!(&err, CallError::Error(message)
+                    if message.starts_with("monologue: task T's saved state is not readable: ")),
+                "{bad}: {err}"
+            );
+        }
+        // The refused states left the good one in place.
+        assert_eq!(plugin.export_task("T"), Ok(Some(good)));
+    }
+
+    #[test]
+    fn the_output_hash_is_the_same_in_every_process() {
+        // FNV-1a test vectors: a stored hash must match after a restart.
+        assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(stable_hash("foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //! config = { budget = 40 }   # events per task before escalating (default 25)
 //! ```
 //!
+//! With a durable store, each task's count is exported after every event
+//! and imported after a restart (`{"format":1,"events":...,"first_line":...}`),
+//! so a restart does not refill a budget.
+//!
 //! ```
 //! use loopguard_plugin_api::{Action, Event};
 //! use loopguard_plugin_api::testing::Harness;
@@ -34,7 +38,7 @@
 
 use std::collections::HashMap;
 
-use loopguard_plugin_api::serde::Deserialize;
+use loopguard_plugin_api::serde::{Deserialize, Serialize};
 use loopguard_plugin_api::serde_json::{self, Value};
 use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
 
@@ -51,8 +55,12 @@ pub struct TurnBudget {
     tasks: HashMap<String, Spent>,
 }
 
+/// The version of the task state [`Detector::export_task`] writes.
+const STATE_FORMAT: u32 = 1;
+
 /// What one task has spent.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(crate = "loopguard_plugin_api::serde", deny_unknown_fields)]
 struct Spent {
     events: u64,
     first_line: u64,
@@ -128,6 +136,33 @@ impl Detector for TurnBudget {
     fn reset_task(&mut self, task: &str) {
         self.tasks.remove(task);
     }
+
+    fn export_task(&self, task: &str) -> Option<Value> {
+        let spent = self.tasks.get(task)?;
+        Some(serde_json::json!({
+            "format": STATE_FORMAT,
+            "events": spent.events,
+            "first_line": spent.first_line,
+        }))
+    }
+
+    fn import_task(&mut self, task: &str, mut state: Value) -> Result<(), String> {
+        let unreadable =
+            |why: String| format!("turn_budget: task {task}'s saved state is not readable: {why}");
+        let format = state
+            .as_object_mut()
+            .and_then(|state| state.remove("format"));
+        if format.as_ref().and_then(Value::as_u64) != Some(u64::from(STATE_FORMAT)) {
+            return Err(unreadable(format!(
+                "format {} (this version reads format {STATE_FORMAT})",
+                format.map_or_else(|| "missing".to_owned(), |f| f.to_string())
+            )));
+        }
+        let spent: Spent =
+            serde_json::from_value(state).map_err(|err| unreadable(err.to_string()))?;
+        self.tasks.insert(task.to_owned(), spent);
+        Ok(())
+    }
 }
 
 loopguard_plugin_api::export_detector!(TurnBudget);
@@ -193,6 +228,36 @@ mod tests {
                 ("T".to_owned(), 9, vec![5, 9])
             ]
         );
+    }
+
+    #[test]
+    fn a_restart_does_not_refill_a_budget() {
+        let mut first = Harness::<TurnBudget>::new(r#"{"budget":2}"#).expect("created");
+        assert_eq!(first.export_task("T"), Ok(None));
+        first.observe(4, &hop("T")).expect("observes");
+        first.observe(5, &hop("T")).expect("observes");
+        let state = first.export_task("T").expect("exports").expect("a count");
+        assert_eq!(
+            state,
+            serde_json::json!({"format": 1, "events": 2, "first_line": 4})
+        );
+        let mut second = Harness::<TurnBudget>::new(r#"{"budget":2}"#).expect("created");
+        second.import_task("T", &state).expect("imports");
+        let found = second.observe(6, &hop("T")).expect("observes");
+        assert_eq!(found[0].evidence, [4, 6]);
+        for bad in [
+            serde_json::json!({"format": 2, "events": 2, "first_line": 4}),
+            serde_json::json!({"events": 2, "first_line": 4}),
+            serde_json::json!({"format": 1, "events": -1, "first_line": 4}),
+            serde_json::json!("nope"),
+        ] {
+            let err = second.import_task("T", &bad).expect_err("refused");
+            assert!(
+                matches!(&err, CallError::Error(message)
+                    if message.starts_with("turn_budget: task T's saved state is not readable: ")),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A plugin as the first SDK built it: an ABI 1.0 table, written by hand
 //! with the 1.0 fields only (no `reset_task`, a smaller `struct_size`). A
-//! 1.1 host must still load and run it, and must not read past its end.
+//! newer host (1.1, 1.2) must still load and run it, and must not read past
+//! its end.
 //!
 //! It reports a `legacy_failure` warning on every `failure` event.
 
