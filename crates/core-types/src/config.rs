@@ -202,9 +202,11 @@ pub struct SemanticConfig {
     /// The ONNX Runtime library (default: `ORT_DYLIB_PATH`, else the pinned
     /// copy in the model directory).
     pub ort_library: Option<std::path::PathBuf>,
-    /// Never download missing files (default false; also
-    /// `LOOPGUARD_OFFLINE=1`).
-    pub offline: bool,
+    /// Whether missing files may be downloaded: `true` never downloads,
+    /// `false` may even when `LOOPGUARD_OFFLINE=1` is set. Unset (the
+    /// default): `LOOPGUARD_OFFLINE` decides, and without it files are
+    /// fetched on first use.
+    pub offline: Option<bool>,
     /// Embeddings cached by text (default 10000).
     pub cache_capacity: usize,
 }
@@ -215,7 +217,7 @@ impl Default for SemanticConfig {
             enabled: true,
             model_dir: None,
             ort_library: None,
-            offline: false,
+            offline: None,
             cache_capacity: 10_000,
         }
     }

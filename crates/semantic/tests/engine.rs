@@ -432,7 +432,7 @@ fn a_model_that_cannot_be_provisioned_is_an_error_not_a_fallback() {
     let mut config = Config::default();
     assert!(config.semantic.enabled);
     config.semantic.model_dir = Some("/nonexistent/loopguard-models".into());
-    config.semantic.offline = true;
+    config.semantic.offline = Some(true);
     let err = SemanticDetectors::from_config(&config).expect_err("no files, no fetching");
     assert!(matches!(err, SemanticError::MissingFile { .. }), "{err:?}");
     let message = err.to_string();

@@ -194,7 +194,7 @@ async fn from_config_with_semantic_matching_off_loads_nothing() -> Result<()> {
     config.semantic.enabled = false;
     // A model directory that does not exist is not looked at.
     config.semantic.model_dir = Some("/nonexistent/loopguard-models".into());
-    config.semantic.offline = true;
+    config.semantic.offline = Some(true);
     let detectors = SemanticDetectors::from_config(&config)?;
     assert!(!detectors.is_semantic());
     Ok(())

@@ -357,8 +357,8 @@ pub fn load_service(
 
 /// The provisioning options `[semantic]` gives: `model_dir` and
 /// `ort_library` when set (they win over `LOOPGUARD_MODEL_DIR` and
-/// `ORT_DYLIB_PATH`), and `offline = true`. `offline = false` is the
-/// default and leaves the choice to `LOOPGUARD_OFFLINE`.
+/// `ORT_DYLIB_PATH`), and `offline` when set (it wins over
+/// `LOOPGUARD_OFFLINE`; unset leaves the choice to it).
 pub fn provision_options(
     semantic: &loopguard_core_types::SemanticConfig,
 ) -> crate::ProvisionOptions {
@@ -369,8 +369,8 @@ pub fn provision_options(
     if let Some(library) = &semantic.ort_library {
         options = options.ort_library(library);
     }
-    if semantic.offline {
-        options = options.offline(true);
+    if let Some(offline) = semantic.offline {
+        options = options.offline(offline);
     }
     options
 }
@@ -424,7 +424,7 @@ mod tests {
     }
 
     #[test]
-    fn config_wins_and_offline_false_defers_to_the_environment() {
+    fn config_wins_and_an_unset_offline_defers_to_the_environment() {
         let mut semantic = loopguard_core_types::SemanticConfig::default();
         let env = |key: &str| match key {
             crate::ENV_MODEL_DIR => Some("/from/env".into()),
@@ -435,7 +435,7 @@ mod tests {
         assert_eq!(resolved.model_dir, std::path::Path::new("/from/env"));
         assert!(
             resolved.offline,
-            "offline = false leaves LOOPGUARD_OFFLINE in charge"
+            "an unset offline leaves LOOPGUARD_OFFLINE in charge"
         );
         semantic.model_dir = Some("/from/config".into());
         semantic.ort_library = Some("/from/config/libonnxruntime.so".into());
@@ -445,8 +445,12 @@ mod tests {
             resolved.runtime.map(|(path, _)| path),
             Some("/from/config/libonnxruntime.so".into())
         );
-        semantic.offline = true;
+        semantic.offline = Some(true);
         let resolved = provision_options(&semantic).resolve_with(|_| None);
         assert!(resolved.offline);
+        // `offline = false` in the config overrides LOOPGUARD_OFFLINE=1.
+        semantic.offline = Some(false);
+        let resolved = provision_options(&semantic).resolve_with(env);
+        assert!(!resolved.offline);
     }
 }
