@@ -453,6 +453,9 @@ impl LoopGuard {
                 }
             };
             if let Err(err) = result {
+                // Whatever the detector kept of the task is not what the
+                // store holds: it starts the task afresh.
+                extension.reset_task(&task).await;
                 tracing::error!(task = %task, line, detector = extension.name(), error = %err, "detector state not restored");
                 errors.push(format!(
                     "detector {}: its saved state was not restored: {err}",
@@ -469,6 +472,7 @@ impl LoopGuard {
                 }
             };
             if let Err(err) = result {
+                assigner.reset_task(&task).await;
                 tracing::error!(task = %task, line, error = %err, "topics not restored");
                 errors.push(format!(
                     "topic assigner: its saved state was not restored: {err}"

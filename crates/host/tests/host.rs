@@ -820,3 +820,74 @@ async fn a_task_evicted_from_memory_reloads_its_whole_state_from_a_durable_store
     }
     assert_eq!(decisions, whole);
 }
+
+/// An extension that keeps a state it can never take back: its import
+/// always fails. It counts the resets the engine asks for.
+#[derive(Debug, Default)]
+struct Unrestorable {
+    resets: AtomicUsize,
+}
+
+#[async_trait]
+impl ExtensionDetector for Unrestorable {
+    fn name(&self) -> &str {
+        "unrestorable"
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn observe(&self, _event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError> {
+        Ok(Vec::new())
+    }
+
+    async fn reset_task(&self, _task: &str) {
+        self.resets.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn export_task(&self, _task: &str) -> Option<serde_json::Value> {
+        Some(serde_json::json!({"format": 99}))
+    }
+
+    async fn import_task(
+        &self,
+        _task: &str,
+        _state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        Err(ExtensionError("format 99 is unknown".into()))
+    }
+}
+
+#[tokio::test]
+async fn an_extension_whose_saved_state_cannot_be_restored_starts_the_task_afresh() {
+    let store = Arc::new(MemoryStore::durable());
+    let first = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .extension(Arc::new(Unrestorable::default()))
+        .build()
+        .expect("valid");
+    first.observe(failure("T", "E1")).await;
+    drop(first);
+
+    let extension = Arc::new(Unrestorable::default());
+    let second = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .extension(extension.clone())
+        .build()
+        .expect("valid");
+    let decision = second.observe(failure("T", "E1")).await;
+    assert!(
+        decision.errors.iter().any(|error| error
+            == "detector unrestorable: its saved state was not restored: format 99 is unknown"),
+        "{:?}",
+        decision.errors
+    );
+    assert_eq!(
+        extension.resets.load(Ordering::Relaxed),
+        1,
+        "the engine told the detector to start the task afresh"
+    );
+    // The built-in state was restored all the same.
+    assert_eq!(decision.loop_count, 1);
+}

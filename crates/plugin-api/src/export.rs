@@ -185,8 +185,7 @@ pub unsafe extern "C" fn reset_task<D: Detector>(
                 .cast::<D>()
                 .as_mut()
                 .ok_or("reset_task: no instance")?;
-            let task = std::str::from_utf8(borrowed(task, task_len))
-                .map_err(|err| format!("reset_task: the task is not UTF-8: {err}"))?;
+            let task = task_str(task, task_len, "reset_task")?;
             detector.reset_task(task);
             Ok(Vec::new())
         })
@@ -212,8 +211,7 @@ pub unsafe extern "C" fn export_task<D: Detector>(
                 .cast::<D>()
                 .as_ref()
                 .ok_or("export_task: no instance")?;
-            let task = std::str::from_utf8(borrowed(task, task_len))
-                .map_err(|err| format!("export_task: the task is not UTF-8: {err}"))?;
+            let task = task_str(task, task_len, "export_task")?;
             match detector.export_task(task) {
                 None | Some(Value::Null) => Ok(Vec::new()),
                 Some(state) => serde_json::to_vec(&state)
@@ -244,8 +242,7 @@ pub unsafe extern "C" fn import_task<D: Detector>(
                 .cast::<D>()
                 .as_mut()
                 .ok_or("import_task: no instance")?;
-            let task = std::str::from_utf8(borrowed(task, task_len))
-                .map_err(|err| format!("import_task: the task is not UTF-8: {err}"))?;
+            let task = task_str(task, task_len, "import_task")?;
             let state = serde_json::from_slice(borrowed(state, state_len))
                 .map_err(|err| format!("import_task: the state is not valid JSON: {err}"))?;
             detector.import_task(task, state)?;
@@ -263,6 +260,21 @@ pub unsafe extern "C" fn free_buffer(buffer: Buffer) {
     // SAFETY: the buffer was made by `Buffer::from_vec` in this library.
     let bytes = unsafe { buffer.into_vec() };
     drop(bytes);
+}
+
+/// The task id of a call to `function`, borrowed from the host.
+///
+/// # Safety
+///
+/// `task` points to `task_len` readable bytes (or is null with 0).
+unsafe fn task_str<'a>(
+    task: *const u8,
+    task_len: usize,
+    function: &str,
+) -> Result<&'a str, String> {
+    // SAFETY: forwarded from the caller.
+    let bytes = unsafe { borrowed(task, task_len) };
+    std::str::from_utf8(bytes).map_err(|err| format!("{function}: the task is not UTF-8: {err}"))
 }
 
 /// Runs `body`, catching a panic, and writes its answer (or the error or

@@ -284,6 +284,41 @@ macro_rules! sql_store {
                 self.fault.0.store(statements, Ordering::Relaxed);
             }
 
+            /// The rows of `all`, or of `one` for a single task (its `$1`).
+            async fn rows_for(
+                &self,
+                one: &'static str,
+                all: &'static str,
+                task: Option<&str>,
+                operation: &str,
+            ) -> Result<Vec<<$db as sqlx::Database>::Row>, StoreError> {
+                match task {
+                    Some(task) => sqlx::query(one).bind(task).fetch_all(&self.pool).await,
+                    None => sqlx::query(all).fetch_all(&self.pool).await,
+                }
+                .map_err(|err| error(&self.backend, operation, err))
+            }
+
+            /// The upsert of an episode, bound.
+            fn episode_query<'q>(
+                &self,
+                episode: &'q CycleEpisode,
+            ) -> Result<
+                sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments<'q>>,
+                StoreError,
+            > {
+                Ok(sqlx::query(RECORD_EPISODE)
+                    .bind(episode_id(&self.backend, episode.id)?)
+                    .bind(&episode.task)
+                    .bind(episode.opened_at.0)
+                    .bind(json_text(&episode.patterns))
+                    .bind(enum_text(&episode.intervention))
+                    .bind(episode.escalated)
+                    .bind(json_text(&episode.lines))
+                    .bind(episode.resolution.as_ref().map(enum_text))
+                    .bind(episode.resolved_at.map(|at| at.0)))
+            }
+
             /// Writes one event's commit inside `tx`: pivot records, audit
             /// rows, episodes, then the task's record.
             async fn write_commit(
@@ -319,16 +354,7 @@ macro_rules! sql_store {
                     self.fault.after_statement(backend, done)?;
                 }
                 for episode in &commit.episodes {
-                    sqlx::query(RECORD_EPISODE)
-                        .bind(episode_id(backend, episode.id)?)
-                        .bind(&episode.task)
-                        .bind(episode.opened_at.0)
-                        .bind(json_text(&episode.patterns))
-                        .bind(enum_text(&episode.intervention))
-                        .bind(episode.escalated)
-                        .bind(json_text(&episode.lines))
-                        .bind(episode.resolution.as_ref().map(enum_text))
-                        .bind(episode.resolved_at.map(|at| at.0))
+                    self.episode_query(episode)?
                         .execute(&mut **tx)
                         .await
                         .map_err(failed)?;
@@ -386,16 +412,9 @@ macro_rules! sql_store {
             }
 
             async fn audit(&self, task: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
-                let rows = match task {
-                    Some(task) => {
-                        sqlx::query(TASK_AUDIT)
-                            .bind(task)
-                            .fetch_all(&self.pool)
-                            .await
-                    }
-                    None => sqlx::query(AUDIT).fetch_all(&self.pool).await,
-                }
-                .map_err(|err| error(&self.backend, "read the audit log", err))?;
+                let rows = self
+                    .rows_for(TASK_AUDIT, AUDIT, task, "read the audit log")
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         let read = |err| error(&self.backend, "read the audit log", err);
@@ -415,16 +434,9 @@ macro_rules! sql_store {
             }
 
             async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
-                let rows = match task {
-                    Some(task) => {
-                        sqlx::query(TASK_PIVOTS)
-                            .bind(task)
-                            .fetch_all(&self.pool)
-                            .await
-                    }
-                    None => sqlx::query(PIVOTS).fetch_all(&self.pool).await,
-                }
-                .map_err(|err| error(&self.backend, "read the pivot records", err))?;
+                let rows = self
+                    .rows_for(TASK_PIVOTS, PIVOTS, task, "read the pivot records")
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         let read = |err| error(&self.backend, "read the pivot records", err);
@@ -448,18 +460,7 @@ macro_rules! sql_store {
             }
 
             async fn record_episode(&self, episode: &CycleEpisode) -> Result<(), StoreError> {
-                let id = episode_id(&self.backend, episode.id)?;
-                let lines = json_text(&episode.lines);
-                sqlx::query(RECORD_EPISODE)
-                    .bind(id)
-                    .bind(&episode.task)
-                    .bind(episode.opened_at.0)
-                    .bind(json_text(&episode.patterns))
-                    .bind(enum_text(&episode.intervention))
-                    .bind(episode.escalated)
-                    .bind(lines)
-                    .bind(episode.resolution.as_ref().map(enum_text))
-                    .bind(episode.resolved_at.map(|at| at.0))
+                self.episode_query(episode)?
                     .execute(&self.pool)
                     .await
                     .map_err(|err| error(&self.backend, "record episode", err))?;
@@ -518,16 +519,9 @@ macro_rules! sql_store {
             }
 
             async fn episodes(&self, task: Option<&str>) -> Result<Vec<CycleEpisode>, StoreError> {
-                let rows = match task {
-                    Some(task) => {
-                        sqlx::query(TASK_EPISODES)
-                            .bind(task)
-                            .fetch_all(&self.pool)
-                            .await
-                    }
-                    None => sqlx::query(EPISODES).fetch_all(&self.pool).await,
-                }
-                .map_err(|err| error(&self.backend, "read the cycle log", err))?;
+                let rows = self
+                    .rows_for(TASK_EPISODES, EPISODES, task, "read the cycle log")
+                    .await?;
                 rows.iter()
                     .map(|row| {
                         episode_row(

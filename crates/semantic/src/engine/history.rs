@@ -443,6 +443,16 @@ impl<S> TaskStates<S> {
         self.shard(task).lock().pop(task);
     }
 
+    /// What an import gave, the task forgotten first when it failed: a
+    /// state that cannot be read starts the task afresh, never half
+    /// restored.
+    pub(crate) fn forget_on_error<E>(&self, task: &str, restored: Result<(), E>) -> Result<(), E> {
+        if restored.is_err() {
+            self.remove(task);
+        }
+        restored
+    }
+
     /// How many tasks are remembered.
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.lock().len()).sum()

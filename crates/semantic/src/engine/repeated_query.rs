@@ -384,9 +384,6 @@ impl ExtensionDetector for RepeatedQuery {
         state: serde_json::Value,
     ) -> Result<(), ExtensionError> {
         let restored = self.restore(task, state).await;
-        if restored.is_err() {
-            self.tasks.remove(task);
-        }
-        restored
+        self.tasks.forget_on_error(task, restored)
     }
 }
