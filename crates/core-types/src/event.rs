@@ -31,7 +31,12 @@ pub struct Event {
 }
 
 /// The event types of the trace format and their own fields.
+///
+/// Non-exhaustive: a later revision of the contract adds event types, and a
+/// consumer built before it sees them as [`EventKind::Unknown`] (through
+/// [`Event::from_json_forward`]) rather than failing.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum EventKind {
     /// Work passed from one agent to another.
     Handoff {
@@ -91,6 +96,16 @@ pub enum EventKind {
         /// What the human said, if anything.
         note: Option<String>,
     },
+    /// An event type newer than this build of the contract, read by
+    /// [`Event::from_json_forward`]: its `type` and its own fields, kept as
+    /// they were. The engine never receives one from `replay` (an unknown
+    /// `type` is a line error there); plugins and importers skip it.
+    Unknown {
+        /// The `type` as written.
+        event_type: String,
+        /// Every field but `type`, `task`, `ts` and `id`, as written.
+        fields: Map<String, Value>,
+    },
 }
 
 /// The measurable fields of a `progress` event. Every field is optional.
@@ -110,7 +125,7 @@ pub struct ProgressSnapshot {
 
 impl EventKind {
     /// The `type` name of this event in the trace format.
-    pub fn type_name(&self) -> &'static str {
+    pub fn type_name(&self) -> &str {
         match self {
             EventKind::Handoff { .. } => "handoff",
             EventKind::Collaboration { .. } => "collaboration",
@@ -120,6 +135,7 @@ impl EventKind {
             EventKind::Progress(_) => "progress",
             EventKind::Completed => "completed",
             EventKind::Human { .. } => "human",
+            EventKind::Unknown { event_type, .. } => event_type,
         }
     }
 }
@@ -184,6 +200,83 @@ impl Event {
         let raw: RawEvent<'_> =
             serde_json::from_str(line).map_err(|err| EventError::Json(err.to_string()))?;
         raw.into_event()
+    }
+
+    /// Parses one line like [`Event::from_json`], except that an event type
+    /// this build does not know becomes [`EventKind::Unknown`] with its
+    /// fields kept, rather than an error. For consumers that must accept
+    /// event types newer than themselves (plugins, importers): the trace
+    /// format's rule "an event type newer than a consumer reaches it as
+    /// unknown, raw JSON kept". The common fields (`task`, and `ts` when
+    /// present) must still be valid.
+    ///
+    /// ```
+    /// use loopguard_core_types::{Event, EventKind};
+    /// let line = r#"{"type":"tool_result_v9","task":"T1","tool":"grep","n":3}"#;
+    /// assert!(Event::from_json(line).is_err());
+    /// let event = Event::from_json_forward(line)?;
+    /// match &event.kind {
+    ///     EventKind::Unknown { event_type, fields } => {
+    ///         assert_eq!(event_type, "tool_result_v9");
+    ///         assert_eq!(fields["n"], 3);
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert!(Event::from_json(&event.to_json()).is_err());
+    /// # Ok::<(), loopguard_core_types::EventError>(())
+    /// ```
+    pub fn from_json_forward(line: &str) -> Result<Event, EventError> {
+        match Event::from_json(line) {
+            Err(EventError::UnknownType(_)) => {
+                let value: Value =
+                    serde_json::from_str(line).map_err(|err| EventError::Json(err.to_string()))?;
+                Event::unknown_from_value(value)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Event::from_json_forward`] for a parsed JSON value.
+    pub fn from_value_forward(value: &Value) -> Result<Event, EventError> {
+        match Event::from_value(value) {
+            Err(EventError::UnknownType(_)) => Event::unknown_from_value(value.clone()),
+            other => other,
+        }
+    }
+
+    /// An event of a type this build does not know, from its JSON object.
+    fn unknown_from_value(value: Value) -> Result<Event, EventError> {
+        let Value::Object(mut fields) = value else {
+            return Err(EventError::Json("expected a JSON object".into()));
+        };
+        let text = |fields: &mut Map<String, Value>, key: &'static str| match fields.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(other) => Err(EventError::BadValue {
+                field: key,
+                problem: format!("must be a string, got {other}"),
+            }),
+        };
+        let event_type = text(&mut fields, "type")?.ok_or(EventError::MissingType)?;
+        let task = text(&mut fields, "task")?.ok_or(EventError::MissingTask)?;
+        let ts =
+            match text(&mut fields, "ts")? {
+                Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
+                    EventError::BadValue {
+                        field: "ts",
+                        problem,
+                    }
+                })?),
+                None => None,
+            };
+        let id = text(&mut fields, "id")?;
+        Ok(Event {
+            task,
+            ts,
+            id,
+            kind: EventKind::Unknown { event_type, fields },
+            extra: Map::new(),
+        })
     }
 
     /// Parses a JSON value of the trace format (as posted to the sidecar).
@@ -290,6 +383,11 @@ impl Serialize for Event {
             }
             EventKind::Completed => {}
             EventKind::Human { note } => opt(&mut map, "note", note)?,
+            EventKind::Unknown { fields, .. } => {
+                for (key, value) in fields {
+                    map.serialize_entry(key, value)?;
+                }
+            }
         }
         for (key, value) in &self.extra {
             map.serialize_entry(key, value)?;
@@ -575,6 +673,44 @@ mod tests {
             EventKind::Failure { error, .. } => assert_eq!(error, "line1\nline2 \"quoted\""),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn newer_event_types_are_kept_whole_by_forward_parsing() {
+        let line = r#"{"type":"tool_call","task":"T","ts":"2026-11-22T10:00:00Z","id":"c1","agent":"a","tool":"grep","args":{"q":"x"},"result":null}"#;
+        assert_eq!(
+            Event::from_json(line),
+            Err(EventError::UnknownType("tool_call".into()))
+        );
+        let event = Event::from_json_forward(line).expect("kept");
+        assert_eq!(event.task, "T");
+        assert_eq!(event.id.as_deref(), Some("c1"));
+        assert!(event.ts.is_some());
+        assert_eq!(event.kind.type_name(), "tool_call");
+        let EventKind::Unknown { fields, .. } = &event.kind else {
+            panic!("{:?}", event.kind);
+        };
+        assert_eq!(fields["args"]["q"], "x");
+        assert!(fields["result"].is_null());
+        // Written back out, it is the same object.
+        let back: Value = serde_json::from_str(&event.to_json()).expect("json");
+        let original: Value = serde_json::from_str(line).expect("json");
+        assert_eq!(back, original);
+        let value: Value = serde_json::from_str(line).expect("json");
+        assert_eq!(Event::from_value_forward(&value), Ok(event));
+        // Known types parse as before; the common fields are still checked.
+        assert!(matches!(
+            Event::from_json_forward(r#"{"type":"completed","task":"T"}"#).map(|e| e.kind),
+            Ok(EventKind::Completed)
+        ));
+        assert_eq!(
+            Event::from_json_forward(r#"{"type":"tool_call","agent":"a"}"#),
+            Err(EventError::MissingTask)
+        );
+        assert!(
+            Event::from_json_forward(r#"{"type":"tool_call","task":"T","ts":"noon"}"#).is_err()
+        );
+        assert!(Event::from_json_forward(r#"{"type":"completed"}"#).is_err());
     }
 
     #[test]
