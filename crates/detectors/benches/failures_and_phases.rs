@@ -255,7 +255,7 @@ fn builtin(c: &mut Criterion) {
             out.clear();
             detectors.observe(
                 state,
-                black_box(&ObservedEvent::new(index as u64 + 1, event)),
+                black_box(&mut ObservedEvent::new(index as u64 + 1, event)),
                 out,
             );
             black_box(&*out);

@@ -313,14 +313,14 @@ fn ping_pong(step_secs: u64) -> Vec<Event> {
 fn measure<S>(
     make: impl FnOnce() -> S,
     events: &[Event],
-    mut observe: impl FnMut(&mut S, &ObservedEvent<'_>, &mut Vec<Detection>),
+    mut observe: impl FnMut(&mut S, &mut ObservedEvent<'_>, &mut Vec<Detection>),
 ) -> (isize, isize, isize) {
     let (bytes0, blocks0) = live();
     let mut state = make();
     let mut peak = 0;
     for (line, event) in (1..).zip(events) {
         let mut out = Vec::new();
-        observe(&mut state, &ObservedEvent::new(line, event), &mut out);
+        observe(&mut state, &mut ObservedEvent::new(line, event), &mut out);
         drop(out);
         peak = peak.max(live().0 - bytes0);
     }
@@ -337,9 +337,8 @@ fn detector_bytes<D: Detector>(detector: &D, events: &[Event]) -> isize {
         || (D::State::default(), ProgressState::default()),
         events,
         |(state, progress), event, out| {
-            let mut event = *event;
             event.progressed = ProgressTracker.observe(progress, event.event);
-            detector.observe(state, &event, out);
+            detector.observe(state, event, out);
         },
     );
     heap + isize::try_from(size_of::<D::State>()).unwrap_or(0)

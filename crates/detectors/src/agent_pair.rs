@@ -57,7 +57,7 @@ use loopguard_core_types::{
 };
 use rustc_hash::FxHasher;
 
-use crate::evidence::{NO_TIME, SharedEvidence};
+use crate::evidence::NO_TIME;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Most exchanges one window keeps (per pair, per topic, and per cycle of
@@ -105,6 +105,8 @@ impl AgentPair {
 
 impl Detector for AgentPair {
     type State = AgentPairState;
+    const CONFIG_SECTION: &'static str = "cycles";
+    const KINDS: &'static [&'static str] = &[kinds::AGENT_PAIR];
 
     fn name(&self) -> &'static str {
         "agent_pair"
@@ -114,19 +116,6 @@ impl Detector for AgentPair {
         &self,
         state: &mut AgentPairState,
         event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl AgentPair {
-    /// [`Detector::observe`] with the event's evidence shared.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut AgentPairState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
         out: &mut Vec<Detection>,
     ) {
         let (from, to) = match &event.event.kind {
@@ -145,7 +134,7 @@ impl AgentPair {
         let Some(window) = state.pairs.entry(key, MAX_PAIRS, ExchangeWindow::default) else {
             return;
         };
-        let count = window.record(event.time, evidence.get(), self.window_ms);
+        let count = window.record(event.time, event.evidence_ref(), self.window_ms);
         state.sweep.note(event.time, self.window_ms);
         if count <= self.cycles.max_exchanges {
             return;

@@ -15,7 +15,6 @@
 
 use loopguard_core_types::{Action, Config, Detection, EdgeConfig, EventKind, Severity, kinds};
 
-use crate::evidence::SharedEvidence;
 use crate::phase_visits::CounterTable;
 use crate::{Detector, ObservedEvent};
 
@@ -50,6 +49,8 @@ impl EdgeLimit {
 
 impl Detector for EdgeLimit {
     type State = EdgeLimitState;
+    const CONFIG_SECTION: &'static str = "edges";
+    const KINDS: &'static [&'static str] = &[kinds::EDGE_LIMIT];
 
     fn name(&self) -> &'static str {
         "edge_limit"
@@ -61,20 +62,6 @@ impl Detector for EdgeLimit {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl EdgeLimit {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut EdgeLimitState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
-        out: &mut Vec<Detection>,
-    ) {
         if event.progressed {
             state.edges.clear();
             return;
@@ -82,7 +69,7 @@ impl EdgeLimit {
         let EventKind::Transition { from, to } = &event.event.kind else {
             return;
         };
-        let hit = state.edges.hit(from, to, evidence.get());
+        let hit = state.edges.hit(from, to, event.evidence_ref());
         let limit = self.config.limit_for(from, to);
         if hit.count <= limit {
             return;

@@ -4,15 +4,13 @@
 //! sits in its pair's window, its topic's window and the windows of the
 //! cycles it is on), so what is remembered is one shared record per event:
 //! a reference costs a pointer, and an event's `id` is stored once however
-//! many detectors keep it.
+//! many detectors keep it. [`crate::ObservedEvent::evidence_ref`] makes the
+//! record on first use and hands every detector the same one.
 
-use std::cell::OnceCell;
 use std::fmt;
 use std::sync::Arc;
 
 use loopguard_core_types::Timestamp;
-
-use crate::ObservedEvent;
 
 /// `Record::at_ms` of an event without a time. No RFC 3339 time (years
 /// 0000–9999) maps to it, so it cannot be confused with a real one.
@@ -96,32 +94,32 @@ impl fmt::Debug for EvidenceRef {
     }
 }
 
-/// The evidence of the event being observed, made on first use and then
-/// shared: [`crate::BuiltinDetectors`] hands one to every detector, so an
-/// event kept by several of them is one record, and an event none of them
-/// keeps costs nothing.
-pub(crate) struct SharedEvidence<'a> {
-    event: &'a ObservedEvent<'a>,
-    made: OnceCell<EvidenceRef>,
+/// Anything remembered as evidence of an event: its input line and, if it
+/// had one, its `id`. [`EvidenceRef`] is one; a detector outside this crate
+/// with its own saved form of an event implements it to share
+/// [`evidence_of`].
+pub trait Evidence {
+    /// The 1-based input line.
+    fn line(&self) -> u64;
+    /// The event's `id`, if any.
+    fn id(&self) -> Option<&str>;
 }
 
-impl<'a> SharedEvidence<'a> {
-    pub(crate) fn new(event: &'a ObservedEvent<'a>) -> SharedEvidence<'a> {
-        SharedEvidence {
-            event,
-            made: OnceCell::new(),
-        }
+impl Evidence for EvidenceRef {
+    fn line(&self) -> u64 {
+        EvidenceRef::line(self)
     }
 
-    /// The event's evidence (a shared reference to one record).
-    pub(crate) fn get(&self) -> EvidenceRef {
-        self.made.get_or_init(|| self.event.evidence_ref()).clone()
+    fn id(&self) -> Option<&str> {
+        EvidenceRef::id(self)
     }
 }
 
 /// Lines and ids of `refs`, in order, for [`loopguard_core_types::Detection`]'s
 /// `evidence` and `evidence_ids`.
-pub fn evidence_of<'a>(refs: impl IntoIterator<Item = &'a EvidenceRef>) -> (Vec<u64>, Vec<String>) {
+pub fn evidence_of<'a, E: Evidence + 'a>(
+    refs: impl IntoIterator<Item = &'a E>,
+) -> (Vec<u64>, Vec<String>) {
     let mut lines = Vec::new();
     let mut ids = Vec::new();
     for reference in refs {
@@ -164,9 +162,8 @@ mod tests {
             r#"{"type":"completed","task":"T","id":"e-1","ts":"2026-11-22T10:00:00Z"}"#,
         )
         .expect("valid");
-        let observed = ObservedEvent::new(7, &event);
-        let shared = SharedEvidence::new(&observed);
-        let (a, b) = (shared.get(), shared.get());
+        let observed = crate::ObservedEvent::new(7, &event);
+        let (a, b) = (observed.evidence_ref(), observed.evidence_ref());
         assert!(Arc::ptr_eq(&a.0, &b.0));
         assert_eq!((a.line(), a.id()), (7, Some("e-1")));
         assert_eq!(a.at_ms(), event.ts.map_or(0, Timestamp::as_millis));

@@ -29,7 +29,7 @@ use loopguard_core_types::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::evidence::SharedEvidence;
+use crate::bounded::{hash128, push_bounded};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of, join_with_and};
 
 /// Detects a failure whose message exactly repeats one of the task's recent
@@ -63,6 +63,8 @@ impl ExactFailure {
 
 impl Detector for ExactFailure {
     type State = ExactFailureState;
+    const CONFIG_SECTION: &'static str = "failures";
+    const KINDS: &'static [&'static str] = &[kinds::EXACT_FAILURE];
 
     fn name(&self) -> &'static str {
         "exact_failure"
@@ -72,20 +74,6 @@ impl Detector for ExactFailure {
         &self,
         state: &mut ExactFailureState,
         event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl ExactFailure {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut ExactFailureState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
         out: &mut Vec<Detection>,
     ) {
         let EventKind::Failure {
@@ -102,7 +90,7 @@ impl ExactFailure {
             return;
         }
         let message = hash128(error);
-        let current = evidence.get();
+        let current = event.evidence_ref();
         let same = |seen: &&SeenFailure| seen.message == message;
         if state.recent.iter().any(|seen| same(&seen)) {
             let (lines, ids) = evidence_of(
@@ -157,34 +145,6 @@ fn signature(
         location: location.clone(),
         stack_hash: stack.as_deref().map(stack_hash),
     })
-}
-
-/// The first 128 bits of the SHA-256 of `text`: enough to tell messages
-/// apart, half the size of the full digest.
-pub(crate) fn hash128(text: &str) -> [u8; 16] {
-    let digest = Sha256::digest(text.as_bytes());
-    let mut head = [0u8; 16];
-    for (slot, byte) in head.iter_mut().zip(digest.iter()) {
-        *slot = *byte;
-    }
-    head
-}
-
-/// Appends `item` to a window of at most `cap` items, dropping the oldest.
-///
-/// The buffer grows by half (at least 4) and no further than `cap`, so a
-/// full window neither reallocates nor holds spare room, and a window that
-/// is mostly empty holds little (a `VecDeque` doubles by default).
-pub(crate) fn push_bounded<T>(window: &mut VecDeque<T>, item: T, cap: usize) {
-    let cap = cap.max(1);
-    while window.len() >= cap {
-        window.pop_front();
-    }
-    if window.len() == window.capacity() {
-        let grow = (window.len() / 2).max(4).min(cap - window.len());
-        window.reserve_exact(grow);
-    }
-    window.push_back(item);
 }
 
 /// The first 16 hex characters of the SHA-256 of a stack trace.
@@ -453,43 +413,11 @@ mod tests {
     }
 
     #[test]
-    fn push_bounded_keeps_the_newest_items() {
-        let mut window = VecDeque::new();
-        for item in 1..=25 {
-            push_bounded(&mut window, item, 10);
-            assert!(window.len() <= 10);
-        }
-        assert_eq!(window, (16..=25).collect::<VecDeque<_>>());
-        let mut window = VecDeque::new();
-        push_bounded(&mut window, 1, 0);
-        push_bounded(&mut window, 2, 0);
-        assert_eq!(window, [2]);
-        // Grown in steps of at least 4 to exactly the cap, never past it.
-        let mut window = VecDeque::new();
-        for item in 1..=25 {
-            push_bounded(&mut window, item, 10);
-        }
-        assert_eq!(window.capacity(), 10);
-    }
-
-    #[test]
     fn join_with_and_reads_naturally() {
         assert_eq!(join_with_and(&[]), "");
         assert_eq!(join_with_and(&[2]), "2");
         assert_eq!(join_with_and(&[2, 4]), "2 and 4");
         assert_eq!(join_with_and(&[2, 4, 7]), "2, 4 and 7");
         assert_eq!(join_with_and(&[1, 2, 3, 4]), "1, 2, 3 and 4");
-    }
-
-    #[test]
-    fn hash128_is_the_head_of_sha256() {
-        // SHA-256("") = e3b0c442 98fc1c14 9afbf4c8 996fb924 ...
-        assert_eq!(
-            hash128(""),
-            [
-                0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f,
-                0xb9, 0x24
-            ]
-        );
     }
 }

@@ -1,12 +1,18 @@
 //! loopguard's built-in structural detectors.
 //!
 //! Each module detects one loop pattern and cites the rule it implements
-//! (the trace format's "Rulings" in `shared/spec/trace-format.md`). A
-//! detector is a stateless set of limits taken from the [`Config`]; the
+//! (the trace format's "Rulings" in `docs/spec/trace-format.md`). A
+//! detector is a stateless set of limits taken from the
+//! [`Config`](loopguard_core_types::Config); the
 //! per-task state it needs lives in its [`Detector::State`], which the
 //! engine keeps per task and resets on `completed` and `human`. Every state
 //! is bounded: windows and histories have caps, so the cost of a check never
 //! grows with a task's history.
+//!
+//! A detector says what it found; what that means for the task (the loop
+//! count, the severity ladder, the gate) is the host's policy. The built-in
+//! detectors are listed once, in [`registry`]: adding one is a module here
+//! and one line there (`docs/architecture.md` has the checklist).
 //!
 //! [`BuiltinDetectors`] runs them all in order over one event:
 //!
@@ -25,8 +31,8 @@
 //! .enumerate()
 //! {
 //!     let event = Event::from_json(text)?;
-//!     let observed = ObservedEvent::new(line as u64 + 1, &event);
-//!     detectors.observe(&mut state, &observed, &mut found);
+//!     let mut observed = ObservedEvent::new(line as u64 + 1, &event);
+//!     detectors.observe(&mut state, &mut observed, &mut found);
 //! }
 //! assert_eq!(found.len(), 1);
 //! assert_eq!(found[0].kind, "exact_failure");
@@ -36,21 +42,23 @@
 #![deny(missing_docs)]
 
 pub use agent_pair::AgentPair;
+pub use bounded::{hash128, push_bounded};
 pub use edge_limit::EdgeLimit;
-pub use evidence::{EvidenceRef, evidence_of, join_with_and};
+pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
 pub use failure_class::{ExternalKind, FailureClass, classify};
 pub use multi_agent::MultiAgent;
 pub use oscillation::Oscillation;
 pub use phase_visits::{PhaseVisits, TransitionLimit};
 pub use progress::{ProgressState, ProgressTracker};
+pub use registry::{BuiltinDetectors, BuiltinState, REGISTERED};
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
-    pauses_task,
 };
 pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
 pub mod agent_pair;
+mod bounded;
 pub mod edge_limit;
 mod evidence;
 pub mod exact_failure;
@@ -59,16 +67,17 @@ pub mod multi_agent;
 pub mod oscillation;
 pub mod phase_visits;
 pub mod progress;
+pub mod registry;
 pub mod repeated_output;
 pub mod topic_cycle;
 
-use loopguard_core_types::{Config, Detection, Event, Timestamp};
+use std::sync::OnceLock;
 
-use crate::evidence::SharedEvidence;
+use loopguard_core_types::{Detection, Event, Timestamp};
 
 /// One event as a detector sees it: the event, its input line, and what the
 /// engine worked out before the detectors ran.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ObservedEvent<'a> {
     /// The 1-based input line (or the engine's sequence number).
     pub line: u64,
@@ -83,6 +92,9 @@ pub struct ObservedEvent<'a> {
     /// The topic a semantic topic assigner chose for this event's content,
     /// when one is configured. `topic_cycle` prefers it to normalized text.
     pub semantic_topic: Option<&'a SemanticTopic>,
+    /// The event's evidence record, made by the first detector that keeps
+    /// the event and shared with every other one.
+    evidence: OnceLock<EvidenceRef>,
 }
 
 impl<'a> ObservedEvent<'a> {
@@ -95,126 +107,54 @@ impl<'a> ObservedEvent<'a> {
             time: event.ts,
             progressed: false,
             semantic_topic: None,
+            evidence: OnceLock::new(),
         }
     }
 
-    /// The evidence reference for this event (line, time and id).
+    /// The same event timed at `time` instead (`None`: untimed).
+    pub fn at(mut self, time: Option<Timestamp>) -> ObservedEvent<'a> {
+        self.time = time;
+        self
+    }
+
+    /// The same event with the topic a semantic assigner chose.
+    pub fn with_topic(mut self, topic: Option<&'a SemanticTopic>) -> ObservedEvent<'a> {
+        self.semantic_topic = topic;
+        self
+    }
+
+    /// The evidence reference for this event (line, time and id): one
+    /// record, made on first use, shared by every detector that keeps the
+    /// event, so an event held in several windows costs one allocation.
     pub fn evidence_ref(&self) -> EvidenceRef {
-        EvidenceRef::timed(self.line, self.time, self.event.id.as_deref())
+        self.evidence
+            .get_or_init(|| EvidenceRef::timed(self.line, self.time, self.event.id.as_deref()))
+            .clone()
     }
 }
 
-/// A built-in detector: limits from the config, state per task.
+/// A built-in detector: limits from the config (its `new(&Config)`), state
+/// per task.
+///
+/// The engine calls [`Detector::observe`] directly, through the
+/// [`registry`]; a detector reports what it found, and the host's policy
+/// decides what that means for the task.
 pub trait Detector {
-    /// What the detector remembers about one task. Bounded in size.
-    type State: Default + Send;
+    /// What the detector remembers about one task. Bounded in size; saved
+    /// whole by durable stores, so its serialized form is part of the saved
+    /// state format.
+    type State: Default + Send + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned;
+
+    /// The config section its limits come from (`failures`, `cycles`, ...),
+    /// documented in `config/default.toml`.
+    const CONFIG_SECTION: &'static str;
+
+    /// The detection kinds it reports (the trace format's `kind`s).
+    const KINDS: &'static [&'static str];
 
     /// The detector's name, as reported in [`Detection::detector`].
     fn name(&self) -> &'static str;
 
     /// Looks at one event of a task and appends what it found to `out`.
     fn observe(&self, state: &mut Self::State, event: &ObservedEvent<'_>, out: &mut Vec<Detection>);
-}
-
-/// Every built-in detector, configured.
-#[derive(Debug, Clone)]
-pub struct BuiltinDetectors {
-    progress: ProgressTracker,
-    exact_failure: ExactFailure,
-    agent_pair: AgentPair,
-    multi_agent: MultiAgent,
-    topic_cycle: TopicCycle,
-    edge_limit: EdgeLimit,
-    phase_visits: PhaseVisits,
-    transition_limit: TransitionLimit,
-    oscillation: Oscillation,
-    repeated_output: RepeatedOutput,
-}
-
-/// Everything the built-in detectors remember about one task.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct BuiltinState {
-    progress: ProgressState,
-    exact_failure: <ExactFailure as Detector>::State,
-    agent_pair: <AgentPair as Detector>::State,
-    multi_agent: <MultiAgent as Detector>::State,
-    topic_cycle: <TopicCycle as Detector>::State,
-    edge_limit: <EdgeLimit as Detector>::State,
-    phase_visits: <PhaseVisits as Detector>::State,
-    transition_limit: <TransitionLimit as Detector>::State,
-    oscillation: <Oscillation as Detector>::State,
-    repeated_output: RepeatedOutputState,
-}
-
-impl BuiltinState {
-    /// Pivots issued since the last reset.
-    pub fn pivots(&self) -> u32 {
-        self.repeated_output.pivots()
-    }
-
-    /// Forgets everything (on `completed` and `human`).
-    pub fn reset(&mut self) {
-        *self = BuiltinState::default();
-    }
-
-    /// A fresh state that remembers `pivots` pivots already spent: what a
-    /// task's stored snapshot carries over a restart or an eviction (the
-    /// windows and histories start empty).
-    pub fn restored(pivots: u32) -> BuiltinState {
-        let mut state = BuiltinState::default();
-        state.repeated_output.restore_pivots(pivots);
-        state
-    }
-}
-
-impl BuiltinDetectors {
-    /// All built-in detectors with the limits of `config`.
-    pub fn new(config: &Config) -> BuiltinDetectors {
-        BuiltinDetectors {
-            progress: ProgressTracker,
-            exact_failure: ExactFailure::new(config),
-            agent_pair: AgentPair::new(config),
-            multi_agent: MultiAgent::new(config),
-            topic_cycle: TopicCycle::new(config),
-            edge_limit: EdgeLimit::new(config),
-            phase_visits: PhaseVisits::new(config),
-            transition_limit: TransitionLimit::new(config),
-            oscillation: Oscillation::new(config),
-            repeated_output: RepeatedOutput::new(config),
-        }
-    }
-
-    /// Runs every built-in detector over one event, in a fixed order.
-    ///
-    /// The progress tracker runs first and sets
-    /// [`ObservedEvent::progressed`] for the detectors after it.
-    pub fn observe(
-        &self,
-        state: &mut BuiltinState,
-        event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        let mut event = *event;
-        event.progressed = self.progress.observe(&mut state.progress, event.event);
-        // One evidence record for every detector that keeps this event.
-        let at = SharedEvidence::new(&event);
-        self.exact_failure
-            .observe_shared(&mut state.exact_failure, &event, &at, out);
-        self.agent_pair
-            .observe_shared(&mut state.agent_pair, &event, &at, out);
-        self.multi_agent
-            .observe_shared(&mut state.multi_agent, &event, &at, out);
-        self.topic_cycle
-            .observe_shared(&mut state.topic_cycle, &event, &at, out);
-        self.edge_limit
-            .observe_shared(&mut state.edge_limit, &event, &at, out);
-        self.phase_visits
-            .observe_shared(&mut state.phase_visits, &event, &at, out);
-        self.transition_limit
-            .observe_shared(&mut state.transition_limit, &event, &at, out);
-        self.oscillation
-            .observe_shared(&mut state.oscillation, &event, &at, out);
-        self.repeated_output
-            .observe_shared(&mut state.repeated_output, &event, &at, out);
-    }
 }

@@ -61,7 +61,6 @@ use crate::agent_pair::{
     ExchangeWindow, LruTable, Sweep, WINDOW_CAP, count_text, cycle_detection, hash_str,
     window_millis, within_text,
 };
-use crate::evidence::SharedEvidence;
 use crate::{Detector, EvidenceRef, ObservedEvent};
 
 /// Most cycles remembered per task; the least recently used is forgotten
@@ -184,6 +183,8 @@ impl MultiAgent {
 
 impl Detector for MultiAgent {
     type State = MultiAgentState;
+    const CONFIG_SECTION: &'static str = "cycles";
+    const KINDS: &'static [&'static str] = &[kinds::MULTI_AGENT];
 
     fn name(&self) -> &'static str {
         "multi_agent"
@@ -195,20 +196,6 @@ impl Detector for MultiAgent {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl MultiAgent {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut MultiAgentState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
-        out: &mut Vec<Detection>,
-    ) {
         let EventKind::Handoff { from, to, .. } = &event.event.kind else {
             return;
         };
@@ -218,7 +205,7 @@ impl MultiAgent {
         }
         let (from_hash, to_hash) = (hash_str(from), hash_str(to));
         let now = event.time;
-        let evidence = evidence.get();
+        let evidence = event.evidence_ref();
 
         // Every known cycle with this edge counts the handoff. The one to
         // report: highest count, then fewest agents (the tightest loop), so

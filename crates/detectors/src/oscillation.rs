@@ -25,8 +25,7 @@ use std::sync::Arc;
 
 use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, kinds};
 
-use crate::evidence::SharedEvidence;
-use crate::exact_failure::push_bounded;
+use crate::bounded::push_bounded;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Detects recent transitions that repeat one short cycle twice in a row.
@@ -109,6 +108,8 @@ fn repeats_cycle(recent: &VecDeque<Hop>, length: usize) -> bool {
 
 impl Detector for Oscillation {
     type State = OscillationState;
+    const CONFIG_SECTION: &'static str = "oscillation";
+    const KINDS: &'static [&'static str] = &[kinds::OSCILLATION];
 
     fn name(&self) -> &'static str {
         "oscillation"
@@ -118,20 +119,6 @@ impl Detector for Oscillation {
         &self,
         state: &mut OscillationState,
         event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl Oscillation {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut OscillationState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
         out: &mut Vec<Detection>,
     ) {
         if event.progressed {
@@ -144,7 +131,7 @@ impl Oscillation {
         let hop = Hop {
             from: intern(&state.recent, from),
             to: intern(&state.recent, to),
-            at: evidence.get(),
+            at: event.evidence_ref(),
         };
         push_bounded(&mut state.recent, hop, self.history);
         let Some(length) = self.cycle_length(&state.recent) else {

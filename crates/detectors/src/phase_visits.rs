@@ -26,8 +26,7 @@ use std::hash::{Hash, Hasher};
 use loopguard_core_types::{Action, Config, Detection, EventKind, PhaseConfig, Severity, kinds};
 use rustc_hash::FxHasher;
 
-use crate::evidence::SharedEvidence;
-use crate::exact_failure::push_bounded;
+use crate::bounded::push_bounded;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Most phases (and most transitions) remembered per task.
@@ -75,6 +74,8 @@ impl PhaseVisits {
 
 impl Detector for PhaseVisits {
     type State = PhaseVisitsState;
+    const CONFIG_SECTION: &'static str = "phases";
+    const KINDS: &'static [&'static str] = &[kinds::PHASE_VISITS];
 
     fn name(&self) -> &'static str {
         "phase_visits"
@@ -86,25 +87,11 @@ impl Detector for PhaseVisits {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl PhaseVisits {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut PhaseVisitsState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
-        out: &mut Vec<Detection>,
-    ) {
         let EventKind::Transition { to, .. } = &event.event.kind else {
             return;
         };
         // One name only: the first half of the key stays empty.
-        let hit = state.phases.hit("", to, evidence.get());
+        let hit = state.phases.hit("", to, event.evidence_ref());
         let limit = self.config.visit_limit_for(to);
         if hit.count <= limit {
             return;
@@ -134,6 +121,8 @@ impl TransitionLimit {
 
 impl Detector for TransitionLimit {
     type State = TransitionLimitState;
+    const CONFIG_SECTION: &'static str = "phases";
+    const KINDS: &'static [&'static str] = &[kinds::TRANSITION_LIMIT];
 
     fn name(&self) -> &'static str {
         "transition_limit"
@@ -145,24 +134,10 @@ impl Detector for TransitionLimit {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl TransitionLimit {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut TransitionLimitState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
-        out: &mut Vec<Detection>,
-    ) {
         let EventKind::Transition { from, to } = &event.event.kind else {
             return;
         };
-        let hit = state.transitions.hit(from, to, evidence.get());
+        let hit = state.transitions.hit(from, to, event.evidence_ref());
         let limit = self.max_transitions;
         if hit.count <= limit {
             return;

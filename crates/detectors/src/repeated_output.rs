@@ -21,8 +21,7 @@ use std::collections::VecDeque;
 
 use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, kinds};
 
-use crate::evidence::SharedEvidence;
-use crate::exact_failure::{hash128, push_bounded};
+use crate::bounded::{hash128, push_bounded};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Part of the pivot directive: tells the agent to drop what it tried.
@@ -96,6 +95,8 @@ impl RepeatedOutput {
 
 impl Detector for RepeatedOutput {
     type State = RepeatedOutputState;
+    const CONFIG_SECTION: &'static str = "entropy";
+    const KINDS: &'static [&'static str] = &[kinds::REPEATED_OUTPUT];
 
     fn name(&self) -> &'static str {
         "repeated_output"
@@ -105,20 +106,6 @@ impl Detector for RepeatedOutput {
         &self,
         state: &mut RepeatedOutputState,
         event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl RepeatedOutput {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut RepeatedOutputState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
         out: &mut Vec<Detection>,
     ) {
         let EventKind::Turn {
@@ -145,7 +132,7 @@ impl RepeatedOutput {
         // The row never outgrows the threshold: it restarts when reached.
         push_bounded(
             &mut state.row,
-            evidence.get(),
+            event.evidence_ref(),
             usize::try_from(self.threshold).unwrap_or(usize::MAX),
         );
         if state.count < self.threshold {

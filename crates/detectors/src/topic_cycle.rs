@@ -60,7 +60,6 @@ use crate::agent_pair::{
     ExchangeWindow, LruTable, Sweep, WINDOW_CAP, count_text, cycle_detection, window_millis,
     within_text,
 };
-use crate::evidence::SharedEvidence;
 use crate::{Detector, ObservedEvent};
 
 /// Most topics remembered per task; the least recently used is forgotten
@@ -246,6 +245,8 @@ enum Topic<'a> {
 
 impl Detector for TopicCycle {
     type State = TopicCycleState;
+    const CONFIG_SECTION: &'static str = "cycles";
+    const KINDS: &'static [&'static str] = &[kinds::TOPIC_CYCLE];
 
     fn name(&self) -> &'static str {
         "topic_cycle"
@@ -255,20 +256,6 @@ impl Detector for TopicCycle {
         &self,
         state: &mut TopicCycleState,
         event: &ObservedEvent<'_>,
-        out: &mut Vec<Detection>,
-    ) {
-        self.observe_shared(state, event, &SharedEvidence::new(event), out);
-    }
-}
-
-impl TopicCycle {
-    /// [`Detector::observe`] with the event's evidence shared with the
-    /// other detectors.
-    pub(crate) fn observe_shared(
-        &self,
-        state: &mut TopicCycleState,
-        event: &ObservedEvent<'_>,
-        evidence: &SharedEvidence<'_>,
         out: &mut Vec<Detection>,
     ) {
         let (from, to, texts) = match &event.event.kind {
@@ -302,7 +289,7 @@ impl TopicCycle {
         let Some(window) = state.topics.entry(key, MAX_TOPICS, ExchangeWindow::default) else {
             return;
         };
-        let count = window.record(event.time, evidence.get(), self.window_ms);
+        let count = window.record(event.time, event.evidence_ref(), self.window_ms);
         state.sweep.note(event.time, self.window_ms);
         if count <= self.cycles.max_exchanges {
             return;

@@ -188,13 +188,7 @@ fn bench(c: &mut Criterion) {
 }
 
 fn observed(line: u64, event: &Event) -> ObservedEvent<'_> {
-    ObservedEvent {
-        line,
-        event,
-        time: None,
-        progressed: false,
-        semantic_topic: None,
-    }
+    ObservedEvent::new(line, event).at(None)
 }
 
 criterion_group!(benches, bench);

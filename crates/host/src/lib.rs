@@ -62,8 +62,10 @@ pub use store::{
 mod engine;
 mod error;
 mod extension;
+mod persistence;
 #[cfg(feature = "plugins")]
 mod plugins;
+pub mod policy;
 mod replay;
 mod store;
 mod writer;

@@ -957,13 +957,7 @@ mod tests {
         line: u64,
         event: &Event,
     ) -> Result<Vec<Detection>, ExtensionError> {
-        let observed = ObservedEvent {
-            line,
-            event,
-            time: None,
-            progressed: false,
-            semantic_topic: None,
-        };
+        let observed = ObservedEvent::new(line, event).at(None);
         detector.observe(&observed).await
     }
 

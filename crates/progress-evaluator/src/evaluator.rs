@@ -10,11 +10,13 @@ use async_trait::async_trait;
 use loopguard_core_types::{
     Action, Config, Detection, EventKind, ProgressSnapshot, Severity, kinds,
 };
-use loopguard_detectors::{ExternalKind, FailureClass, ObservedEvent, classify, join_with_and};
+use loopguard_detectors::{
+    Evidence, ExternalKind, FailureClass, ObservedEvent, classify, evidence_of, hash128,
+    join_with_and, push_bounded,
+};
 use loopguard_host::{ExtensionDetector, ExtensionError};
 use lru::LruCache;
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 
 use crate::judge::{FailureRecord, GoalJudge, JudgeError, JudgeRequest, Judgement, Verdict};
 use crate::openai::truncate;
@@ -142,6 +144,16 @@ impl TaskState {
         self.stalled = 0;
         self.stalled_seen.clear();
         self.judge_notes.clear();
+    }
+}
+
+impl Evidence for Seen {
+    fn line(&self) -> u64 {
+        self.line
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 }
 
@@ -327,7 +339,7 @@ impl ProgressEvaluator {
         }
         state.rising.push_back((seen, failing));
         let values: Vec<String> = state.rising.iter().map(|(_, n)| n.to_string()).collect();
-        let (lines, ids) = evidence(state.rising.iter().map(|(seen, _)| seen));
+        let (lines, ids) = evidence_of(state.rising.iter().map(|(seen, _)| seen));
         let reason = format!(
             "failing tests rose {} (lines {}): the task is moving away from its goal",
             values.join(" → "),
@@ -351,7 +363,7 @@ impl ProgressEvaluator {
         }
         state.external_seen.push_back((Seen::of(event), kind));
         let count = state.external;
-        let (lines, ids) = evidence(state.external_seen.iter().map(|(seen, _)| seen));
+        let (lines, ids) = evidence_of(state.external_seen.iter().map(|(seen, _)| seen));
         let (action, reason) = if count >= self.external_before_escalation {
             let mut kinds: Vec<&str> = Vec::new();
             for (_, kind) in &state.external_seen {
@@ -405,7 +417,8 @@ impl ProgressEvaluator {
         let previous = state.previous_failure.replace(event.line);
         state.external = 0;
         state.external_seen.clear();
-        let hash = hash128(error);
+        // Kept as a number in the saved state (format 1).
+        let hash = u128::from_le_bytes(hash128(error));
         let exact = state.recent.contains(&hash);
         push_bounded(&mut state.recent, hash, self.history);
         // Only a judge reads the messages: without one, none are kept.
@@ -457,7 +470,7 @@ impl ProgressEvaluator {
         if count < self.no_progress_failures {
             return None;
         }
-        let (lines, ids) = evidence(state.stalled_seen.iter());
+        let (lines, ids) = evidence_of(state.stalled_seen.iter());
         let mut reason = format!(
             "{count} differing failures in a row (lines {}) ",
             join_with_and(&lines)
@@ -560,7 +573,8 @@ impl ProgressEvaluator {
         // The failures the judge was shown, this one last.
         let shown = request.history.len() + 1;
         let skip = state.failures.len().saturating_sub(shown);
-        let (mut lines, mut ids) = evidence(state.failures.iter().skip(skip).map(|(seen, _)| seen));
+        let (mut lines, mut ids) =
+            evidence_of(state.failures.iter().skip(skip).map(|(seen, _)| seen));
         if lines.last() != Some(&request.current.line) {
             // The task was reset while the judge thought: the request's lines.
             lines = request.history.iter().map(|f| f.line).collect();
@@ -698,35 +712,6 @@ fn merge(latest: &mut ProgressSnapshot, snapshot: &ProgressSnapshot) {
         (Some(before), Some(now)) => Some(before.max(now)),
         (before, now) => now.or(before),
     };
-}
-
-/// Lines and ids of remembered events, oldest first.
-fn evidence<'a>(seen: impl Iterator<Item = &'a Seen>) -> (Vec<u64>, Vec<String>) {
-    let mut lines = Vec::new();
-    let mut ids = Vec::new();
-    for seen in seen {
-        lines.push(seen.line);
-        if let Some(id) = &seen.id {
-            ids.push(id.to_string());
-        }
-    }
-    (lines, ids)
-}
-
-/// The first 128 bits of the SHA-256 of `text`.
-fn hash128(text: &str) -> u128 {
-    let digest = Sha256::digest(text.as_bytes());
-    let mut head = [0u8; 16];
-    head.copy_from_slice(&digest[..16]);
-    u128::from_le_bytes(head)
-}
-
-/// Appends to a window of at most `cap` items, dropping the oldest.
-fn push_bounded<T>(window: &mut VecDeque<T>, item: T, cap: usize) {
-    while window.len() >= cap.max(1) {
-        window.pop_front();
-    }
-    window.push_back(item);
 }
 
 #[cfg(test)]

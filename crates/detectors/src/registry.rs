@@ -1,0 +1,160 @@
+//! The registry: every built-in detector, listed once.
+//!
+//! [`builtin_detectors!`] turns the list at the bottom of this file into
+//! [`BuiltinDetectors`] (each detector configured), [`BuiltinState`] (each
+//! detector's per-task state, one field per line, saved whole by durable
+//! stores) and the loop that runs them in order over one event. Adding a
+//! built-in detector is its module plus one line here; the line's field
+//! name is its key in the saved state, so it is never renamed (a new name
+//! is a new saved-state format: `docs/architecture.md`).
+//!
+//! The progress tracker is not in the list: it runs before every detector
+//! and sets [`ObservedEvent::progressed`] for them.
+
+use loopguard_core_types::{Config, Detection};
+
+use crate::{
+    AgentPair, Detector, EdgeLimit, ExactFailure, MultiAgent, ObservedEvent, Oscillation,
+    PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, TopicCycle, TransitionLimit,
+};
+
+/// Declares the built-in detectors: `field: Type` per detector, in the
+/// order they run. Generates [`BuiltinDetectors`], [`BuiltinState`] and
+/// [`REGISTERED`].
+macro_rules! builtin_detectors {
+    ($($field:ident: $detector:ty,)+) => {
+        /// Every built-in detector, configured.
+        #[derive(Debug, Clone)]
+        pub struct BuiltinDetectors {
+            progress: ProgressTracker,
+            $($field: $detector,)+
+        }
+
+        /// Everything the built-in detectors remember about one task.
+        ///
+        /// Its JSON form is what durable stores keep (saved-state format 1,
+        /// with golden fixtures): one key per registered detector.
+        #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+        pub struct BuiltinState {
+            progress: ProgressState,
+            $($field: <$detector as Detector>::State,)+
+        }
+
+        /// The registered detectors as `(name, config section, kinds)`, in
+        /// the order they run.
+        pub const REGISTERED: &[(&str, &str, &[&str])] = &[
+            $((
+                stringify!($field),
+                <$detector as Detector>::CONFIG_SECTION,
+                <$detector as Detector>::KINDS,
+            ),)+
+        ];
+
+        impl BuiltinDetectors {
+            /// All built-in detectors with the limits of `config`.
+            pub fn new(config: &Config) -> BuiltinDetectors {
+                BuiltinDetectors {
+                    progress: ProgressTracker,
+                    $($field: <$detector>::new(config),)+
+                }
+            }
+
+            /// Runs every built-in detector over one event, in registry
+            /// order. The progress tracker runs first and sets
+            /// [`ObservedEvent::progressed`] for the detectors after it.
+            pub fn observe(
+                &self,
+                state: &mut BuiltinState,
+                event: &mut ObservedEvent<'_>,
+                out: &mut Vec<Detection>,
+            ) {
+                event.progressed = self.progress.observe(&mut state.progress, event.event);
+                $(Detector::observe(&self.$field, &mut state.$field, event, out);)+
+            }
+        }
+    };
+}
+
+builtin_detectors! {
+    exact_failure: ExactFailure,
+    agent_pair: AgentPair,
+    multi_agent: MultiAgent,
+    topic_cycle: TopicCycle,
+    edge_limit: EdgeLimit,
+    phase_visits: PhaseVisits,
+    transition_limit: TransitionLimit,
+    oscillation: Oscillation,
+    repeated_output: RepeatedOutput,
+}
+
+impl BuiltinState {
+    /// Pivots issued since the last reset.
+    pub fn pivots(&self) -> u32 {
+        self.repeated_output.pivots()
+    }
+
+    /// Forgets everything (on `completed` and `human`).
+    pub fn reset(&mut self) {
+        *self = BuiltinState::default();
+    }
+
+    /// A fresh state that remembers `pivots` pivots already spent: what a
+    /// task's stored snapshot carries over a restart or an eviction (the
+    /// windows and histories start empty).
+    pub fn restored(pivots: u32) -> BuiltinState {
+        let mut state = BuiltinState::default();
+        state.repeated_output.restore_pivots(pivots);
+        state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loopguard_core_types::{DEFAULT_CONFIG_TOML, kinds};
+
+    use super::*;
+
+    #[test]
+    fn every_registered_detector_has_its_config_section_in_default_toml() {
+        for (name, section, _) in REGISTERED {
+            let header = format!("\n[{section}]\n");
+            assert!(
+                DEFAULT_CONFIG_TOML.contains(&header),
+                "config/default.toml has no [{section}] section for detector {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_registered_kind_is_a_contract_kind_reported_by_one_detector() {
+        let mut seen = Vec::new();
+        for (name, _, detector_kinds) in REGISTERED {
+            assert!(!detector_kinds.is_empty(), "{name} reports no kind");
+            for kind in *detector_kinds {
+                assert!(
+                    kinds::ALL.contains(kind),
+                    "{name} reports {kind}, which the trace format does not list"
+                );
+                assert!(!seen.contains(kind), "{kind} is reported by two detectors");
+                seen.push(*kind);
+            }
+        }
+    }
+
+    #[test]
+    fn the_saved_state_has_one_key_per_registered_detector() {
+        let json = serde_json::to_value(BuiltinState::default()).expect("serializes");
+        let keys: Vec<&str> = json
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected: Vec<&str> = REGISTERED.iter().map(|(name, _, _)| *name).collect();
+        expected.push("progress");
+        expected.sort_unstable();
+        let mut keys = keys;
+        keys.sort_unstable();
+        assert_eq!(keys, expected);
+    }
+}

@@ -1,0 +1,726 @@
+//! The engine: per-task state and the pipeline one event goes through.
+//!
+//! [`LoopGuard::observe`] runs one event through named stages, each a
+//! method of its own (`docs/architecture.md` walks them):
+//!
+//! 1. **load** the task's stored record when the engine does not hold the
+//!    task, or always on a shared store (under its row lock), and
+//!    [`restore`](saved) it;
+//! 2. **topic**: the semantic assigner's topic for the event's text;
+//! 3. **extensions**: plugins and the semantic and progress detectors
+//!    (they may await, so they run before the task's lock is taken);
+//! 4. **decide**, synchronously under the task's lock: install the
+//!    restored state, run the built-in detectors (the [registry]), apply
+//!    the [policy] (loop count, status, action, gate), journal the audit,
+//!    track the cycle-log [episode], resolve and reset, and plan the
+//!    [writes](crate::persistence);
+//! 5. **write** the plan, then log and sweep idle tasks.
+//!
+//! [registry]: loopguard_detectors::registry
+//! [policy]: crate::policy
+
+mod episode;
+mod saved;
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use compact_str::CompactString;
+use foldhash::HashMap as FastHashMap;
+use foldhash::fast::FixedState;
+use loopguard_core_types::{
+    Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp,
+};
+use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, SemanticTopic};
+use parking_lot::Mutex;
+
+use self::episode::EpisodeEvent;
+pub use self::saved::STATE_FORMAT;
+use self::saved::{Restored, StoredStateOut};
+use crate::HostError;
+use crate::extension::{ExtensionDetector, TopicAssigner};
+use crate::persistence::{Journal, Persistence, Writes};
+use crate::policy::{self, TaskCounts};
+use crate::store::{
+    CycleEpisode, MemoryStore, Store, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
+};
+use crate::writer::CommitQueue;
+
+/// Shards of the task map: enough that tokio tasks working on different
+/// loopguard tasks rarely wait for each other.
+const SHARDS: usize = 64;
+/// One shard is swept for idle tasks every this many events, so eviction
+/// costs a bounded, amortized amount per event.
+const SWEEP_EVERY: u64 = 1024;
+
+/// The loopguard engine. Cheap to share (`Arc<LoopGuard>`); `observe` may be
+/// called from many tokio tasks for many task ids at once.
+///
+/// ```
+/// use loopguard_core_types::{Action, Config, Event};
+/// use loopguard_host::LoopGuard;
+///
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// let guard = LoopGuard::new(Config::default())?;
+/// let failure = r#"{"type":"failure","task":"T1","agent":"coder","error":"E0308"}"#;
+/// let mut last = None;
+/// for _ in 0..4 {
+///     last = Some(guard.observe(Event::from_json(failure)?).await);
+/// }
+/// let decision = last.expect("four decisions");
+/// assert_eq!(decision.loop_count, 3);
+/// assert_eq!(decision.action, Action::Escalate);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct LoopGuard {
+    config: Arc<Config>,
+    detectors: BuiltinDetectors,
+    extensions: Vec<Arc<dyn ExtensionDetector>>,
+    topics: Option<Arc<dyn TopicAssigner>>,
+    store: Arc<dyn Store>,
+    shards: Box<[Mutex<Shard>]>,
+    sequence: AtomicU64,
+    observed: AtomicU64,
+    next_sweep: AtomicUsize,
+    next_episode: AtomicU64,
+    persistence: Persistence,
+    queue: OnceLock<CommitQueue>,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    /// Task ids up to 24 bytes are stored inline in the key, so a lookup
+    /// compares against the table's own memory rather than chasing a
+    /// pointer to a separate allocation.
+    tasks: FastHashMap<CompactString, TaskState>,
+}
+
+/// What the engine keeps per live task.
+#[derive(Debug, Default)]
+struct TaskState {
+    builtin: BuiltinState,
+    counts: TaskCounts,
+    last_seen_ms: i64,
+    episode: Option<Box<CycleEpisode>>,
+    /// The version of the task's stored record this state matches (durable
+    /// stores only).
+    version: u64,
+}
+
+impl TaskState {
+    /// The task's state as a restored record left it.
+    fn from_restored(restored: Restored) -> TaskState {
+        TaskState {
+            builtin: restored.builtin,
+            counts: TaskCounts {
+                loop_count: restored.snapshot.loop_count,
+                status: restored.snapshot.status,
+            },
+            last_seen_ms: restored.snapshot.last_seen.as_millis(),
+            episode: restored.episode,
+            version: restored.version,
+        }
+    }
+
+    /// Status, loop count and pivots: what a snapshot records.
+    fn summary(&self) -> (TaskStatus, u32, u32) {
+        (
+            self.counts.status,
+            self.counts.loop_count,
+            self.builtin.pivots(),
+        )
+    }
+
+    fn snapshot(&self, task: &str, time: Timestamp) -> TaskSnapshot {
+        TaskSnapshot {
+            task: task.to_owned(),
+            status: self.counts.status,
+            loop_count: self.counts.loop_count,
+            pivots: self.builtin.pivots(),
+            last_seen: time,
+        }
+    }
+}
+
+/// What the stages before [`LoopGuard::decide`] worked out for one event.
+struct Gathered {
+    restored: Option<Restored>,
+    extension_detections: Vec<Detection>,
+    extension_states: BTreeMap<String, serde_json::Value>,
+    errors: Vec<String>,
+}
+
+/// Builds a [`LoopGuard`] with a store and extension detectors.
+#[derive(Debug)]
+pub struct LoopGuardBuilder {
+    config: Config,
+    store: Option<Arc<dyn Store>>,
+    extensions: Vec<Arc<dyn ExtensionDetector>>,
+    topics: Option<Arc<dyn TopicAssigner>>,
+}
+
+impl LoopGuardBuilder {
+    /// Keeps task snapshots and the cycle log in `store` (default: a
+    /// [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Adds a detector beyond the built-in ones (a plugin, a semantic
+    /// detector). Its detections join the built-in ones in the policy.
+    pub fn extension(mut self, detector: Arc<dyn ExtensionDetector>) -> Self {
+        self.extensions.push(detector);
+        self
+    }
+
+    /// Chooses topics by similarity for `topic_cycle` (the semantic
+    /// crate's assigner); without one, topics are exact normalized text.
+    pub fn topics(mut self, assigner: Arc<dyn TopicAssigner>) -> Self {
+        self.topics = Some(assigner);
+        self
+    }
+
+    /// Validates the config and builds the engine.
+    pub fn build(self) -> Result<LoopGuard, HostError> {
+        self.config.validate()?;
+        let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        Ok(LoopGuard {
+            detectors: BuiltinDetectors::new(&self.config),
+            config: Arc::new(self.config),
+            extensions: self.extensions,
+            topics: self.topics,
+            persistence: Persistence::of(store.as_ref()),
+            store,
+            shards,
+            sequence: AtomicU64::new(0),
+            observed: AtomicU64::new(0),
+            next_sweep: AtomicUsize::new(0),
+            next_episode: AtomicU64::new(episode_id_seed()),
+            queue: OnceLock::new(),
+        })
+    }
+}
+
+impl LoopGuard {
+    /// An engine with the built-in detectors and an in-memory store.
+    pub fn new(config: Config) -> Result<LoopGuard, HostError> {
+        LoopGuard::builder(config).build()
+    }
+
+    /// A builder, to add a store or extension detectors.
+    pub fn builder(config: Config) -> LoopGuardBuilder {
+        LoopGuardBuilder {
+            config,
+            store: None,
+            extensions: Vec::new(),
+            topics: None,
+        }
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The engine's store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Observes one streamed event: an event without `ts` happened "now",
+    /// and the decision's `line` is the engine's own sequence number.
+    pub async fn observe(&self, event: Event) -> Decision {
+        let line = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        let time = event.ts.unwrap_or_else(Timestamp::now);
+        self.observe_inner(line, event, Some(time)).await
+    }
+
+    /// Observes one replayed event from input line `line`: an event without
+    /// `ts` is timed by file order only, so time windows do not apply to it.
+    pub async fn observe_line(&self, line: u64, event: Event) -> Decision {
+        let time = event.ts;
+        self.observe_inner(line, event, time).await
+    }
+
+    /// The live state of a task, if the engine holds it in memory.
+    pub fn task(&self, task: &str) -> Option<TaskSnapshot> {
+        let shard = self.shard_of(task).lock();
+        shard
+            .tasks
+            .get(task)
+            .map(|state| state.snapshot(task, Timestamp(state.last_seen_ms)))
+    }
+
+    /// Number of tasks held in memory.
+    pub fn live_tasks(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().tasks.len())
+            .sum()
+    }
+
+    /// Evicts from memory every task idle for longer than the TTL as of
+    /// `now`. The engine also does this on its own, one shard at a time, as
+    /// events arrive. Returns how many tasks were evicted.
+    pub fn evict_idle(&self, now: Timestamp) -> usize {
+        (0..self.shards.len())
+            .map(|index| self.sweep_shard(index, now.as_millis()))
+            .sum()
+    }
+
+    fn sweep_shard(&self, index: usize, now_ms: i64) -> usize {
+        let ttl_ms = i64::try_from(self.config.engine.task_ttl_secs.saturating_mul(1000))
+            .unwrap_or(i64::MAX);
+        let Some(shard) = self.shards.get(index) else {
+            return 0;
+        };
+        let mut shard = shard.lock();
+        let before = shard.tasks.len();
+        shard
+            .tasks
+            .retain(|_, state| now_ms.saturating_sub(state.last_seen_ms) <= ttl_ms);
+        before - shard.tasks.len()
+    }
+
+    fn is_live(&self, task: &str) -> bool {
+        self.shard_of(task).lock().tasks.contains_key(task)
+    }
+
+    fn shard_of(&self, task: &str) -> &Mutex<Shard> {
+        // The shard's map hashes with the same function and takes its bucket
+        // from the low bits, so the shard comes from the top bits of a
+        // multiplicative remix: keys of one shard still spread over all of
+        // its buckets.
+        let hash = FixedState::default()
+            .hash_one(task)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let index = ((hash >> 58) as usize) % self.shards.len().max(1);
+        &self.shards[index]
+    }
+
+    async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
+        let mut errors = Vec::new();
+        let (lock, restored) = self.load(&event.task, line, &mut errors).await;
+        let topic = self.assign_topic(&event, line, &mut errors).await;
+        let mut observed = ObservedEvent::new(line, &event)
+            .at(time)
+            .with_topic(topic.as_ref());
+        let extension_detections = self.run_extensions(&observed, &mut errors).await;
+        let extension_states = if self.persistence.keeps_state() {
+            self.export_extensions(&event.task).await
+        } else {
+            BTreeMap::new()
+        };
+        let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
+        let gathered = Gathered {
+            restored,
+            extension_detections,
+            extension_states,
+            errors,
+        };
+        let (mut decision, writes) = self.decide(&mut observed, now_ms, gathered);
+        decision.task = event.task;
+        decision.id = event.id;
+        if let Err(err) = writes.write(self.store.as_ref(), lock).await {
+            tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
+            decision.errors.push(format!("store: {err}"));
+        }
+        self.log(&decision);
+        self.sweep_now_and_then(now_ms);
+        decision
+    }
+
+    /// Stage 1, load: the task's stored record, restored, when the engine
+    /// must read it: always on a shared store (under the task's row lock,
+    /// which the returned guard holds until the commit), and otherwise
+    /// when the engine does not hold the task (new, evicted, or from
+    /// before a restart).
+    async fn load(
+        &self,
+        task: &str,
+        line: u64,
+        errors: &mut Vec<String>,
+    ) -> (Option<Box<dyn TaskLock>>, Option<Restored>) {
+        let mut lock: Option<Box<dyn TaskLock>> = None;
+        let stored = if self.persistence.is_shared() {
+            match self.store.lock_task(task).await {
+                Ok(held) => {
+                    let stored = held.record().cloned();
+                    lock = Some(held);
+                    // Only a record newer than the engine's copy replaces it.
+                    stored.filter(|record| self.held_version(task) != Some(record.version))
+                }
+                Err(err) => {
+                    tracing::error!(task = %task, line, error = %err, "task lock failed");
+                    errors.push(format!("store: {err}"));
+                    None
+                }
+            }
+        } else if self.is_live(task) {
+            None
+        } else {
+            match self.store.load_record(task).await {
+                Ok(record) => record,
+                Err(err) => {
+                    tracing::error!(task = %task, line, error = %err, "task read failed");
+                    errors.push(format!("store: {err}"));
+                    None
+                }
+            }
+        };
+        let restored = match stored {
+            Some(record) => Some(self.restore(record, line, errors).await),
+            None => None,
+        };
+        (lock, restored)
+    }
+
+    /// Stage 2, topic: the topic a semantic assigner chooses for the
+    /// event's free text (a handoff's content without an explicit topic, a
+    /// collaboration's request), when one is configured.
+    async fn assign_topic(
+        &self,
+        event: &Event,
+        line: u64,
+        errors: &mut Vec<String>,
+    ) -> Option<SemanticTopic> {
+        let (Some(assigner), Some(text)) = (&self.topics, topic_text(event)) else {
+            return None;
+        };
+        let task_type = event.extra.get("task_type").and_then(|v| v.as_str());
+        match assigner.assign(&event.task, task_type, line, text).await {
+            Ok(topic) => topic,
+            Err(err) => {
+                tracing::error!(task = %event.task, line, error = %err, "topic assignment failed");
+                errors.push(format!("topic assigner: {err}"));
+                None
+            }
+        }
+    }
+
+    /// Stage 3, extensions: every extension detector in turn (they may
+    /// await: plugins run off the reactor). A detector that fails is
+    /// reported on the decision; the others go on. On `completed` and
+    /// `human` each forgets the task afterwards, as the built-in state is
+    /// reset.
+    async fn run_extensions(
+        &self,
+        observed: &ObservedEvent<'_>,
+        errors: &mut Vec<String>,
+    ) -> Vec<Detection> {
+        let event = observed.event;
+        let mut found = Vec::new();
+        for extension in &self.extensions {
+            match extension.observe(observed).await {
+                Ok(detections) => found.extend(detections),
+                Err(err) => {
+                    tracing::error!(task = %event.task, line = observed.line, detector = extension.name(), error = %err, "detector failed");
+                    errors.push(format!("detector {}: {err}", extension.name()));
+                }
+            }
+        }
+        if matches!(event.kind, EventKind::Completed | EventKind::Human { .. }) {
+            for extension in &self.extensions {
+                extension.reset_task(&event.task).await;
+            }
+            if let Some(assigner) = &self.topics {
+                assigner.reset_task(&event.task).await;
+            }
+        }
+        found
+    }
+
+    /// Stage 4, decide: everything synchronous, under the task's lock.
+    fn decide(
+        &self,
+        observed: &mut ObservedEvent<'_>,
+        now_ms: i64,
+        gathered: Gathered,
+    ) -> (Decision, Writes) {
+        let Gathered {
+            restored,
+            extension_detections,
+            extension_states,
+            mut errors,
+        } = gathered;
+        let event = observed.event;
+        let line = observed.line;
+        let time = Timestamp(now_ms);
+        let mut shard = self.shard_of(&event.task).lock();
+        let state = self.install(&mut shard, &event.task, restored, now_ms);
+        let before = state.summary();
+
+        // Ruling 9: detectors run on every event, gated tasks included.
+        let mut detections = Vec::new();
+        self.detectors
+            .observe(&mut state.builtin, observed, &mut detections);
+        detections.extend(extension_detections);
+
+        let mut verdict = policy::apply(
+            &mut state.counts,
+            &mut detections,
+            self.config.gate.loops_before_gate,
+        );
+        let mut journal = self.persistence.journal(&event.task, line, time);
+        journal.detections(&detections, state.builtin.pivots());
+
+        let mut episodes = Vec::new();
+        let episode_changed = episode::track(
+            &mut state.episode,
+            || self.next_episode.fetch_add(1, Ordering::Relaxed),
+            &EpisodeEvent {
+                task: &event.task,
+                line,
+                time,
+                detections: &detections,
+                action: verdict.action,
+                gated: state.counts.status.is_gated(),
+            },
+        );
+        match policy::resolution(&event.kind, before.0, state.counts.status) {
+            Some(resolution) => {
+                episodes.extend(episode::close(&mut state.episode, resolution, time));
+                if policy::resets_counters(resolution) {
+                    journal.reset(
+                        resolution,
+                        state.counts.loop_count,
+                        state.builtin.pivots(),
+                        state.counts.status,
+                    );
+                    state.builtin.reset();
+                    state.counts = TaskCounts {
+                        loop_count: 0,
+                        status: policy::status_after_reset(resolution),
+                    };
+                    verdict.action = Action::None;
+                }
+            }
+            None => {
+                if let Some(episode) = state.episode.as_deref()
+                    && episode_changed
+                {
+                    episodes.push(episode.clone());
+                }
+            }
+        }
+
+        let writes = self.plan_writes(
+            state,
+            &event.task,
+            time,
+            before,
+            journal,
+            episodes,
+            &extension_states,
+            &mut errors,
+        );
+        let decision = Decision {
+            line,
+            // Filled in by the caller, which owns the event and moves its
+            // task and id in rather than copying them.
+            task: String::new(),
+            action: verdict.action,
+            loop_count: state.counts.loop_count,
+            status: state.counts.status,
+            pivots: state.builtin.pivots(),
+            directive: verdict.directive,
+            id: None,
+            detections,
+            errors,
+        };
+        (decision, writes)
+    }
+
+    /// Part of stage 4: the engine's copy of the task, with a restored
+    /// record installed. A shared store's newer record replaces the
+    /// engine's copy; for the others, a copy made meanwhile by a concurrent
+    /// event of the same task wins over the store's older record. Marks
+    /// the task seen at `now_ms`, and active again after `completed`.
+    fn install<'s>(
+        &self,
+        shard: &'s mut Shard,
+        task: &str,
+        restored: Option<Restored>,
+        now_ms: i64,
+    ) -> &'s mut TaskState {
+        if let Some(restored) = restored
+            && (self.persistence.is_shared() || !shard.tasks.contains_key(task))
+        {
+            shard.tasks.insert(
+                CompactString::from(task),
+                TaskState::from_restored(restored),
+            );
+        }
+        let state = shard.tasks.entry(CompactString::from(task)).or_default();
+        state.last_seen_ms = now_ms;
+        state.counts.status = policy::status_on_new_event(state.counts.status);
+        state
+    }
+
+    /// Part of stage 4: what this event writes, as the store's persistence
+    /// asks. A durable store gets the whole record (every event changes
+    /// some detector's state), one version up, with the journal and the
+    /// episodes, queued while the task's lock is held so that two events of
+    /// one task reach the store in the order they were decided; a memory
+    /// store gets the episodes that changed and the snapshot when its
+    /// counters changed.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_writes(
+        &self,
+        state: &mut TaskState,
+        task: &str,
+        time: Timestamp,
+        before: (TaskStatus, u32, u32),
+        journal: Journal,
+        episodes: Vec<CycleEpisode>,
+        extension_states: &BTreeMap<String, serde_json::Value>,
+        errors: &mut Vec<String>,
+    ) -> Writes {
+        let group_commit = match self.persistence {
+            Persistence::Memory => {
+                let snapshot = (state.summary() != before).then(|| state.snapshot(task, time));
+                return Writes::Memory { episodes, snapshot };
+            }
+            Persistence::Durable { group_commit } => group_commit,
+            Persistence::Shared => false,
+        };
+        let stored = match serde_json::to_string(&StoredStateOut {
+            format: STATE_FORMAT,
+            builtin: &state.builtin,
+            episode: state.episode.as_deref(),
+            extensions: extension_states,
+        }) {
+            Ok(text) => Some(text),
+            Err(err) => {
+                errors.push(format!(
+                    "store: the detector state cannot be written: {err}"
+                ));
+                None
+            }
+        };
+        state.version += 1;
+        let commit = TaskCommit {
+            record: TaskRecord {
+                snapshot: state.snapshot(task, time),
+                version: state.version,
+                state: stored,
+            },
+            audit: journal.audit,
+            pivots: journal.pivots,
+            episodes,
+        };
+        let queue = if group_commit {
+            self.commit_queue()
+        } else {
+            None
+        };
+        match queue {
+            Some(queue) => Writes::Queued(queue.push(commit)),
+            None => Writes::Commit(Box::new(commit)),
+        }
+    }
+
+    /// Stage 5's bookkeeping: every [`SWEEP_EVERY`] events, one shard is
+    /// swept for idle tasks, so eviction costs a bounded, amortized amount
+    /// per event.
+    fn sweep_now_and_then(&self, now_ms: i64) {
+        let count = self.observed.fetch_add(1, Ordering::Relaxed) + 1;
+        if count % SWEEP_EVERY == 0 {
+            let index = self.next_sweep.fetch_add(1, Ordering::Relaxed) % self.shards.len();
+            self.sweep_shard(index, now_ms);
+        }
+    }
+
+    /// The stored version of the task this engine holds, if it holds it.
+    fn held_version(&self, task: &str) -> Option<u64> {
+        self.shard_of(task)
+            .lock()
+            .tasks
+            .get(task)
+            .map(|state| state.version)
+    }
+
+    /// The durable writer's queue, started on first use (on the tokio
+    /// runtime the engine is driven from). `None` outside a tokio runtime:
+    /// each event then commits on its own.
+    fn commit_queue(&self) -> Option<&CommitQueue> {
+        if let Some(queue) = self.queue.get() {
+            return Some(queue);
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(
+            self.queue
+                .get_or_init(|| CommitQueue::start(&runtime, Arc::clone(&self.store))),
+        )
+    }
+
+    fn log(&self, decision: &Decision) {
+        for detection in &decision.detections {
+            tracing::info!(
+                task = %decision.task,
+                line = decision.line,
+                kind = %detection.kind,
+                severity = %detection.severity,
+                reason = %detection.reason,
+                "loop detected"
+            );
+        }
+        match decision.action {
+            Action::None | Action::Warn => {}
+            Action::Escalate | Action::Abort => tracing::error!(
+                task = %decision.task,
+                line = decision.line,
+                action = %decision.action,
+                status = %decision.status,
+                loop_count = decision.loop_count,
+                "task escalated"
+            ),
+            action => tracing::warn!(
+                task = %decision.task,
+                line = decision.line,
+                action = %action,
+                loop_count = decision.loop_count,
+                "intervention"
+            ),
+        }
+    }
+}
+
+/// The free text whose topic a [`TopicAssigner`] chooses: a handoff's
+/// `content` when it has no explicit `topic`, a collaboration's `request`.
+fn topic_text(event: &Event) -> Option<&str> {
+    match &event.kind {
+        EventKind::Handoff {
+            topic: None,
+            content: Some(content),
+            ..
+        } => Some(content.as_str()),
+        EventKind::Collaboration { request, .. } => Some(request.as_str()),
+        _ => None,
+    }
+    .filter(|text| !text.trim().is_empty())
+}
+
+/// Where this engine's episode ids start: a value unlikely to be used by any
+/// other engine writing to the same store (another run, another replica),
+/// so that one engine's cycle log never overwrites another's. Mixed from the
+/// wall clock and the process id; kept below 2^62 so ids fit every
+/// backend's signed 64-bit column with room to count up.
+fn episode_id_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 2).max(1)
+}

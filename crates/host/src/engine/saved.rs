@@ -1,0 +1,162 @@
+//! A task's saved state: what a durable store keeps per task beyond its
+//! counters (the built-in detectors' state, the open cycle-log episode, the
+//! extensions' own states), and how a stored record becomes the engine's
+//! copy again.
+//!
+//! The JSON written here is saved-state format [`STATE_FORMAT`], frozen by
+//! golden fixtures: renaming a field is a new format number and a new
+//! fixture, and the old format is still read or refused by name.
+
+use std::collections::BTreeMap;
+
+use loopguard_detectors::BuiltinState;
+use serde::{Deserialize, Serialize};
+
+use super::LoopGuard;
+use crate::store::{CycleEpisode, TaskRecord, TaskSnapshot};
+
+/// The format of the detector state a durable store keeps per task. A
+/// stored state of another format is not read: the task continues from its
+/// counters, and the decision says so.
+pub const STATE_FORMAT: u32 = 1;
+/// The key of the topic assigner's state among the extensions' states.
+const TOPICS_STATE: &str = "topics";
+
+/// A task's state as a durable store keeps it (JSON text, written whole at
+/// every commit).
+#[derive(Serialize)]
+pub(super) struct StoredStateOut<'a> {
+    pub(super) format: u32,
+    pub(super) builtin: &'a BuiltinState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) episode: Option<&'a CycleEpisode>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) extensions: &'a BTreeMap<String, serde_json::Value>,
+}
+
+/// [`StoredStateOut`] read back.
+#[derive(Deserialize)]
+struct StoredStateIn {
+    format: u32,
+    builtin: BuiltinState,
+    #[serde(default)]
+    episode: Option<Box<CycleEpisode>>,
+    #[serde(default)]
+    extensions: BTreeMap<String, serde_json::Value>,
+}
+
+/// A task read back from the store, to take the place of (or fill in for)
+/// the engine's copy.
+pub(super) struct Restored {
+    pub(super) snapshot: TaskSnapshot,
+    pub(super) version: u64,
+    pub(super) builtin: BuiltinState,
+    pub(super) episode: Option<Box<CycleEpisode>>,
+}
+
+impl LoopGuard {
+    /// Reads a stored record back: the built-in detectors' state, and the
+    /// extensions' states handed back to them. A state that cannot be read
+    /// leaves the counters (loop count, status, pivots) and says so.
+    pub(super) async fn restore(
+        &self,
+        record: TaskRecord,
+        line: u64,
+        errors: &mut Vec<String>,
+    ) -> Restored {
+        let task = record.snapshot.task.clone();
+        let state = match record
+            .state
+            .as_deref()
+            .map(serde_json::from_str::<StoredStateIn>)
+        {
+            None => None,
+            Some(Ok(state)) if state.format == STATE_FORMAT => Some(state),
+            Some(Ok(state)) => {
+                let message = format!(
+                    "store: task {task}'s saved detector state has format {}, this loopguard reads {STATE_FORMAT}: continuing from its counters",
+                    state.format
+                );
+                tracing::error!(task = %task, line, "{message}");
+                errors.push(message);
+                None
+            }
+            Some(Err(err)) => {
+                let message = format!(
+                    "store: task {task}'s saved detector state is unreadable ({err}): continuing from its counters"
+                );
+                tracing::error!(task = %task, line, "{message}");
+                errors.push(message);
+                None
+            }
+        };
+        let (builtin, episode, mut extensions) = match state {
+            Some(state) => (state.builtin, state.episode, state.extensions),
+            None => (
+                BuiltinState::restored(record.snapshot.pivots),
+                None,
+                BTreeMap::new(),
+            ),
+        };
+        for extension in &self.extensions {
+            let result = match extensions.remove(extension.name()) {
+                Some(state) => extension.import_task(&task, state).await,
+                None => {
+                    extension.reset_task(&task).await;
+                    Ok(())
+                }
+            };
+            if let Err(err) = result {
+                // Whatever the detector kept of the task is not what the
+                // store holds: it starts the task afresh.
+                extension.reset_task(&task).await;
+                tracing::error!(task = %task, line, detector = extension.name(), error = %err, "detector state not restored");
+                errors.push(format!(
+                    "detector {}: its saved state was not restored: {err}",
+                    extension.name()
+                ));
+            }
+        }
+        if let Some(assigner) = &self.topics {
+            let result = match extensions.remove(TOPICS_STATE) {
+                Some(state) => assigner.import_task(&task, state).await,
+                None => {
+                    assigner.reset_task(&task).await;
+                    Ok(())
+                }
+            };
+            if let Err(err) = result {
+                assigner.reset_task(&task).await;
+                tracing::error!(task = %task, line, error = %err, "topics not restored");
+                errors.push(format!(
+                    "topic assigner: its saved state was not restored: {err}"
+                ));
+            }
+        }
+        Restored {
+            snapshot: record.snapshot,
+            version: record.version,
+            builtin,
+            episode,
+        }
+    }
+
+    /// The extensions' states of a task, for a durable store.
+    pub(super) async fn export_extensions(
+        &self,
+        task: &str,
+    ) -> BTreeMap<String, serde_json::Value> {
+        let mut states = BTreeMap::new();
+        for extension in &self.extensions {
+            if let Some(state) = extension.export_task(task).await {
+                states.insert(extension.name().to_owned(), state);
+            }
+        }
+        if let Some(assigner) = &self.topics
+            && let Some(state) = assigner.export_task(task).await
+        {
+            states.insert(TOPICS_STATE.to_owned(), state);
+        }
+        states
+    }
+}
