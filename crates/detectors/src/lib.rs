@@ -1,7 +1,7 @@
 //! loopguard's built-in structural detectors.
 //!
 //! Each module detects one loop pattern and cites the rule it implements
-//! (the trace format's "Rulings" in `shared/spec/trace-format.md`). A
+//! (the trace format's "Rulings" in `docs/spec/trace-format.md`). A
 //! detector is a stateless set of limits taken from the [`Config`]; the
 //! per-task state it needs lives in its [`Detector::State`], which the
 //! engine keeps per task and resets on `completed` and `human`. Every state
