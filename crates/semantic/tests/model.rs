@@ -1,4 +1,4 @@
-//! The real pinned model: the figures of `shared/spec/models.md`.
+//! The real pinned model: the figures of `docs/spec/models.md`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -65,7 +65,7 @@ fn minilm_scores_shipped_pairs_and_caches_them() {
         .expect("both embedded");
     assert!(
         (cosine - 0.889).abs() < 0.01,
-        "{cosine} (0.889 in shared/spec/models.md)"
+        "{cosine} (0.889 in docs/spec/models.md)"
     );
 
     let report = tune_pairs(
