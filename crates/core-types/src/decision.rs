@@ -201,15 +201,6 @@ pub mod kinds {
         REGRESSION,
         EXTERNAL_FAILURE,
     ];
-
-    /// The kinds that add one loop to the task's loop count (ruling 4).
-    pub const LOOP_FEEDING: [&str; 4] =
-        [EXACT_FAILURE, COLLABORATION_LOOP, REGRESSION, NO_PROGRESS];
-
-    /// Whether a detection of this kind adds to the task's loop count.
-    pub fn feeds_loop_count(kind: &str) -> bool {
-        LOOP_FEEDING.contains(&kind)
-    }
 }
 
 /// What identifies a failure beyond its message, kept for the report.

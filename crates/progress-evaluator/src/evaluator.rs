@@ -458,24 +458,56 @@ impl ProgressEvaluator {
                 metrics: Some(state.latest),
             }));
         }
-        Next::Done(self.count_stalled(state, event).into_iter().collect())
+        Next::Done(
+            self.count_stalled(state, event, previous)
+                .into_iter()
+                .collect(),
+        )
     }
 
-    /// The metrics-only verdict: one more differing failure with no
-    /// progress; the `no_progress_failures`th is a `no_progress` loop.
-    fn count_stalled(&self, state: &mut TaskState, event: &ObservedEvent<'_>) -> Option<Detection> {
+    /// The metrics-only verdict on a differing failure with no progress
+    /// since the previous one (ruling 13, Decision 74): when the task
+    /// reports progress signals and none moved since a previous failure,
+    /// this failure is one `no_progress` loop (the first failure of a task
+    /// never is: there is nothing to compare it with); a task with no
+    /// progress signals at all is the "no tests" warning sign, where the
+    /// `no_progress_failures`th differing failure in a row is the first
+    /// loop and each further one is another. The run of stalled failures
+    /// (its evidence) lasts until a progress signal.
+    fn count_stalled(
+        &self,
+        state: &mut TaskState,
+        event: &ObservedEvent<'_>,
+        previous_failure: Option<u64>,
+    ) -> Option<Detection> {
         state.stalled = state.stalled.saturating_add(1);
         push_bounded(&mut state.stalled_seen, Seen::of(event), EVIDENCE_CAP);
         let count = state.stalled;
-        if count < self.no_progress_failures {
+        let has_signals = state.has_tests || state.has_completion;
+        let is_loop = if has_signals {
+            previous_failure.is_some()
+        } else {
+            count >= self.no_progress_failures
+        };
+        if !is_loop {
             return None;
         }
-        let (lines, ids) = evidence_of(state.stalled_seen.iter());
-        let mut reason = format!(
-            "{count} differing failures in a row (lines {}) ",
-            join_with_and(&lines)
-        );
-        if !state.has_tests && !state.has_completion {
+        let (mut lines, ids) = evidence_of(state.stalled_seen.iter());
+        let mut reason = if let (1, Some(previous)) = (count, previous_failure) {
+            // The run is this failure alone (progress excused the one
+            // before): the previous failure is what it is compared with.
+            lines.insert(0, previous);
+            format!(
+                "a failure (line {}) that differs from the previous one (line {previous}) ",
+                event.line
+            )
+        } else {
+            format!(
+                "{count} differing failures in a row (lines {}) ",
+                join_with_and(&lines)
+            )
+        };
+        if !has_signals {
             reason.push_str("with no tests and no completion signals: nothing shows the task getting closer to its goal");
         } else {
             match state.last_progress {
@@ -496,8 +528,9 @@ impl ProgressEvaluator {
         if !state.judge_notes.is_empty() {
             let notes: Vec<&str> = state.judge_notes.iter().map(String::as_str).collect();
             let _ = write!(reason, "; {}; metrics-only verdict", notes.join("; "));
+            // Each note is reported once.
+            state.judge_notes.clear();
         }
-        state.restart_stalled();
         let mut detection = loop_detection(kinds::NO_PROGRESS, lines, ids, reason);
         detection.count = Some(count);
         Some(detection)
@@ -554,7 +587,12 @@ impl ProgressEvaluator {
                     .map_or_else(String::new, |j| j.describe());
                 let note = format!("LLM unreachable ({who}) on line {}: {err}", event.line);
                 push_bounded(&mut state.judge_notes, note, NOTES_CAP);
-                return self.count_stalled(state, event).into_iter().collect();
+                // The judge is asked only about a failure after another.
+                let previous = request.history.last().map(|failure| failure.line);
+                return self
+                    .count_stalled(state, event, previous.or(Some(event.line)))
+                    .into_iter()
+                    .collect();
             }
         };
         let kind = match judgement.verdict {
@@ -718,6 +756,7 @@ fn merge(latest: &mut ProgressSnapshot, snapshot: &ProgressSnapshot) {
 mod tests {
     use super::*;
     use loopguard_core_types::Event;
+    use loopguard_host::policy::feeds_loop_count;
 
     fn progress(fields: &str) -> String {
         let comma = if fields.is_empty() { "" } else { "," };
@@ -842,7 +881,7 @@ mod tests {
         assert!(found[0].1.reason.starts_with("failing tests rose 1 → 3 ("));
         // Loop-feeding: the engine owns severity and action.
         assert_eq!((last.severity, last.action), (Severity::Low, Action::Warn));
-        assert!(kinds::feeds_loop_count(&last.kind));
+        assert!(feeds_loop_count(&last.kind));
     }
 
     #[tokio::test]
@@ -872,9 +911,9 @@ mod tests {
         ];
         let found = run(&lines).await;
         assert_eq!(fired(&found, kinds::REGRESSION), [] as [u64; 0]);
-        // Line 4 is excused by the progress on line 3; 5 and 6 are stalled
-        // (2 of 3).
-        assert_eq!(found, []);
+        // Line 4 is excused by the progress on line 3; nothing moved before
+        // 5 and 6, each one loop (ruling 13).
+        assert_eq!(fired(&found, kinds::NO_PROGRESS), [5, 6]);
     }
 
     #[tokio::test]
@@ -895,7 +934,9 @@ mod tests {
     async fn no_tests_and_differing_failures_is_no_progress() {
         let lines: Vec<String> = (1..=7).map(|n| failure(&format!("error {n}"))).collect();
         let found = run(&lines).await;
-        assert_eq!(fired(&found, kinds::NO_PROGRESS), [3, 6]);
+        // Ruling 13: the 3rd differing failure in a row is the first loop,
+        // and each further one is another.
+        assert_eq!(fired(&found, kinds::NO_PROGRESS), [3, 4, 5, 6, 7]);
         let first = &found[0].1;
         assert_eq!(first.evidence, [1, 2, 3]);
         assert_eq!(first.count, Some(3));
@@ -904,9 +945,10 @@ mod tests {
             "3 differing failures in a row (lines 1, 2 and 3) with no tests and no completion \
              signals: nothing shows the task getting closer to its goal"
         );
-        assert!(kinds::feeds_loop_count(&first.kind));
-        // The count starts again after a detection.
-        assert_eq!(found[1].1.evidence, [4, 5, 6]);
+        assert!(feeds_loop_count(&first.kind));
+        // The run goes on after a detection: its evidence grows.
+        assert_eq!(found[1].1.evidence, [1, 2, 3, 4]);
+        assert_eq!(found[1].1.count, Some(4));
     }
 
     #[tokio::test]
@@ -936,7 +978,7 @@ mod tests {
         ];
         let found = run(&lines).await;
         assert_eq!(fired(&found, kinds::EXTERNAL_FAILURE), [1, 2, 3, 4]);
-        assert!(found.iter().all(|(_, d)| !kinds::feeds_loop_count(&d.kind)));
+        assert!(found.iter().all(|(_, d)| !feeds_loop_count(&d.kind)));
         let actions: Vec<Action> = found.iter().map(|(_, d)| d.action).collect();
         assert_eq!(
             actions,
@@ -1008,12 +1050,15 @@ mod tests {
             failure("third"),
         ];
         let found = run(&lines).await;
-        assert_eq!(fired(&found, kinds::NO_PROGRESS), [5]);
+        // Ruling 13: the first failure is never a loop; each later one with
+        // metrics reported and none moved since the previous failure is one.
+        assert_eq!(fired(&found, kinds::NO_PROGRESS), [4, 5]);
         assert_eq!(
             found[0].1.reason,
-            "3 differing failures in a row (lines 2, 4 and 5) with no progress in the test \
+            "2 differing failures in a row (lines 2 and 4) with no progress in the test \
              metrics or completion signals"
         );
+        assert_eq!(found[1].1.evidence, [2, 4, 5]);
     }
 
     #[tokio::test]
@@ -1101,13 +1146,20 @@ mod tests {
         ];
         let found = run_on(&evaluator, &lines).await;
         assert_eq!(judge.asked.lock().len(), 2);
-        assert_eq!(fired(&found, kinds::NO_PROGRESS), [4]);
+        // Each failure the judge could not answer gets the metrics-only
+        // verdict: one loop (ruling 13), its note said once.
+        assert_eq!(fired(&found, kinds::NO_PROGRESS), [3, 4]);
         assert_eq!(
             found[0].1.reason,
-            "3 differing failures in a row (lines 2, 3 and 4) with no progress in the test \
+            "2 differing failures in a row (lines 2 and 3) with no progress in the test \
              metrics or completion signals; LLM unreachable (model scripted) on line 3: no \
-             answer within 20000 ms; LLM unreachable (model scripted) on line 4: unusable \
-             answer: not JSON; metrics-only verdict"
+             answer within 20000 ms; metrics-only verdict"
+        );
+        assert_eq!(
+            found[1].1.reason,
+            "3 differing failures in a row (lines 2, 3 and 4) with no progress in the test \
+             metrics or completion signals; LLM unreachable (model scripted) on line 4: \
+             unusable answer: not JSON; metrics-only verdict"
         );
         // A failure is not cached: the same question is asked again.
         evaluator.reset_task("T").await;
