@@ -79,10 +79,7 @@ fn shape(value: &Value) -> Shape {
         Value::Null => Shape::Null,
         Value::Bool(_) | Value::Number(_) | Value::String(_) => Shape::Scalar,
         Value::Array(items) => Shape::Array(Box::new(
-            items
-                .iter()
-                .map(shape)
-                .fold(Shape::Unknown, |merged, item| merge(merged, item)),
+            items.iter().map(shape).fold(Shape::Unknown, merge),
         )),
         Value::Object(map) => Shape::Object(
             map.iter()
