@@ -13,6 +13,8 @@ mod common;
 mod engine;
 #[cfg(feature = "engine")]
 mod engine_exact;
+#[cfg(feature = "engine")]
+mod golden_state;
 #[cfg(feature = "fastembed")]
 mod model;
 #[cfg(feature = "fastembed")]
