@@ -7,3 +7,6 @@ mod judge_http;
 #[path = "cases/restart.rs"]
 /// The evaluator's per-task state across a restart.
 mod restart;
+#[path = "cases/golden_state.rs"]
+/// Saved state of format 1, checked in, continues like one whole run.
+mod golden_state;

@@ -38,7 +38,7 @@
 //!
 //! A normal run never writes; a missing fixture fails with that command.
 
-#[path = "../../../tests/support/golden_state.rs"]
+#[path = "../../../../tests/support/golden_state.rs"]
 mod golden;
 
 use std::collections::BTreeSet;
