@@ -19,8 +19,7 @@ fn plugin(package: &'static str) -> PathBuf {
     built
         .entry(package)
         .or_insert_with(|| {
-            loopguard_plugin_api::testing::build_cdylib(package)
-                .unwrap_or_else(|err| panic!("{err}"))
+            loopguard_test_support::build_cdylib(package).unwrap_or_else(|err| panic!("{err}"))
         })
         .clone()
 }

@@ -1,12 +1,9 @@
-//! Test helpers. [`Harness`] drives a [`Detector`] through the ABI
-//! in-process, as loopguard would: the config and every event cross as
-//! JSON, panics are caught and become errors. [`build_cdylib`] builds a
-//! plugin's library for a test that loads it the real way.
+//! Test helpers for plugin authors. [`Harness`] drives a [`Detector`]
+//! through the ABI in-process, as loopguard would: the config and every
+//! event cross as JSON, panics are caught and become errors.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use loopguard_core_types::{Detection, Event};
 
@@ -152,66 +149,6 @@ impl<D: Detector> Drop for Harness<D> {
         // SAFETY: the instance came from `create::<D>` and is not used again.
         unsafe { export::destroy::<D>(self.instance) };
     }
-}
-
-/// Builds the `cdylib` of workspace package `package` with the profile of
-/// the running test or bench, in `TARGET/plugin-cdylibs` beside its own
-/// target directory `TARGET` (both found from its executable's path:
-/// `TARGET/PROFILE/deps/EXE`), and returns the library's path. Cargo is
-/// `$CARGO` (set when cargo runs the test).
-///
-/// A directory of its own, because a `cdylib` + `rlib` package's outputs
-/// carry no hash in their names: a build of the plugin alone (with the
-/// features it has alone) in the test's own target directory would
-/// overwrite the `rlib` that the test run's other targets link against.
-///
-/// The build's own output is returned as the error when it fails.
-pub fn build_cdylib(package: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("no test executable: {err}"))?;
-    let (target_dir, profile) = target_of(&exe)
-        .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))?;
-    let target_dir = target_dir.join("plugin-cdylibs");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .args(["build", "--quiet", "--lib", "-p", package, "--target-dir"])
-        .arg(&target_dir);
-    match profile.as_str() {
-        "debug" => {}
-        "release" => {
-            command.arg("--release");
-        }
-        other => {
-            command.args(["--profile", other]);
-        }
-    }
-    let output = command
-        .output()
-        .map_err(|err| format!("cannot run cargo to build {package}: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo build -p {package} failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let file = format!(
-        "{}{}{}",
-        std::env::consts::DLL_PREFIX,
-        package.replace('-', "_"),
-        std::env::consts::DLL_SUFFIX
-    );
-    Ok(target_dir.join(profile).join(file))
-}
-
-/// The target directory and profile directory name of an executable at
-/// `TARGET/PROFILE/deps/EXE` (tests, benches) or `TARGET/PROFILE/EXE`.
-fn target_of(exe: &Path) -> Option<(PathBuf, String)> {
-    let mut dir = exe.parent()?;
-    if dir.file_name()? == "deps" || dir.file_name()? == "examples" {
-        dir = dir.parent()?;
-    }
-    let profile = dir.file_name()?.to_str()?.to_owned();
-    Some((dir.parent()?.to_path_buf(), profile))
 }
 
 /// The bytes of an answer, or its error; frees the buffer.
@@ -407,18 +344,6 @@ mod tests {
         // The slots are in its table all the same: the host may call them.
         let table = export::table::<Stateless>(crate::ABI_MAJOR, crate::ABI_MINOR);
         assert!(table.export_task.is_some() && table.import_task.is_some());
-    }
-
-    #[test]
-    fn the_target_directory_and_profile_come_from_the_executable_path() {
-        assert_eq!(
-            target_of(Path::new("/w/target/release/deps/bench-123")),
-            Some((PathBuf::from("/w/target"), "release".to_owned()))
-        );
-        assert_eq!(
-            target_of(Path::new("/w/target/debug/loopguard")),
-            Some((PathBuf::from("/w/target"), "debug".to_owned()))
-        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use loopguard_plugin_api::abi;
 
 use super::*;
 use crate::extension::{ExtensionDetector, ExtensionError};
-use loopguard_plugin_api::testing::build_cdylib;
+use loopguard_test_support::build_cdylib;
 
 fn fixture(package: &str) -> PathBuf {
     build_cdylib(package).unwrap_or_else(|err| panic!("{err}"))
