@@ -21,6 +21,11 @@
 //! an older ABI, or one without those functions, starts such a task
 //! afresh.
 //!
+//! Event types newer than a plugin are never a fault: a plugin of ABI 1.3
+//! or later skips a type its SDK does not know, and a plugin of an older
+//! ABI (whose SDK would refuse it) is not sent events of types newer than
+//! it (`tool_call`, since 1.3), as if it had seen nothing.
+//!
 //! # Layers
 //!
 //! One module per layer; only the first two hold `unsafe` code.
@@ -32,6 +37,7 @@
 //!   and bytes or a [`PluginFault`] out, buffers handed back to the plugin.
 //! - `instance`: the typed calls over them: JSON of events, detections and
 //!   task states ([`PluginInstance`]).
+//! - `event_types`: which event types a plugin of each ABI minor is sent.
 //! - `worker`: the limiter, the worker thread that owns an instance, and
 //!   the watchdog that enforces call deadlines.
 //! - `detector`: the adapter to the engine, with fault counting
@@ -65,6 +71,7 @@ pub use library::{AbiVersion, Plugin, PluginInfo};
 mod call;
 mod detector;
 mod error;
+mod event_types;
 mod instance;
 mod library;
 mod worker;

@@ -242,6 +242,72 @@ mod tests {
         }
     }
 
+    /// Records the type of every event it is handed.
+    struct Recording {
+        seen: Vec<String>,
+    }
+
+    impl Detector for Recording {
+        const NAME: &'static str = "recording";
+        const VERSION: &'static str = "0.1.0";
+        const KINDS: &'static [&'static str] = &["recorded"];
+        fn new(_config: Value) -> Result<Self, String> {
+            Ok(Recording { seen: Vec::new() })
+        }
+        fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
+            self.seen.push(event.kind.type_name().to_owned());
+            vec![Detection::new(
+                Self::NAME,
+                "recorded",
+                Severity::Low,
+                Action::Warn,
+                vec![line],
+                "seen",
+            )]
+        }
+    }
+
+    /// The event types the instance was handed.
+    fn seen(harness: &Harness<Recording>) -> Vec<String> {
+        // SAFETY: the instance is live and this thread's alone.
+        unsafe { &*harness.instance.cast::<Recording>() }
+            .seen
+            .clone()
+    }
+
+    const TOOL_CALL: &str = r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}"#;
+
+    #[test]
+    fn an_event_type_newer_than_the_sdk_is_skipped_without_an_error() {
+        let mut harness = Harness::<Recording>::new("").expect("created");
+        let tool_call = Event::from_json_forward(TOOL_CALL).expect("read forward");
+        assert_eq!(harness.observe(1, &tool_call), Ok(Vec::new()));
+        assert!(seen(&harness).is_empty(), "the detector was not called");
+        // The instance goes on with the types it knows.
+        let found = harness.observe(2, &turn("fine")).expect("observes");
+        assert_eq!(found[0].evidence, [2]);
+        assert_eq!(seen(&harness), ["turn"]);
+    }
+
+    #[test]
+    fn the_exported_observe_answers_a_newer_type_with_nothing_and_status_ok() {
+        let harness = Harness::<Recording>::new("").expect("created");
+        let request = format!(r#"{{"format":1,"line":7,"event":{TOOL_CALL}}}"#);
+        let mut out = Buffer::EMPTY;
+        // SAFETY: a live instance of `Recording`; the request is borrowed
+        // for the call; `out` is writable.
+        let code = unsafe {
+            export::observe::<Recording>(
+                harness.instance,
+                request.as_ptr(),
+                request.len(),
+                &mut out,
+            )
+        };
+        assert_eq!(answer(code, out), Ok(Vec::new()), "no detections, no error");
+        assert!(seen(&harness).is_empty(), "the detector was not called");
+    }
+
     fn turn(output: &str) -> Event {
         Event::from_json(&format!(
             r#"{{"type":"turn","task":"T","agent":"a","output":"{output}","success":false}}"#
@@ -350,7 +416,7 @@ mod tests {
     fn the_macro_table_carries_the_sdk_versions() {
         let table = export::table::<Fragile>(7, 9);
         assert_eq!((table.header.abi_major, table.header.abi_minor), (7, 9));
-        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_2);
+        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_3);
         // SAFETY: static strings.
         let sdk = unsafe { table.header.sdk_version.to_string_lossy() };
         assert_eq!(sdk, crate::SDK_VERSION);

@@ -1,7 +1,8 @@
 //! The adapter layer: a plugin instance as an [`ExtensionDetector`] the
 //! engine calls. [`PluginHost`] makes a [`PluginDetector`] per configured
 //! plugin; the detector runs each call on its instance's worker thread
-//! behind the host's limiter, counts faults and disables the plugin after too many.
+//! behind the host's limiter, skips events of types newer than the
+//! plugin's ABI, counts faults and disables the plugin after too many.
 //! Safe code.
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::wire;
 
 use super::error::{PluginError, PluginFault};
+use super::event_types;
 use super::instance::PluginInstance;
 use super::library::Plugin;
 use super::worker::{Limiter, Worker};
@@ -58,6 +60,7 @@ impl PluginHost {
         Ok(Arc::new(PluginDetector {
             name: plugin.info.name.clone(),
             kinds: plugin.info.kinds.clone(),
+            abi_minor: plugin.info.abi.minor,
             supports_reset,
             supports_state,
             worker,
@@ -75,6 +78,8 @@ impl PluginHost {
 pub struct PluginDetector {
     name: String,
     kinds: Vec<String>,
+    /// The ABI minor the plugin was built for: which event types it reads.
+    abi_minor: u32,
     supports_reset: bool,
     supports_state: bool,
     worker: Worker,
@@ -149,6 +154,11 @@ impl ExtensionDetector for PluginDetector {
 
     async fn observe(&self, event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError> {
         if self.is_disabled() {
+            return Ok(Vec::new());
+        }
+        // A type newer than the plugin's ABI: a plugin built before it
+        // would fail on it, and ignoring it is never a fault.
+        if !event_types::plugin_reads(self.abi_minor, event.event.kind.type_name()) {
             return Ok(Vec::new());
         }
         // Encoded here, so that the blocking call owns its bytes.

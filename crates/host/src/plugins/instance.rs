@@ -1,6 +1,7 @@
 //! The typed layer over the C calls: a [`PluginInstance`] encodes events
 //! and task states as the JSON of the wire format, decodes the answers,
-//! and checks that detections are of kinds the plugin declared. Safe code: the
+//! checks that detections are of kinds the plugin declared, and does not
+//! send an event of a type newer than the plugin's ABI. Safe code: the
 //! calls themselves go through [`call`](super::call).
 #![forbid(unsafe_code)]
 
@@ -11,6 +12,7 @@ use loopguard_plugin_api::wire;
 
 use super::call::RawInstance;
 use super::error::PluginFault;
+use super::event_types;
 use super::library::PluginInfo;
 
 /// One instance of a plugin: `Send`, not `Sync` (one call at a time).
@@ -18,6 +20,8 @@ pub struct PluginInstance {
     raw: RawInstance,
     name: String,
     kinds: Vec<String>,
+    /// The ABI minor the plugin was built for: which event types it reads.
+    abi_minor: u32,
     /// The last request's bytes, reused.
     input: Vec<u8>,
 }
@@ -27,6 +31,7 @@ impl fmt::Debug for PluginInstance {
         f.debug_struct("PluginInstance")
             .field("name", &self.name)
             .field("kinds", &self.kinds)
+            .field("abi_minor", &self.abi_minor)
             .finish_non_exhaustive()
     }
 }
@@ -38,6 +43,7 @@ impl PluginInstance {
             raw,
             name: info.name.clone(),
             kinds: info.kinds.clone(),
+            abi_minor: info.abi.minor,
             input: Vec::with_capacity(512),
         }
     }
@@ -60,9 +66,21 @@ impl PluginInstance {
         self.raw.functions().supports_state()
     }
 
+    /// Whether the plugin is sent events of `event_type`: not when the
+    /// type is newer than the plugin's ABI (a plugin of ABI 1.2 or older
+    /// would fail on it; from 1.3 on, plugins skip types they do not
+    /// know).
+    pub fn reads_event_type(&self, event_type: &str) -> bool {
+        event_types::plugin_reads(self.abi_minor, event_type)
+    }
+
     /// Observes one event from input line `line`: its detections, each
-    /// attributed to the plugin and of a kind it declared.
+    /// attributed to the plugin and of a kind it declared. An event whose
+    /// type is newer than the plugin's ABI is not sent: no detections.
     pub fn observe(&mut self, line: u64, event: &Event) -> Result<Vec<Detection>, PluginFault> {
+        if !self.reads_event_type(event.kind.type_name()) {
+            return Ok(Vec::new());
+        }
         let mut input = std::mem::take(&mut self.input);
         wire::encode_observe(line, event, &mut input);
         let result = self.observe_encoded(&input);
@@ -71,7 +89,9 @@ impl PluginInstance {
     }
 
     /// Observes one event already encoded with
-    /// [`encode_observe`](loopguard_plugin_api::wire::encode_observe).
+    /// [`encode_observe`](loopguard_plugin_api::wire::encode_observe). The
+    /// bytes are sent as they are: the caller checks
+    /// [`reads_event_type`](Self::reads_event_type) first.
     pub fn observe_encoded(&mut self, input: &[u8]) -> Result<Vec<Detection>, PluginFault> {
         let mut detections = self.raw.observe(input, |bytes| {
             wire::decode_detections(bytes).map_err(|err| err.0)

@@ -400,6 +400,11 @@ mod tests {
         // SAFETY: as above.
         let functions = unsafe { read_functions(&table, &table.header) }.expect("reads");
         assert!(functions.export_task.is_some() && functions.import_task.is_some());
+        // A 1.3 table is a 1.2 table (1.3 adds no slot).
+        let table = export::table::<Monologue>(1, 3);
+        // SAFETY: as above.
+        let functions = unsafe { read_functions(&table, &table.header) }.expect("reads");
+        assert!(functions.reset_task.is_some() && functions.supports_state());
         // A 1.2 table as small as a 1.1 one is not a 1.2 table.
         let mut short = export::table::<Monologue>(1, 2);
         short.header.struct_size = abi::TABLE_SIZE_V1_1;

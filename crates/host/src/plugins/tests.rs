@@ -411,3 +411,100 @@ fn two_plugins_of_one_name_are_refused() {
     let err = load_plugins(&config).expect_err("refused");
     assert!(matches!(err, PluginError::DuplicateName { .. }), "{err}");
 }
+
+/// A `tool_call` of trace format 1.1: newer than this build's event types.
+const TOOL_CALL: &str =
+    r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}"#;
+
+fn tool_call() -> Event {
+    let event = Event::from_json_forward(TOOL_CALL).expect("read forward");
+    assert_eq!(event.kind.type_name(), "tool_call");
+    event
+}
+
+/// The detections of each event of `events` through a new monologue
+/// detector (`repeats` = 3), and its faults.
+async fn monologue_run(plugin: &Plugin, events: &[(u64, Event)]) -> (Vec<Vec<Detection>>, u32) {
+    let detector = PluginHost::new(&PluginHostConfig::default())
+        .detector(plugin, &serde_json::json!({}))
+        .expect("starts");
+    let mut found = Vec::new();
+    for (line, event) in events {
+        found.push(observe(&detector, *line, event).await.expect("observes"));
+    }
+    (found, detector.faults())
+}
+
+#[tokio::test]
+async fn a_tool_call_is_skipped_by_a_1_3_plugin_without_a_fault_and_changes_nothing() {
+    let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    assert_eq!(plugin.info().abi, AbiVersion::HOST);
+    let mut instance = plugin.instantiate(&serde_json::json!({})).expect("starts");
+    assert!(
+        instance.reads_event_type("tool_call"),
+        "a 1.3 plugin is sent it"
+    );
+    assert_eq!(instance.observe(1, &tool_call()), Ok(Vec::new()));
+
+    // Identical turns on lines 1, 2, 4 and 5, with and without a tool call
+    // on line 3: had the plugin's detector been handed the tool call, it
+    // would have ended the run (any other event does).
+    let turns = [1, 2, 4, 5].map(|line| (line, turn("same")));
+    let mut with_tool_call = turns.to_vec();
+    with_tool_call.insert(2, (3, tool_call()));
+    let (without, faults_without) = monologue_run(&plugin, &turns).await;
+    let (with, faults_with) = monologue_run(&plugin, &with_tool_call).await;
+    assert_eq!((faults_without, faults_with), (0, 0));
+    assert!(with[2].is_empty(), "the tool call itself: {:?}", with[2]);
+    let mut without_line_3 = with;
+    without_line_3.remove(2);
+    assert_eq!(without_line_3, without);
+    assert_eq!(without[2][0].evidence, [1, 2, 4]);
+    assert_eq!(without[3][0].evidence, [1, 2, 4, 5]);
+}
+
+#[tokio::test]
+async fn an_old_abi_plugin_is_never_sent_a_tool_call_but_still_sees_the_types_it_knows() {
+    let plugin = Plugin::load(&fixture("loopguard-fixture-abi-1-0")).expect("loads");
+    assert_eq!(plugin.info().abi, AbiVersion { major: 1, minor: 0 });
+    // Sent one anyway, the 1.0 fixture fails on it, as its SDK did: that
+    // would be a fault.
+    let mut instance = plugin.instantiate(&serde_json::json!({})).expect("starts");
+    let mut encoded = Vec::new();
+    loopguard_plugin_api::wire::encode_observe(1, &tool_call(), &mut encoded);
+    let refused = instance.observe_encoded(&encoded).expect_err("refused");
+    assert!(
+        matches!(&refused, PluginFault::Failed(message) if message.contains("tool_call")),
+        "{refused}"
+    );
+    assert!(!instance.reads_event_type("tool_call"));
+    assert_eq!(
+        instance.observe(1, &tool_call()),
+        Ok(Vec::new()),
+        "not sent"
+    );
+
+    let detector = PluginHost::new(&PluginHostConfig::default())
+        .detector(&plugin, &serde_json::json!({}))
+        .expect("starts");
+    assert!(
+        observe(&detector, 1, &tool_call())
+            .await
+            .expect("not sent")
+            .is_empty()
+    );
+    let failure = event(r#"{"type":"failure","task":"T","agent":"a","error":"E1"}"#);
+    let found = observe(&detector, 2, &failure).await.expect("observes");
+    assert_eq!(
+        (found[0].kind.as_ref(), found[0].evidence.as_slice()),
+        ("legacy_failure", &[2][..])
+    );
+    assert!(
+        observe(&detector, 3, &turn("x"))
+            .await
+            .expect("observes")
+            .is_empty()
+    );
+    assert_eq!(detector.faults(), 0);
+    assert!(!detector.is_disabled());
+}
