@@ -19,8 +19,7 @@ fn plugin(package: &'static str) -> PathBuf {
     built
         .entry(package)
         .or_insert_with(|| {
-            loopguard_plugin_api::testing::build_cdylib(package)
-                .unwrap_or_else(|err| panic!("{err}"))
+            loopguard_test_support::build_cdylib(package).unwrap_or_else(|err| panic!("{err}"))
         })
         .clone()
 }
@@ -275,7 +274,7 @@ fn replay_refuses_another_abi_major_or_a_file_that_is_not_a_library() {
     assert!(run.stdout.is_empty(), "{run:?}");
     assert!(
         run.stderr.contains("built for plugin ABI 2.0")
-            && run.stderr.contains("this loopguard speaks plugin ABI 1.2"),
+            && run.stderr.contains("this loopguard speaks plugin ABI 1.3"),
         "{}",
         run.stderr
     );
@@ -310,7 +309,7 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     ]);
     assert_eq!(listed.code, Some(0), "{listed:?}");
     let listing: Value = serde_json::from_str(&listed.stdout).expect("JSON");
-    assert_eq!(listing["host_abi"], "1.2");
+    assert_eq!(listing["host_abi"], "1.3");
     assert_eq!(listing["oldest_abi"], "1.0");
     let plugins = listing["plugins"].as_array().expect("plugins");
     let summary: Vec<(&str, &str, &Value)> = plugins
@@ -326,8 +325,8 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     assert_eq!(
         summary,
         [
-            ("monologue", "1.2", &serde_json::json!(["monologue"])),
-            ("turn_budget", "1.2", &serde_json::json!(["turn_budget"])),
+            ("monologue", "1.3", &serde_json::json!(["monologue"])),
+            ("turn_budget", "1.3", &serde_json::json!(["turn_budget"])),
             ("legacy", "1.0", &serde_json::json!(["legacy_failure"])),
         ]
     );
@@ -357,7 +356,7 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
         "{}",
         shown.stdout
     );
-    assert!(shown.stdout.contains("  ABI:    1.2 "), "{}", shown.stdout);
+    assert!(shown.stdout.contains("  ABI:    1.3 "), "{}", shown.stdout);
     assert!(
         shown.stderr.contains("1 of 2 plugins refused")
             && shown.stderr.contains("built for plugin ABI 2.0"),

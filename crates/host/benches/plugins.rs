@@ -86,7 +86,7 @@ fn monologue() -> Monologue {
 }
 
 fn plugin() -> Plugin {
-    let path = loopguard_plugin_api::testing::build_cdylib("loopguard-plugin-monologue")
+    let path = loopguard_test_support::build_cdylib("loopguard-plugin-monologue")
         .unwrap_or_else(|err| panic!("{err}"));
     Plugin::load(&path).unwrap_or_else(|err| panic!("{err}"))
 }

@@ -1,7 +1,7 @@
 //! The C ABI between the host and a plugin: the entry symbol, the table it
 //! returns, the buffers that cross, the status codes.
 //!
-//! # Layout of ABI 1.2
+//! # Layout of ABI 1.3
 //!
 //! The library exports one symbol, [`ENTRY_SYMBOL`]
 //! (`loopguard_plugin_entry_v1`, the major version in its name), an
@@ -24,6 +24,9 @@
 //! | 96 | `export_task` (may be null) | 1.2 |
 //! | 104 | `import_task` (may be null) | 1.2 |
 //!
+//! ABI 1.3 adds no slot: its table is the 1.2 table, and what changed is a
+//! promise about `observe` (below).
+//!
 //! # The append-only rule
 //!
 //! A field, once released, never moves, changes type or changes meaning.
@@ -42,6 +45,7 @@
 //! | 1.0 | the header, `describe`, `create`, `destroy`, `observe`, `free_buffer` |
 //! | 1.1 | `reset_task`: the host tells the plugin when a task was reset (`completed`, `human`) |
 //! | 1.2 | `export_task`, `import_task`: a task's state as JSON, kept by a durable store so that a restart continues the task; either slot may be null (the plugin keeps no state) |
+//! | 1.3 | no new slot: the plugin handles event types newer than itself. `observe` answers an event whose `type` its SDK does not know (such as the trace format 1.1's `tool_call` before the SDK has a variant for it) with no detections and no error, without calling the detector. The host sends an event to a plugin only if the plugin's minor carries its type (`tool_call`: 1.3; the eight types of trace format 1.0: every minor), since a plugin of 1.0 to 1.2 answers an unknown type with an error |
 //!
 //! # Ownership
 //!
@@ -66,7 +70,7 @@ pub const ABI_MAJOR: u32 = 1;
 
 /// The ABI's minor version: the number of append-only extensions of the
 /// major's first table. A host refuses a plugin with a newer minor.
-pub const ABI_MINOR: u32 = 2;
+pub const ABI_MINOR: u32 = 3;
 
 /// The oldest minor of [`ABI_MAJOR`] this SDK's host side still loads.
 pub const ABI_OLDEST_SUPPORTED_MINOR: u32 = 0;
@@ -330,6 +334,9 @@ pub const TABLE_SIZE_V1_1: usize = std::mem::offset_of!(PluginTable, export_task
 /// Bytes of a 1.2 table.
 pub const TABLE_SIZE_V1_2: usize = std::mem::size_of::<PluginTable>();
 
+/// Bytes of a 1.3 table: the 1.2 table (1.3 adds no slot).
+pub const TABLE_SIZE_V1_3: usize = std::mem::size_of::<PluginTable>();
+
 /// The smallest `struct_size` a table of `minor` may have (`None` for a
 /// minor this SDK does not know).
 pub const fn table_size_for_minor(minor: u32) -> Option<usize> {
@@ -337,6 +344,7 @@ pub const fn table_size_for_minor(minor: u32) -> Option<usize> {
         0 => Some(TABLE_SIZE_V1_0),
         1 => Some(TABLE_SIZE_V1_1),
         2 => Some(TABLE_SIZE_V1_2),
+        3 => Some(TABLE_SIZE_V1_3),
         _ => None,
     }
 }
@@ -361,10 +369,12 @@ mod tests {
         assert_eq!(offset_of!(PluginTable, export_task), 8 + 11 * word);
         assert_eq!(offset_of!(PluginTable, import_task), 8 + 12 * word);
         assert_eq!(TABLE_SIZE_V1_2, TABLE_SIZE_V1_1 + 2 * word);
-        assert_eq!(ABI_MINOR, 2);
+        assert_eq!(TABLE_SIZE_V1_3, TABLE_SIZE_V1_2, "1.3 adds no slot");
+        assert_eq!(ABI_MINOR, 3);
         assert_eq!(table_size_for_minor(0), Some(TABLE_SIZE_V1_0));
         assert_eq!(table_size_for_minor(1), Some(TABLE_SIZE_V1_1));
-        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_2));
+        assert_eq!(table_size_for_minor(2), Some(TABLE_SIZE_V1_2));
+        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_3));
         assert_eq!(table_size_for_minor(ABI_MINOR + 1), None);
         for minor in ABI_OLDEST_SUPPORTED_MINOR..=ABI_MINOR {
             assert!(table_size_for_minor(minor).is_some(), "minor {minor}");

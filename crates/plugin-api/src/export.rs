@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
+use loopguard_core_types::EventKind;
 use serde_json::Value;
 
 use crate::Detector;
@@ -135,7 +136,8 @@ pub unsafe extern "C" fn destroy<D: Detector>(instance: *mut c_void) -> i32 {
     }
 }
 
-/// The ABI's `observe` for `D`.
+/// The ABI's `observe` for `D`. An event of a type this SDK does not know
+/// is answered with no detections, without calling `D`.
 ///
 /// # Safety
 ///
@@ -157,6 +159,10 @@ pub unsafe extern "C" fn observe<D: Detector>(
                 .as_mut()
                 .ok_or("observe: no instance")?;
             let request = decode_observe(borrowed(input, input_len)).map_err(|err| err.0)?;
+            // A type newer than this SDK (ABI 1.3): skipped, never an error.
+            if matches!(request.event.kind, EventKind::Unknown { .. }) {
+                return Ok(Vec::new());
+            }
             let mut detections = detector.observe(request.line, &request.event);
             for detection in &mut detections {
                 detection.detector = D::NAME.into();

@@ -171,6 +171,10 @@
 //! - Keep per-task state small and versioned if you export it
 //!   ([`Detector::export_task`]): a durable store writes it with every
 //!   event, and a restart reads it back with [`Detector::import_task`].
+//! - Expect event types newer than your plugin: the SDK skips a type it
+//!   does not know (no detections, never an error), and a newer SDK may
+//!   hand you new [`EventKind`] variants (it is `#[non_exhaustive]`), so
+//!   end a `match` with `_ => Vec::new()`.
 //! - Build with the default `panic = "unwind"`: with `panic = "abort"` a
 //!   panic cannot be caught and ends the process.
 //!
@@ -224,6 +228,10 @@ pub trait Detector: Sized + Send + 'static {
     /// Looks at one event from input line `line` (the engine's sequence
     /// number when streamed) and returns its detections, usually none.
     /// Each detection's `detector` is set to [`Detector::NAME`].
+    ///
+    /// Events of a type newer than this SDK (ABI 1.3) are not passed on:
+    /// the SDK answers them with no detections, so a detector never sees
+    /// [`EventKind::Unknown`].
     fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection>;
 
     /// Forgets a task: called after the task's `completed` or `human`

@@ -1,12 +1,9 @@
-//! Test helpers. [`Harness`] drives a [`Detector`] through the ABI
-//! in-process, as loopguard would: the config and every event cross as
-//! JSON, panics are caught and become errors. [`build_cdylib`] builds a
-//! plugin's library for a test that loads it the real way.
+//! Test helpers for plugin authors. [`Harness`] drives a [`Detector`]
+//! through the ABI in-process, as loopguard would: the config and every
+//! event cross as JSON, panics are caught and become errors.
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use loopguard_core_types::{Detection, Event};
 
@@ -154,66 +151,6 @@ impl<D: Detector> Drop for Harness<D> {
     }
 }
 
-/// Builds the `cdylib` of workspace package `package` with the profile of
-/// the running test or bench, in `TARGET/plugin-cdylibs` beside its own
-/// target directory `TARGET` (both found from its executable's path:
-/// `TARGET/PROFILE/deps/EXE`), and returns the library's path. Cargo is
-/// `$CARGO` (set when cargo runs the test).
-///
-/// A directory of its own, because a `cdylib` + `rlib` package's outputs
-/// carry no hash in their names: a build of the plugin alone (with the
-/// features it has alone) in the test's own target directory would
-/// overwrite the `rlib` that the test run's other targets link against.
-///
-/// The build's own output is returned as the error when it fails.
-pub fn build_cdylib(package: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|err| format!("no test executable: {err}"))?;
-    let (target_dir, profile) = target_of(&exe)
-        .ok_or_else(|| format!("{} is not in a cargo target directory", exe.display()))?;
-    let target_dir = target_dir.join("plugin-cdylibs");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .args(["build", "--quiet", "--lib", "-p", package, "--target-dir"])
-        .arg(&target_dir);
-    match profile.as_str() {
-        "debug" => {}
-        "release" => {
-            command.arg("--release");
-        }
-        other => {
-            command.args(["--profile", other]);
-        }
-    }
-    let output = command
-        .output()
-        .map_err(|err| format!("cannot run cargo to build {package}: {err}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo build -p {package} failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let file = format!(
-        "{}{}{}",
-        std::env::consts::DLL_PREFIX,
-        package.replace('-', "_"),
-        std::env::consts::DLL_SUFFIX
-    );
-    Ok(target_dir.join(profile).join(file))
-}
-
-/// The target directory and profile directory name of an executable at
-/// `TARGET/PROFILE/deps/EXE` (tests, benches) or `TARGET/PROFILE/EXE`.
-fn target_of(exe: &Path) -> Option<(PathBuf, String)> {
-    let mut dir = exe.parent()?;
-    if dir.file_name()? == "deps" || dir.file_name()? == "examples" {
-        dir = dir.parent()?;
-    }
-    let profile = dir.file_name()?.to_str()?.to_owned();
-    Some((dir.parent()?.to_path_buf(), profile))
-}
-
 /// The bytes of an answer, or its error; frees the buffer.
 fn answer(code: i32, out: Buffer) -> Result<Vec<u8>, CallError> {
     // SAFETY: the buffer was filled by this library's functions.
@@ -303,6 +240,72 @@ mod tests {
         fn observe(&mut self, _line: u64, _event: &Event) -> Vec<Detection> {
             Vec::new()
         }
+    }
+
+    /// Records the type of every event it is handed.
+    struct Recording {
+        seen: Vec<String>,
+    }
+
+    impl Detector for Recording {
+        const NAME: &'static str = "recording";
+        const VERSION: &'static str = "0.1.0";
+        const KINDS: &'static [&'static str] = &["recorded"];
+        fn new(_config: Value) -> Result<Self, String> {
+            Ok(Recording { seen: Vec::new() })
+        }
+        fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
+            self.seen.push(event.kind.type_name().to_owned());
+            vec![Detection::new(
+                Self::NAME,
+                "recorded",
+                Severity::Low,
+                Action::Warn,
+                vec![line],
+                "seen",
+            )]
+        }
+    }
+
+    /// The event types the instance was handed.
+    fn seen(harness: &Harness<Recording>) -> Vec<String> {
+        // SAFETY: the instance is live and this thread's alone.
+        unsafe { &*harness.instance.cast::<Recording>() }
+            .seen
+            .clone()
+    }
+
+    const TOOL_CALL: &str = r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}"#;
+
+    #[test]
+    fn an_event_type_newer_than_the_sdk_is_skipped_without_an_error() {
+        let mut harness = Harness::<Recording>::new("").expect("created");
+        let tool_call = Event::from_json_forward(TOOL_CALL).expect("read forward");
+        assert_eq!(harness.observe(1, &tool_call), Ok(Vec::new()));
+        assert!(seen(&harness).is_empty(), "the detector was not called");
+        // The instance goes on with the types it knows.
+        let found = harness.observe(2, &turn("fine")).expect("observes");
+        assert_eq!(found[0].evidence, [2]);
+        assert_eq!(seen(&harness), ["turn"]);
+    }
+
+    #[test]
+    fn the_exported_observe_answers_a_newer_type_with_nothing_and_status_ok() {
+        let harness = Harness::<Recording>::new("").expect("created");
+        let request = format!(r#"{{"format":1,"line":7,"event":{TOOL_CALL}}}"#);
+        let mut out = Buffer::EMPTY;
+        // SAFETY: a live instance of `Recording`; the request is borrowed
+        // for the call; `out` is writable.
+        let code = unsafe {
+            export::observe::<Recording>(
+                harness.instance,
+                request.as_ptr(),
+                request.len(),
+                &mut out,
+            )
+        };
+        assert_eq!(answer(code, out), Ok(Vec::new()), "no detections, no error");
+        assert!(seen(&harness).is_empty(), "the detector was not called");
     }
 
     fn turn(output: &str) -> Event {
@@ -410,22 +413,10 @@ mod tests {
     }
 
     #[test]
-    fn the_target_directory_and_profile_come_from_the_executable_path() {
-        assert_eq!(
-            target_of(Path::new("/w/target/release/deps/bench-123")),
-            Some((PathBuf::from("/w/target"), "release".to_owned()))
-        );
-        assert_eq!(
-            target_of(Path::new("/w/target/debug/loopguard")),
-            Some((PathBuf::from("/w/target"), "debug".to_owned()))
-        );
-    }
-
-    #[test]
     fn the_macro_table_carries_the_sdk_versions() {
         let table = export::table::<Fragile>(7, 9);
         assert_eq!((table.header.abi_major, table.header.abi_minor), (7, 9));
-        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_2);
+        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_3);
         // SAFETY: static strings.
         let sdk = unsafe { table.header.sdk_version.to_string_lossy() };
         assert_eq!(sdk, crate::SDK_VERSION);

@@ -5,12 +5,22 @@
 //! the plugin answers with a JSON array of [`Detection`]s, or nothing (an
 //! empty answer means no detection, the common case, so it costs no
 //! allocation). `describe` answers a [`PluginDescription`].
+//!
+//! Event types newer than this SDK are not an error (ABI 1.3):
+//! [`decode_observe`] reads them as [`EventKind::Unknown`], which the
+//! exported `observe` answers with no detections.
+//!
+//! [`EventKind::Unknown`]: loopguard_core_types::EventKind::Unknown
 
 use loopguard_core_types::{Detection, Event, TRACE_FORMAT_VERSION};
 use serde::{Deserialize, Serialize};
 
 /// What the host sends to `observe`, as JSON:
 /// `{"format":1,"line":7,"event":{"type":"turn","task":"T1",...}}`.
+///
+/// Read it with [`decode_observe`], which accepts event types newer than
+/// this SDK; deserializing it directly (serde) is strict, as
+/// [`Event::from_json`] is, and refuses them.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ObserveRequest {
     /// The trace format version of `event` ([`TRACE_FORMAT_VERSION`]).
@@ -70,13 +80,31 @@ pub fn encode_observe(line: u64, event: &Event, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, &request);
 }
 
-/// Decodes a request; refuses another trace format version.
+/// A request whose event is not read yet: the second try of
+/// [`decode_observe`].
+#[derive(Deserialize)]
+struct ObserveRequestValue {
+    format: u32,
+    line: u64,
+    event: serde_json::Value,
+}
+
+/// Decodes a request; refuses another trace format version. An event of a
+/// type this SDK does not know (newer than it) is read as
+/// [`EventKind::Unknown`](loopguard_core_types::EventKind::Unknown), as
+/// [`Event::from_value_forward`] reads it, not refused.
 pub fn decode_observe(bytes: &[u8]) -> Result<ObserveRequest, WireError> {
-    let request: ObserveRequest = serde_json::from_slice(bytes).map_err(|err| {
-        WireError(format!(
-            "the event is not valid JSON of the trace format: {err}"
-        ))
-    })?;
+    // The common case in one pass; only a request the strict reading
+    // refuses is read again, its event as a JSON value.
+    let request = match serde_json::from_slice::<ObserveRequest>(bytes) {
+        Ok(request) => request,
+        Err(strict) => decode_observe_forward(bytes).map_err(|forward| {
+            WireError(format!(
+                "the event is not valid JSON of the trace format: {}",
+                forward.unwrap_or_else(|| strict.to_string())
+            ))
+        })?,
+    };
     if request.format != TRACE_FORMAT_VERSION {
         return Err(WireError(format!(
             "the event is in trace format {}, this plugin reads format {TRACE_FORMAT_VERSION}",
@@ -84,6 +112,18 @@ pub fn decode_observe(bytes: &[u8]) -> Result<ObserveRequest, WireError> {
         )));
     }
     Ok(request)
+}
+
+/// A request read with its event as a value, then the event read with
+/// [`Event::from_value_forward`]. The error, when it has one of its own.
+fn decode_observe_forward(bytes: &[u8]) -> Result<ObserveRequest, Option<String>> {
+    let request: ObserveRequestValue = serde_json::from_slice(bytes).map_err(|_| None)?;
+    let event = Event::from_value_forward(&request.event).map_err(|err| Some(err.to_string()))?;
+    Ok(ObserveRequest {
+        format: request.format,
+        line: request.line,
+        event,
+    })
 }
 
 /// Encodes detections: nothing at all for none.
@@ -129,6 +169,27 @@ mod tests {
         assert!(err.0.contains("trace format 2"), "{err}");
         let err = decode_observe(b"nope").expect_err("garbage");
         assert!(err.0.contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn an_event_type_newer_than_this_sdk_is_read_as_unknown_not_refused() {
+        let bytes = br#"{"format":1,"line":4,"event":{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}}"#;
+        let request = decode_observe(bytes).expect("decodes");
+        assert_eq!((request.line, request.event.task.as_str()), (4, "T"));
+        let loopguard_core_types::EventKind::Unknown { event_type, fields } = &request.event.kind
+        else {
+            panic!("{:?}", request.event.kind);
+        };
+        assert_eq!(event_type, "tool_call");
+        assert_eq!(fields["args"]["q"], "x");
+        // A known type with a missing field is still an error, naming it.
+        let err = decode_observe(br#"{"format":1,"line":1,"event":{"type":"turn","task":"T"}}"#)
+            .expect_err("no agent");
+        assert!(err.0.contains("missing field \"agent\""), "{err}");
+        // And so is an unknown type without a task.
+        let err = decode_observe(br#"{"format":1,"line":1,"event":{"type":"tool_call"}}"#)
+            .expect_err("no task");
+        assert!(err.0.contains("task"), "{err}");
     }
 
     #[test]

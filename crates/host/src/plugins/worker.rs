@@ -1,5 +1,8 @@
-//! The thread that owns one plugin instance and runs its calls, off the
-//! async reactor.
+//! The thread layer: the [`Limiter`] that bounds plugin calls running at
+//! once, the [`Worker`] thread that owns one plugin instance and runs its
+//! calls off the async reactor, and the [`Watchdog`] that answers a call
+//! past its deadline. Safe code: what a call does is the typed layer's
+//! business.
 //!
 //! A hop to tokio's blocking pool costs two thread wake-ups per call
 //! (about 8 µs on a 2-core machine, several times the call itself). The
@@ -12,6 +15,7 @@
 //! Every call has a deadline: the [`Watchdog`], one thread for the process,
 //! answers a call that overran it with [`PluginFault::TimedOut`], so a
 //! plugin stuck in a loop cannot hold up the run (its thread stays busy).
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -21,8 +25,8 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use tokio::sync::oneshot;
 use tokio::sync::oneshot::error::TryRecvError;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::{PluginFault, PluginInstance};
 
@@ -46,6 +50,39 @@ fn pause(round: &mut u32) {
 }
 
 type Job = Box<dyn FnOnce(&mut PluginInstance) + Send>;
+
+/// The host's bound on plugin calls running at once, over all plugins
+/// (`plugin_host.max_concurrency`).
+#[derive(Debug, Clone)]
+pub(super) struct Limiter {
+    permits: Arc<Semaphore>,
+}
+
+impl Limiter {
+    /// At most `max_concurrency` calls at once (at least one).
+    pub(super) fn new(max_concurrency: u32) -> Limiter {
+        let permits = usize::try_from(max_concurrency.max(1)).unwrap_or(1);
+        Limiter {
+            permits: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    /// Runs `call` on `worker`'s instance, holding one permit, within
+    /// `timeout`.
+    pub(super) async fn run<T: Send + 'static>(
+        &self,
+        worker: &Worker,
+        timeout: Duration,
+        call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
+    ) -> Result<T, PluginFault> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|err| PluginFault::Host(err.to_string()))?;
+        worker.call(timeout, call).await
+    }
+}
 
 /// Calls for one instance, in order, on its own thread. Dropping the
 /// worker stops the thread, which releases the instance.

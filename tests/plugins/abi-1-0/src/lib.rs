@@ -1,16 +1,24 @@
 //! A plugin as the first SDK built it: an ABI 1.0 table, written by hand
 //! with the 1.0 fields only (no `reset_task`, a smaller `struct_size`). A
-//! newer host (1.1, 1.2) must still load and run it, and must not read past
+//! newer host (1.1 to 1.3) must still load and run it, and must not read past
 //! its end.
 //!
-//! It reports a `legacy_failure` warning on every `failure` event.
+//! It reports a `legacy_failure` warning on every `failure` event. Like
+//! every plugin of the 1.0 to 1.2 SDKs, it reads events strictly: an event
+//! of a type newer than itself (`tool_call`) is an error, which the host
+//! would count as a fault, so a host must not send it one.
+
+use std::ffi::c_void;
 
 use loopguard_plugin_api::abi::{
-    CreateFn, DescribeFn, DestroyFn, FreeBufferFn, ObserveFn, PluginHeader, TABLE_SIZE_V1_0,
+    Buffer, CreateFn, DescribeFn, DestroyFn, FreeBufferFn, ObserveFn, PluginHeader,
+    TABLE_SIZE_V1_0, status,
 };
 use loopguard_plugin_api::export;
-use loopguard_plugin_api::serde_json::Value;
-use loopguard_plugin_api::{Action, Detection, Detector, Event, EventKind, Severity};
+use loopguard_plugin_api::serde_json::{self, Value};
+use loopguard_plugin_api::{
+    Action, Detection, Detector, Event, EventKind, ObserveRequest, Severity,
+};
 
 /// The legacy detector.
 pub struct Legacy;
@@ -60,9 +68,41 @@ static TABLE: TableV1_0 = TableV1_0 {
     describe: Some(export::describe::<Legacy>),
     create: Some(export::create::<Legacy>),
     destroy: Some(export::destroy::<Legacy>),
-    observe: Some(export::observe::<Legacy>),
+    observe: Some(observe_strictly),
     free_buffer: Some(export::free_buffer),
 };
+
+/// `observe` as the 1.0 SDK had it: the request read strictly (the
+/// derived `Deserialize` of [`ObserveRequest`]), so that an event type the
+/// plugin does not know is an error, not skipped as from ABI 1.3 on.
+///
+/// # Safety
+///
+/// As `export::observe`.
+unsafe extern "C" fn observe_strictly(
+    instance: *mut c_void,
+    input: *const u8,
+    input_len: usize,
+    out: *mut Buffer,
+) -> i32 {
+    let bytes = if input.is_null() || input_len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the host lends `input_len` bytes at `input` for the call.
+        unsafe { std::slice::from_raw_parts(input, input_len) }
+    };
+    if let Err(err) = serde_json::from_slice::<ObserveRequest>(bytes) {
+        if !out.is_null() {
+            let message = format!("the event is not valid JSON of the trace format: {err}");
+            // SAFETY: the host hands a writable buffer; it frees it with this
+            // library's `free_buffer`.
+            unsafe { out.write(Buffer::from_vec(message.into_bytes())) };
+        }
+        return status::ERROR;
+    }
+    // SAFETY: forwarded from the host.
+    unsafe { export::observe::<Legacy>(instance, input, input_len, out) }
+}
 
 /// The loopguard plugin entry: the 1.0 table.
 #[unsafe(no_mangle)]
