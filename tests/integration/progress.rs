@@ -222,9 +222,18 @@ fn the_llm_judge_is_asked_only_about_the_undecidable_failure() {
     assert_eq!(lines_with(&decisions, "N", "no_progress"), [10]);
     assert_eq!(lines_with(&decisions, "X", "external_failure"), [11]);
 
-    // Without the judge, line 7 is one failure in a stalled run: nothing yet.
+    // Without the judge, line 7 gets the metrics-only verdict: metrics are
+    // reported and none moved since the failure on line 5, so it is one
+    // no_progress loop (ruling 13), compared with line 5.
     let plain = decisions_without_judge();
-    assert_eq!(at(&plain, 7)["detections"], json!([]));
+    let verdict = detection(&plain, 7, "no_progress");
+    assert_eq!(verdict["loop_count"], 1);
+    assert_eq!(numbers(&verdict["evidence"]), [5, 7]);
+    assert_eq!(
+        verdict["reason"],
+        "a failure (line 7) that differs from the previous one (line 5) with no progress in \
+         the test metrics or completion signals since line 4"
+    );
 }
 
 fn decisions_without_judge() -> Vec<Value> {
