@@ -259,16 +259,7 @@ impl Event {
         };
         let event_type = text(&mut fields, "type")?.ok_or(EventError::MissingType)?;
         let task = text(&mut fields, "task")?.ok_or(EventError::MissingTask)?;
-        let ts =
-            match text(&mut fields, "ts")? {
-                Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
-                    EventError::BadValue {
-                        field: "ts",
-                        problem,
-                    }
-                })?),
-                None => None,
-            };
+        let ts = parse_ts(text(&mut fields, "ts")?.as_deref())?;
         let id = text(&mut fields, "id")?;
         Ok(Event {
             task,
@@ -514,6 +505,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
     }
 }
 
+/// The `ts` field, when present: an RFC 3339 time.
+fn parse_ts(text: Option<&str>) -> Result<Option<Timestamp>, EventError> {
+    text.map(|text| {
+        Timestamp::parse_rfc3339(text).map_err(|problem| EventError::BadValue {
+            field: "ts",
+            problem,
+        })
+    })
+    .transpose()
+}
+
 fn owned(value: Option<Cow<'_, str>>) -> Option<String> {
     value.map(Cow::into_owned)
 }
@@ -578,16 +580,7 @@ impl RawEvent<'_> {
         };
         // Fields of other event types are ignored, not errors: a line may
         // carry more than its type needs.
-        let ts =
-            match self.ts {
-                Some(text) => Some(Timestamp::parse_rfc3339(&text).map_err(|problem| {
-                    EventError::BadValue {
-                        field: "ts",
-                        problem,
-                    }
-                })?),
-                None => None,
-            };
+        let ts = parse_ts(self.ts.as_deref())?;
         Ok(Event {
             task,
             ts,

@@ -2,7 +2,7 @@
 //! semantic detectors implement [`ExtensionDetector`].
 
 use async_trait::async_trait;
-use loopguard_core_types::Detection;
+use loopguard_core_types::{Detection, Event, EventKind};
 use loopguard_detectors::{ObservedEvent, SemanticTopic};
 
 /// Why an extension detector could not judge an event.
@@ -98,4 +98,36 @@ pub trait TopicAssigner: Send + Sync + std::fmt::Debug {
         let _ = (task, state);
         Ok(())
     }
+}
+
+/// The free text whose topic a [`TopicAssigner`] is asked about: a
+/// handoff's `content` when it has no explicit `topic`, a collaboration's
+/// `request`; `None` for other events and for blank text.
+pub fn topic_text(event: &Event) -> Option<&str> {
+    match &event.kind {
+        EventKind::Handoff {
+            topic: None,
+            content: Some(content),
+            ..
+        } => Some(content.as_str()),
+        EventKind::Collaboration { request, .. } => Some(request.as_str()),
+        _ => None,
+    }
+    .filter(|text| !text.trim().is_empty())
+}
+
+/// A seed for ids that must not collide with another process's (episode
+/// ids in a shared store, topic ids): mixed from the wall clock and the
+/// process id, below 2^62 so that ids fit every backend's signed 64-bit
+/// column with room to count up, and never 0.
+pub fn id_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    (hasher.finish() >> 2).max(1)
 }

@@ -47,7 +47,7 @@
 
 pub use engine::{LoopGuard, LoopGuardBuilder, STATE_FORMAT};
 pub use error::HostError;
-pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner};
+pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner, id_seed, topic_text};
 #[cfg(feature = "plugins")]
 pub use plugins::{
     AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,

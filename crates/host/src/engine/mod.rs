@@ -40,7 +40,7 @@ use self::episode::EpisodeEvent;
 pub use self::saved::STATE_FORMAT;
 use self::saved::{Restored, StoredStateOut};
 use crate::HostError;
-use crate::extension::{ExtensionDetector, TopicAssigner};
+use crate::extension::{ExtensionDetector, TopicAssigner, topic_text};
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
 use crate::store::{
@@ -693,34 +693,9 @@ impl LoopGuard {
     }
 }
 
-/// The free text whose topic a [`TopicAssigner`] chooses: a handoff's
-/// `content` when it has no explicit `topic`, a collaboration's `request`.
-fn topic_text(event: &Event) -> Option<&str> {
-    match &event.kind {
-        EventKind::Handoff {
-            topic: None,
-            content: Some(content),
-            ..
-        } => Some(content.as_str()),
-        EventKind::Collaboration { request, .. } => Some(request.as_str()),
-        _ => None,
-    }
-    .filter(|text| !text.trim().is_empty())
-}
-
-/// Where this engine's episode ids start: a value unlikely to be used by any
-/// other engine writing to the same store (another run, another replica),
-/// so that one engine's cycle log never overwrites another's. Mixed from the
-/// wall clock and the process id; kept below 2^62 so ids fit every
-/// backend's signed 64-bit column with room to count up.
+/// Where this engine's episode ids start: a value no other engine writing
+/// to the same store (another run, another replica) is likely to use, so
+/// that one engine's cycle log never overwrites another's.
 fn episode_id_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(nanos);
-    hasher.write_u32(std::process::id());
-    (hasher.finish() >> 2).max(1)
+    crate::extension::id_seed()
 }

@@ -107,7 +107,8 @@ impl SemanticTopics {
             tasks: TaskStates::new(limits.max_tasks),
             similarity,
             limits,
-            next_id: AtomicU64::new(id_seed()),
+            // Ids no other process uses: topics of two engines never clash.
+            next_id: AtomicU64::new(loopguard_host::id_seed()),
         }
     }
 
@@ -304,20 +305,6 @@ impl SemanticTopics {
             matched_line: None,
         })
     }
-}
-
-/// Where this process's topic ids start: mixed from the wall clock and the
-/// process id, below 2^62 (room to count up).
-fn id_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(nanos);
-    hasher.write_u32(std::process::id());
-    (hasher.finish() >> 2).max(1)
 }
 
 /// `text` on one line, at most [`TOPIC_LABEL_CHARS`] characters, ending in
