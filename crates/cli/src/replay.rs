@@ -6,31 +6,28 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, anyhow};
-use loopguard_core_types::Config;
 use loopguard_host::{HostError, LoopGuard};
 
-use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
+use crate::outcome::Outcome;
 use crate::output::{Json, Jsonl, Output, Text};
+use crate::setup::{self, ConfigSource, Setup};
 use crate::summary::Summary;
-use crate::{plugins, progress, semantic};
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
 /// then the semantic model (a model that cannot start stops here too),
 /// then the input, then every line.
 pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let config = match &args.config {
-        Some(path) => load_config(path)?,
-        None => Config::default(),
-    };
-    let config = semantic::apply_flag(config, no_semantic);
-    let config = plugins::resolve(config, args.config.as_deref(), &args.plugins);
-    config.validate().context("the config is not valid")?;
-    let service = semantic::service(&config)?;
-    let mut notes = semantic::notes(service.as_ref());
-    notes.extend(progress::notes(&config)?);
-    let store = crate::store::open(&args.store).await?;
-    let engine = semantic::engine_with_store(config, service.as_ref(), Some(store))?;
+    let config = setup::config(ConfigSource {
+        file: args.config.as_deref(),
+        no_semantic,
+        plugins: &args.plugins,
+    })?;
+    let setup = Setup::start(config)?;
+    let mut notes = setup.semantic_notes();
+    notes.extend(setup.judge_notes()?);
+    let store = setup::open_store(&args.store).await?;
+    let engine = setup.engine(Some(store))?;
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {
@@ -160,10 +157,4 @@ fn open_input(path: &Path) -> anyhow::Result<(Box<dyn BufRead>, String)> {
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("cannot read the trace {name}"))?;
     Ok((Box::new(BufReader::with_capacity(64 * 1024, file)), name))
-}
-
-/// Reads and validates the TOML config at `path`. The error names the file
-/// and, where it can, the line, the column and the key.
-pub(crate) fn load_config(path: &Path) -> anyhow::Result<Config> {
-    Ok(Config::from_file(path)?)
 }
