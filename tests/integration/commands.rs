@@ -326,3 +326,101 @@ fn help_works_for_the_command_and_each_subcommand() {
     let missing = run(["replay"]);
     assert_eq!(missing.code, Some(2), "a usage error");
 }
+
+/// A config error, as every command prints it: `loopguard: FILE:LINE:COLUMN:
+/// `KEY`...`, one line on stderr, exit 2 and nothing on stdout. Returns
+/// what follows the key (or the position, for an error about no key).
+fn config_error_after<'a>(
+    run: &'a Run,
+    file: &std::path::Path,
+    line_column: &str,
+    key: Option<&str>,
+) -> &'a str {
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.stdout, "", "no work is done");
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    let mut head = format!("loopguard: {}:{line_column}: ", file.display());
+    if let Some(key) = key {
+        head.push_str(&format!("`{key}`"));
+    }
+    match run.stderr.strip_prefix(&head) {
+        Some(rest) => rest.trim_end(),
+        None => panic!("want {head:?}, got {}", run.stderr),
+    }
+}
+
+#[test]
+fn config_errors_print_file_line_column_and_key() {
+    for (name, line_column, key, problem) in [
+        (
+            "unknown_key.toml",
+            "3:1",
+            Some("phases.max_visit"),
+            ": unknown field `max_visit`",
+        ),
+        (
+            "unknown_table.toml",
+            "1:2",
+            Some("phase"),
+            ": unknown field `phase`",
+        ),
+        (
+            "unknown_nested_key.toml",
+            "6:1",
+            Some("cycles.window_sec"),
+            ": unknown field `window_sec`",
+        ),
+        (
+            "invalid_value.toml",
+            "2:1",
+            Some("cycles.window_secs"),
+            " = 0 is not valid: must be at least 1",
+        ),
+        // toml's own wording of a syntax error is its business: only that
+        // there is one is checked.
+        ("syntax_error.toml", "2:15", None, ""),
+    ] {
+        let file = config(name);
+        let trace = trace("exact_failure.jsonl");
+        let run = run([
+            OsStr::new("replay"),
+            trace.as_os_str(),
+            OsStr::new("--config"),
+            file.as_os_str(),
+        ]);
+        let rest = config_error_after(&run, &file, line_column, key);
+        assert!(rest.starts_with(problem), "{name}: {}", run.stderr);
+        assert!(!rest.is_empty(), "{name}: a problem follows");
+    }
+}
+
+#[test]
+fn every_command_reports_config_errors_alike() {
+    let file = config("unknown_nested_key.toml");
+    let config_flag = file.to_str().expect("a UTF-8 path");
+    for args in [
+        vec![
+            "--no-semantic",
+            "similarity",
+            "a",
+            "b",
+            "--config",
+            config_flag,
+        ],
+        vec![
+            "tune",
+            "--pairs",
+            "no-such-pairs.jsonl",
+            "--config",
+            config_flag,
+        ],
+        vec!["plugins", "--config", config_flag],
+    ] {
+        let run = run(&args);
+        let rest = config_error_after(&run, &file, "6:1", Some("cycles.window_sec"));
+        assert!(
+            rest.starts_with(": unknown field `window_sec`"),
+            "{args:?}: {rest}"
+        );
+    }
+}

@@ -10,18 +10,13 @@
 
 use std::io::{self, BufWriter, Write};
 
-use std::sync::Arc;
-
 use anstyle::{AnsiColor, Style};
-use loopguard_core_types::Config;
-use loopguard_host::LoopGuard;
-use loopguard_semantic::EmbeddingService;
 
-use crate::Outcome;
 use crate::cli::{DemoArgs, Format};
+use crate::outcome::Outcome;
 use crate::output::{Collect, Jsonl, Text, wrap};
 use crate::replay::replay_into;
-use crate::semantic;
+use crate::setup::{self, ConfigSource, Setup};
 
 /// One bundled trace and what it shows.
 #[derive(Debug)]
@@ -216,7 +211,14 @@ pub(crate) const SCENARIOS: [Scenario; 15] = [
 
 /// Runs `loopguard demo`.
 pub(crate) async fn run(args: &DemoArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let demo = Demo::start(no_semantic)?;
+    // The default settings (with `--no-semantic` applied) and the embedding
+    // model, loaded once for every scenario; each scenario gets a fresh
+    // engine, so no scenario's state leaks into the next.
+    let config = setup::config(ConfigSource {
+        no_semantic,
+        ..ConfigSource::default()
+    })?;
+    let demo = Setup::start(config)?;
     match args.format {
         Format::Text => text(&demo).await?,
         Format::Json => json(&demo).await?,
@@ -225,33 +227,7 @@ pub(crate) async fn run(args: &DemoArgs, no_semantic: bool) -> anyhow::Result<Ou
     Ok(Outcome::Clean)
 }
 
-/// The default settings (with `--no-semantic` applied) and the embedding
-/// model, loaded once for every scenario.
-struct Demo {
-    config: Config,
-    service: Option<Arc<EmbeddingService>>,
-}
-
-impl Demo {
-    fn start(no_semantic: bool) -> anyhow::Result<Demo> {
-        let config = semantic::apply_flag(Config::default(), no_semantic);
-        let service = semantic::service(&config)?;
-        Ok(Demo { config, service })
-    }
-
-    /// A fresh engine: one per scenario, so no scenario's state leaks into
-    /// the next.
-    fn engine(&self) -> anyhow::Result<LoopGuard> {
-        semantic::engine(self.config.clone(), self.service.as_ref())
-    }
-
-    /// What every report should say (that semantic matching is off).
-    fn notes(&self) -> Vec<String> {
-        semantic::notes(self.service.as_ref())
-    }
-}
-
-async fn text(demo: &Demo) -> anyhow::Result<()> {
+async fn text(demo: &Setup) -> anyhow::Result<()> {
     let mut out = anstream::stdout().lock();
     let bold = Style::new().bold();
     let heading = AnsiColor::Blue.on_default().bold();
@@ -262,7 +238,7 @@ async fn text(demo: &Demo) -> anyhow::Result<()> {
          --format text` would print it.",
         SCENARIOS.len()
     )?;
-    for note in demo.notes() {
+    for note in demo.semantic_notes() {
         let label = AnsiColor::Yellow.on_default().bold();
         for (number, line) in wrap(&note, 72).iter().enumerate() {
             if number == 0 {
@@ -287,7 +263,7 @@ async fn text(demo: &Demo) -> anyhow::Result<()> {
         }
         writeln!(out)?;
         out.flush()?;
-        let engine = demo.engine()?;
+        let engine = demo.engine(None)?;
         let mut output = Text::new(&mut out, anstream::stderr());
         let summary = replay_into(
             &engine,
@@ -315,10 +291,10 @@ async fn text(demo: &Demo) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn json(demo: &Demo) -> anyhow::Result<()> {
+async fn json(demo: &Setup) -> anyhow::Result<()> {
     let mut scenarios = Vec::with_capacity(SCENARIOS.len());
     for scenario in &SCENARIOS {
-        let engine = demo.engine()?;
+        let engine = demo.engine(None)?;
         let mut report = Collect::default();
         replay_into(
             &engine,
@@ -328,7 +304,7 @@ async fn json(demo: &Demo) -> anyhow::Result<()> {
         )
         .await?;
         let mut report = report.0.finish();
-        report.notes = demo.notes();
+        report.notes = demo.semantic_notes();
         scenarios.push(serde_json::json!({
             "name": scenario.name,
             "kind": scenario.kind,
@@ -343,10 +319,10 @@ async fn json(demo: &Demo) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn jsonl(demo: &Demo) -> anyhow::Result<()> {
+async fn jsonl(demo: &Setup) -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     for scenario in &SCENARIOS {
-        let engine = demo.engine()?;
+        let engine = demo.engine(None)?;
         let mut output = Jsonl::tagged(&mut out, scenario.name);
         replay_into(
             &engine,

@@ -25,16 +25,19 @@
 //! or the config could not be read, or the embedding model could not start
 //! (one message on stderr naming the file, the config key, or what to do).
 //!
-//! The modules: [`cli`] declares the arguments, [`replay`] runs a trace
-//! through the engine, [`semantic`] starts the model (or the exact-text
-//! fallback), [`progress`] adds the progress evaluator (and the LLM judge
-//! when one is configured), [`plugins`] loads detector plugins and describes
-//! them, [`store`] opens `--store` and prints what a store keeps,
-//! [`output`] writes decisions and reports in each format,
-//! [`summary`] counts what a streamed replay keeps, [`demo`] holds the
+//! The modules: [`cli`] declares the arguments and [`outcome`] what a
+//! command returns; [`setup`] loads the config and builds what every
+//! command runs on (the model or the exact-text fallback, the plugins, the
+//! progress evaluator and its LLM judge, the store, the engine). The
+//! commands: [`replay`] runs a trace through the engine, [`demo`] holds the
 //! bundled scenarios, [`similarity`] compares two texts, [`tune`] sweeps
-//! the similarity threshold over labelled pairs or traces, [`logging`] sets
-//! up `tracing`.
+//! the similarity threshold over labelled pairs or traces, [`plugins`]
+//! describes detector plugins, [`store`] prints what a store keeps. Below
+//! them, [`output`] writes decisions and reports in each format and
+//! [`summary`] counts what a streamed replay keeps; [`logging`] sets up
+//! `tracing`. Imports go one way: `main` -> commands -> `setup`, `output`
+//! -> `summary`, and `cli` / `outcome` at the bottom; no module imports
+//! one that imports it.
 
 use std::io;
 use std::process::ExitCode;
@@ -44,17 +47,18 @@ use clap::Parser;
 mod cli;
 mod demo;
 mod logging;
+mod outcome;
 mod output;
 mod plugins;
-mod progress;
 mod replay;
-mod semantic;
+mod setup;
 mod similarity;
 mod store;
 mod summary;
 mod tune;
 
 use cli::{Cli, Command};
+use outcome::Outcome;
 
 /// Exit code when `--strict` is given and some line was not a valid event.
 const EXIT_LINE_ERRORS: u8 = 1;
@@ -93,15 +97,6 @@ fn main() -> ExitCode {
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
-}
-
-/// How a command that ran to the end went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// Exit 0.
-    Clean,
-    /// `--strict` and some line had an error: exit 1.
-    LineErrors,
 }
 
 /// Prints one message for an error that stops the command, and exits 2.

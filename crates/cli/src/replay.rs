@@ -6,31 +6,28 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, anyhow};
-use loopguard_core_types::{Config, ConfigError};
 use loopguard_host::{HostError, LoopGuard};
 
-use crate::Outcome;
 use crate::cli::{Format, ReplayArgs};
+use crate::outcome::Outcome;
 use crate::output::{Json, Jsonl, Output, Text};
+use crate::setup::{self, ConfigSource, Setup};
 use crate::summary::Summary;
-use crate::{plugins, progress, semantic};
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
 /// then the semantic model (a model that cannot start stops here too),
 /// then the input, then every line.
 pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let config = match &args.config {
-        Some(path) => load_config(path)?,
-        None => Config::default(),
-    };
-    let config = semantic::apply_flag(config, no_semantic);
-    let config = plugins::resolve(config, args.config.as_deref(), &args.plugins);
-    config.validate().context("the config is not valid")?;
-    let service = semantic::service(&config)?;
-    let mut notes = semantic::notes(service.as_ref());
-    notes.extend(progress::notes(&config)?);
-    let store = crate::store::open(&args.store).await?;
-    let engine = semantic::engine_with_store(config, service.as_ref(), Some(store))?;
+    let config = setup::config(ConfigSource {
+        file: args.config.as_deref(),
+        no_semantic,
+        plugins: &args.plugins,
+    })?;
+    let setup = Setup::start(config)?;
+    let mut notes = setup.semantic_notes();
+    notes.extend(setup.judge_notes()?);
+    let store = setup::open_store(&args.store).await?;
+    let engine = setup.engine(Some(store))?;
     let (input, name) = open_input(&args.input)?;
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {
@@ -160,130 +157,4 @@ fn open_input(path: &Path) -> anyhow::Result<(Box<dyn BufRead>, String)> {
     let name = path.display().to_string();
     let file = File::open(path).with_context(|| format!("cannot read the trace {name}"))?;
     Ok((Box::new(BufReader::with_capacity(64 * 1024, file)), name))
-}
-
-/// Reads and validates the TOML config at `path`. The error names the file
-/// and, where it can, the key.
-pub(crate) fn load_config(path: &Path) -> anyhow::Result<Config> {
-    let name = path.display();
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read the config {name}"))?;
-    Config::from_toml_str(&text).map_err(|err| anyhow!("config {name}: {}", describe(&err, &text)))
-}
-
-/// A config error on one line: the dotted key, what is wrong, and where.
-fn describe(err: &ConfigError, text: &str) -> String {
-    match err {
-        ConfigError::Invalid { key, value, reason } => {
-            format!("`{key}` = {value} is not valid: {reason}")
-        }
-        ConfigError::Parse(message) => describe_parse_error(message, text),
-        other => other.to_string(),
-    }
-}
-
-/// The TOML parser's message spans several lines (a location, the source
-/// line, a caret, the problem). This keeps the location and the problem and
-/// names the key found on that line, e.g. "`phases.max_visit` (line 2):
-/// unknown field `max_visit`, expected one of ...".
-fn describe_parse_error(message: &str, text: &str) -> String {
-    let mut lines = message
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty());
-    let location = lines.next().and_then(|first| {
-        let rest = first.strip_prefix("TOML parse error at line ")?;
-        let (line, column) = rest.split_once(", column ")?;
-        Some((line.parse::<usize>().ok()?, column.parse::<usize>().ok()?))
-    });
-    let problem = message
-        .lines()
-        .map(str::trim)
-        .rfind(|line| !line.is_empty() && !line.contains('|'));
-    match (location, problem) {
-        (Some((line, column)), Some(problem)) => match key_at(text, line) {
-            Some(key) => format!("`{key}` (line {line}): {problem}"),
-            None => format!("line {line}, column {column}: {problem}"),
-        },
-        _ => message.trim().to_owned(),
-    }
-}
-
-/// The dotted key defined on 1-based `line` of a TOML text: `table.key` for
-/// `key = ...` under `[table]`, or the table itself for a `[table]` header.
-/// Simple on purpose: for messages only.
-fn key_at(text: &str, line: usize) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let source = lines.get(line.checked_sub(1)?)?.trim();
-    let header = |line: &str| {
-        let line = line.trim();
-        line.starts_with('[').then(|| {
-            line.trim_start_matches('[')
-                .split(']')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned()
-        })
-    };
-    if let Some(table) = header(source) {
-        return (!table.is_empty()).then_some(table);
-    }
-    let (key, _) = source.split_once('=')?;
-    let key = key.trim();
-    if key.is_empty() || key.starts_with('#') {
-        return None;
-    }
-    let table = lines
-        .get(..line - 1)?
-        .iter()
-        .rev()
-        .find_map(|line| header(line));
-    Some(match table {
-        Some(table) if !table.is_empty() => format!("{table}.{key}"),
-        _ => key.to_owned(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_named_with_their_table() {
-        let text = "# settings\n[phases]\nmax_visit = 4\n\n[phase]\n";
-        assert_eq!(key_at(text, 3).as_deref(), Some("phases.max_visit"));
-        assert_eq!(key_at(text, 5).as_deref(), Some("phase"));
-        assert_eq!(key_at(text, 1), None);
-        assert_eq!(key_at(text, 9), None);
-        assert_eq!(key_at("top = 1\n", 1).as_deref(), Some("top"));
-    }
-
-    #[test]
-    fn parse_errors_fit_on_one_line() {
-        let text = "[phases]\nmax_visit = 4\n";
-        let err = Config::from_toml_str(text).err();
-        let Some(err) = err else {
-            panic!("a typo must not parse");
-        };
-        let message = describe(&err, text);
-        assert!(!message.contains('\n'), "{message}");
-        assert!(
-            message.starts_with("`phases.max_visit` (line 2): "),
-            "{message}"
-        );
-        assert!(message.contains("unknown field `max_visit`"), "{message}");
-    }
-
-    #[test]
-    fn invalid_values_name_the_key() {
-        let text = "[cycles]\nwindow_secs = 0\n";
-        let Err(err) = Config::from_toml_str(text) else {
-            panic!("zero is not a window");
-        };
-        assert_eq!(
-            describe(&err, text),
-            "`cycles.window_secs` = 0 is not valid: must be at least 1"
-        );
-    }
 }

@@ -4,23 +4,22 @@
 use std::io::{self, Write};
 
 use anyhow::Context;
-use loopguard_core_types::{Config, Threshold};
+use loopguard_core_types::Threshold;
 
-use crate::Outcome;
 use crate::cli::SimilarityArgs;
-use crate::replay::load_config;
-use crate::semantic;
+use crate::outcome::Outcome;
+use crate::setup::{self, ConfigSource, Setup};
 
 /// Runs `loopguard similarity A B`.
 pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let config = match &args.config {
-        Some(path) => load_config(path)?,
-        None => Config::default(),
-    };
-    let config = semantic::apply_flag(config, no_semantic);
-    config.validate().context("the config is not valid")?;
-    let service = semantic::service(&config)?;
-    let detectors = semantic::detectors(&config, service.as_ref());
+    let config = setup::config(ConfigSource {
+        file: args.config.as_deref(),
+        no_semantic,
+        plugins: &[],
+    })?;
+    let setup = Setup::start(config)?;
+    let config = &setup.config;
+    let detectors = setup.detectors();
     let similarity = detectors
         .similarity(&args.a, &args.b)
         .await

@@ -3,26 +3,18 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::Arc;
 
 use anyhow::Context;
-use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, PivotRecord, Store, TaskSnapshot};
+use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, PivotRecord, TaskSnapshot};
 use serde_json::json;
 
-use crate::Outcome;
 use crate::cli::{ListFormat, LogArgs, ReportArgs, TasksArgs};
-
-/// The store `--store URL` names, migrated and ready. A store that cannot
-/// be opened stops the command before any work.
-pub(crate) async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    loopguard_store_sqlx::open_store(url)
-        .await
-        .context("cannot open the store")
-}
+use crate::outcome::Outcome;
+use crate::setup::open_store;
 
 /// Runs `loopguard tasks`: every task the store keeps, ordered by id.
 pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
-    let store = open(&args.store).await?;
+    let store = open_store(&args.store).await?;
     let tasks = store.tasks().await.context("cannot list the tasks")?;
     let episodes = store
         .episodes(None)
@@ -88,7 +80,7 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
 /// Runs `loopguard log`: the audit trail (or, with `--episodes`, the cycle
 /// log), oldest first.
 pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
-    let store = open(&args.store).await?;
+    let store = open_store(&args.store).await?;
     let task = args.task.as_deref();
     let episodes = store
         .episodes(task)
@@ -154,7 +146,7 @@ pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
 
 /// Runs `loopguard report`: the report of everything the store keeps.
 pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
-    let store = open(&args.store).await?;
+    let store = open_store(&args.store).await?;
     let report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())
         .await
         .context("cannot read the store")?;

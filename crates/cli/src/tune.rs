@@ -15,9 +15,9 @@ use loopguard_tune::{
     write_outputs,
 };
 
-use crate::Outcome;
 use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat};
-use crate::replay::load_config;
+use crate::outcome::Outcome;
+use crate::setup::{self, ConfigSource};
 
 /// Mistakes listed in the text output (all of them are in the JSON).
 const SHOWN_MISTAKES: usize = 5;
@@ -38,11 +38,10 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              (--embedder lexical is the model-free baseline)"
         );
     }
-    let config = match &args.config {
-        Some(path) => load_config(path)?,
-        None => Config::default(),
-    };
-    config.validate().context("the config is not valid")?;
+    let config = setup::config(ConfigSource {
+        file: args.config.as_deref(),
+        ..ConfigSource::default()
+    })?;
     let choice = match args.embedder {
         TuneEmbedder::Minilm => EmbedderChoice::MiniLm,
         TuneEmbedder::Lexical => EmbedderChoice::Lexical,
@@ -78,7 +77,7 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
 
     let provision = provision_options(&config.semantic);
     // Loaded on its first inference: never when every text is cached.
-    let embedder: Arc<dyn Embedder> = choice.load(&provision, crate::semantic::announce_fetch);
+    let embedder: Arc<dyn Embedder> = choice.load(&provision, setup::announce_fetch);
     let cache = (!args.no_cache && choice.caches()).then(|| {
         EmbeddingCache::new(
             args.cache_dir

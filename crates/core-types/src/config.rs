@@ -5,6 +5,10 @@
 //! values and names the bad key and value.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -444,14 +448,38 @@ impl Default for LlmConfig {
 }
 
 /// A configuration that could not be read or is not valid.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// Every variant but [`ConfigError::Read`] says where the problem is (a
+/// [`ConfigLocation`]), and its message starts there, as compilers write
+/// it: `loopguard.toml:3:1: `phases.max_visit`: unknown field ...`.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The TOML does not parse, or names a key loopguard does not know.
-    #[error("config: {0}")]
-    Parse(String),
+    /// The config file could not be read.
+    #[error("cannot read the config {}", path.display())]
+    Read {
+        /// The file, as it was named.
+        path: PathBuf,
+        /// Why it could not be read (shared, so that the error stays
+        /// `Clone`).
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The TOML does not parse, names a key loopguard does not know, or
+    /// gives a key a value of the wrong type.
+    #[error("{location}: {}{message}", key_prefix(key.as_deref()))]
+    Parse {
+        /// Where: the file, and the line and column toml's span points at.
+        location: ConfigLocation,
+        /// The dotted key at fault, when the error is about one, e.g.
+        /// `cycles.window_sec` for an unknown key in `[cycles]`, or `phase`
+        /// for an unknown table. `None` for a syntax error.
+        key: Option<String>,
+        /// toml's own description of the problem, on one line.
+        message: String,
+    },
     /// A key has a value loopguard cannot use.
-    #[error("config: `{key}` = {value} is not valid: {reason}")]
+    #[error("{location}: `{key}` = {value} is not valid: {reason}")]
     Invalid {
         /// The dotted key, e.g. `cycles.window_secs`.
         key: String,
@@ -459,7 +487,156 @@ pub enum ConfigError {
         value: String,
         /// What a valid value looks like.
         reason: String,
+        /// Where the key is written. When the config leaves the key at its
+        /// default (a limit that must exceed another one that was raised),
+        /// the position is that of the nearest table the config does write;
+        /// none for a config that was never text.
+        location: ConfigLocation,
     },
+}
+
+fn key_prefix(key: Option<&str>) -> String {
+    key.map(|key| format!("`{key}`: ")).unwrap_or_default()
+}
+
+// Not derived: `io::Error` is not `PartialEq`. Two read errors are equal
+// when they name the same file and failed the same way.
+impl PartialEq for ConfigError {
+    fn eq(&self, other: &ConfigError) -> bool {
+        use ConfigError::*;
+        match (self, other) {
+            (
+                Read { path, source },
+                Read {
+                    path: other_path,
+                    source: other_source,
+                },
+            ) => {
+                path == other_path
+                    && source.kind() == other_source.kind()
+                    && source.to_string() == other_source.to_string()
+            }
+            (
+                Parse {
+                    location,
+                    key,
+                    message,
+                },
+                Parse {
+                    location: other_location,
+                    key: other_key,
+                    message: other_message,
+                },
+            ) => location == other_location && key == other_key && message == other_message,
+            (
+                Invalid {
+                    key,
+                    value,
+                    reason,
+                    location,
+                },
+                Invalid {
+                    key: other_key,
+                    value: other_value,
+                    reason: other_reason,
+                    location: other_location,
+                },
+            ) => {
+                key == other_key
+                    && value == other_value
+                    && reason == other_reason
+                    && location == other_location
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Where in a config a problem is.
+///
+/// Displayed as `FILE:LINE:COLUMN`, or `FILE` when the position is not
+/// known; a config given as text (no file) is called `config`:
+/// `config:2:1`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigLocation {
+    /// The file the config was read from; `None` for a config parsed from
+    /// a string ([`Config::from_toml_str`]).
+    pub file: Option<PathBuf>,
+    /// The line and column in that text, when known.
+    pub position: Option<TextPosition>,
+}
+
+/// A 1-based line and column in a text; the column counts characters, not
+/// bytes (as editors and toml's own messages do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextPosition {
+    /// The line, from 1.
+    pub line: usize,
+    /// The column, from 1, in characters.
+    pub column: usize,
+}
+
+impl TextPosition {
+    /// The position of byte `offset` of `text`. An offset past the end (an
+    /// error at the end of the input) is placed just after the last
+    /// character; one inside a character, at that character.
+    pub fn of_offset(text: &str, offset: usize) -> TextPosition {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+        TextPosition {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
+impl fmt::Display for ConfigLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{}", file.display())?,
+            None => f.write_str("config")?,
+        }
+        if let Some(TextPosition { line, column }) = self.position {
+            write!(f, ":{line}:{column}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ConfigError {
+    /// Where the problem is; `None` for a file that could not be read.
+    pub fn location(&self) -> Option<&ConfigLocation> {
+        match self {
+            ConfigError::Parse { location, .. } | ConfigError::Invalid { location, .. } => {
+                Some(location)
+            }
+            ConfigError::Read { .. } => None,
+        }
+    }
+
+    /// The dotted key at fault, when the problem is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Parse { key, .. } => key.as_deref(),
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Read { .. } => None,
+        }
+    }
+
+    /// `self` with the file it came from in its location.
+    fn in_file(mut self, path: &Path) -> ConfigError {
+        if let ConfigError::Parse { location, .. } | ConfigError::Invalid { location, .. } =
+            &mut self
+        {
+            location.file = Some(path.to_owned());
+        }
+        self
+    }
 }
 
 /// Most exchanges the detectors keep per pair, cycle or topic window (the
@@ -508,20 +685,54 @@ impl PhaseConfig {
 
 impl Config {
     /// Parses TOML and validates it. Keys left out keep their defaults.
+    /// An error says where the problem is, by line and column.
     ///
     /// ```
-    /// use loopguard_core_types::Config;
+    /// use loopguard_core_types::{Config, ConfigError};
     /// let config = Config::from_toml_str("[cycles]\nwindow_secs = 300\n")?;
     /// assert_eq!(config.cycles.window_secs, 300);
     /// assert_eq!(config.gate.loops_before_gate, 3);
-    /// assert!(Config::from_toml_str("[cycles]\nwindow_sec = 300\n").is_err());
-    /// # Ok::<(), loopguard_core_types::ConfigError>(())
+    /// let err = Config::from_toml_str("[cycles]\nwindow_sec = 300\n").unwrap_err();
+    /// assert_eq!(err.key(), Some("cycles.window_sec"));
+    /// assert!(err.to_string().starts_with("config:2:1: `cycles.window_sec`: unknown field"));
+    /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
-        let config: Config =
-            toml::from_str(text).map_err(|err| ConfigError::Parse(err.to_string()))?;
-        config.validate()?;
+        let config: Config = toml::from_str(text).map_err(|err| parse_error(text, &err))?;
+        config
+            .validate()
+            .map_err(|err| locate::in_text(err, text))?;
         Ok(config)
+    }
+
+    /// Reads the TOML file at `path` and validates it, as
+    /// [`Config::from_toml_str`]; an error names the file
+    /// ([`ConfigError::Read`] when it cannot be read).
+    ///
+    /// ```
+    /// use loopguard_core_types::{Config, ConfigError};
+    /// let path = std::env::temp_dir().join("loopguard-from-file-doc.toml");
+    /// std::fs::write(&path, "[cycles]\nwindow_secs = 0\n").unwrap();
+    /// let err = Config::from_file(&path).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     format!(
+    ///         "{}:2:1: `cycles.window_secs` = 0 is not valid: must be at least 1",
+    ///         path.display()
+    ///     )
+    /// );
+    /// assert!(matches!(
+    ///     Config::from_file("no-such-loopguard.toml"),
+    ///     Err(ConfigError::Read { .. })
+    /// ));
+    /// ```
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source: Arc::new(source),
+        })?;
+        Config::from_toml_str(&text).map_err(|err| err.in_file(path))
     }
 
     /// Checks every value; the error names the first bad key and its value.
@@ -531,6 +742,7 @@ impl Config {
                 key: key.to_owned(),
                 value: value.to_string(),
                 reason: reason.to_owned(),
+                location: ConfigLocation::default(),
             }
         }
         fn at_least_one(key: &str, value: u32) -> Result<(), ConfigError> {
@@ -753,6 +965,235 @@ impl Config {
     }
 }
 
+/// toml's error as a [`ConfigError::Parse`]: its span turned into a line
+/// and column, and the key it is about found in the document.
+fn parse_error(text: &str, err: &toml::de::Error) -> ConfigError {
+    let span = err.span();
+    // toml's messages are one line today; joined in case one is not, so
+    // that the error stays one line.
+    let message = err
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    ConfigError::Parse {
+        location: ConfigLocation {
+            file: None,
+            position: span
+                .as_ref()
+                .map(|span| TextPosition::of_offset(text, span.start)),
+        },
+        key: span.and_then(|span| locate::key_at(text, span.start)),
+        message,
+    }
+}
+
+/// Keys and their positions, found in toml's spanned document
+/// ([`toml::de::DeTable`]) rather than by scanning the text.
+///
+/// Why the parsed document: toml points an unknown-field error at the key
+/// itself, and every key in the spanned document carries the same byte
+/// range, so the path to the key whose range holds the error's start is
+/// the dotted key, exactly. A scan of the text for `[table]` headers above
+/// the error would go wrong on dotted keys (`cycles.window_sec = 3` at the
+/// top), inline tables, quoted keys with dots or brackets, arrays of tables
+/// (which element?), and a `[` at the start of a line inside a multi-line
+/// string. The document is parsed a second time only on the error path,
+/// and only when it is syntactically valid (a syntax error has no key,
+/// only a position).
+mod locate {
+    use std::ops::Range;
+
+    use toml::Spanned;
+    use toml::de::{DeTable, DeValue};
+
+    use super::{ConfigError, TextPosition};
+
+    /// One step of a dotted key: a table key or an array index.
+    #[derive(Debug, PartialEq)]
+    enum Step {
+        Key(String),
+        Index(usize),
+    }
+
+    /// The dotted key (`phases.max_visit`, `plugins[1].confg`, `phase`)
+    /// of the key, or failing that the value, whose span holds byte `at`.
+    pub(super) fn key_at(text: &str, at: usize) -> Option<String> {
+        let document = DeTable::parse(text).ok()?;
+        let mut path = Vec::new();
+        find_in_table(document.get_ref(), at, &mut path).then(|| render(&path))
+    }
+
+    /// `err` with the position of its key in `text`, for an
+    /// [`ConfigError::Invalid`] that has none yet.
+    pub(super) fn in_text(mut err: ConfigError, text: &str) -> ConfigError {
+        if let ConfigError::Invalid { key, location, .. } = &mut err
+            && location.position.is_none()
+        {
+            location.position = position_of(text, key);
+        }
+        err
+    }
+
+    fn holds(span: Range<usize>, at: usize) -> bool {
+        span.start <= at && at < span.end.max(span.start + 1)
+    }
+
+    /// Depth first, children before their parent: the deepest key or value
+    /// holding `at` wins (a key in an inline table, not the table).
+    fn find_in_table(table: &DeTable<'_>, at: usize, path: &mut Vec<Step>) -> bool {
+        for (key, value) in table {
+            path.push(Step::Key(key.get_ref().to_string()));
+            if holds(key.span(), at) || find_in_value(value, at, path) {
+                return true;
+            }
+            path.pop();
+        }
+        false
+    }
+
+    fn find_in_value(value: &Spanned<DeValue<'_>>, at: usize, path: &mut Vec<Step>) -> bool {
+        let inside = match value.get_ref() {
+            DeValue::Table(table) => find_in_table(table, at, path),
+            DeValue::Array(array) => array.iter().enumerate().any(|(index, item)| {
+                path.push(Step::Index(index));
+                let found = find_in_value(item, at, path);
+                if !found {
+                    path.pop();
+                }
+                found
+            }),
+            _ => false,
+        };
+        // A standard table's span is its `[header]` only, so a key below it
+        // is never taken for the table: its children were searched first.
+        inside || holds(value.span(), at)
+    }
+
+    /// Where the dotted `key` is written in `text`; when the text leaves it
+    /// out, where its nearest written table is.
+    fn position_of(text: &str, key: &str) -> Option<TextPosition> {
+        let document = DeTable::parse(text).ok()?;
+        let mut table = Some(document.get_ref());
+        let mut value: Option<&Spanned<DeValue<'_>>> = None;
+        let mut found: Option<Range<usize>> = None;
+        for step in parse_dotted(key) {
+            let (span, next) = match step {
+                Step::Key(name) => {
+                    let Some((key, next)) = table
+                        .and_then(|table| table.iter().find(|(key, _)| *key.get_ref() == name))
+                    else {
+                        break;
+                    };
+                    (key.span(), next)
+                }
+                Step::Index(index) => {
+                    let Some(next) = value
+                        .and_then(|value| value.get_ref().as_array())
+                        .and_then(|array| array.get(index))
+                    else {
+                        break;
+                    };
+                    (next.span(), next)
+                }
+            };
+            found = Some(span);
+            value = Some(next);
+            table = next.get_ref().as_table();
+        }
+        found.map(|span| TextPosition::of_offset(text, span.start))
+    }
+
+    /// `a.b."c.d"[2].e` as steps; the inverse of [`render`].
+    fn parse_dotted(key: &str) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let mut current = String::new();
+        let mut pending = false;
+        let mut chars = key.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => {
+                    pending = true;
+                    while let Some(c) = chars.next() {
+                        match c {
+                            '"' => break,
+                            '\\' => current.extend(chars.next()),
+                            c => current.push(c),
+                        }
+                    }
+                }
+                '.' | '[' => {
+                    if pending || !current.is_empty() {
+                        steps.push(Step::Key(std::mem::take(&mut current)));
+                    }
+                    pending = false;
+                    if c == '[' {
+                        let digits: String = chars.by_ref().take_while(|c| *c != ']').collect();
+                        match digits.trim().parse() {
+                            Ok(index) => steps.push(Step::Index(index)),
+                            Err(_) => return steps,
+                        }
+                    }
+                }
+                c => current.push(c),
+            }
+        }
+        if pending || !current.is_empty() {
+            steps.push(Step::Key(current));
+        }
+        steps
+    }
+
+    /// Steps as a dotted key, quoting a key that is not bare.
+    fn render(path: &[Step]) -> String {
+        let mut out = String::new();
+        for step in path {
+            match step {
+                Step::Key(key) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    let bare = !key.is_empty()
+                        && key
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    if bare {
+                        out.push_str(key);
+                    } else {
+                        out.push_str(&format!("{key:?}"));
+                    }
+                }
+                Step::Index(index) => out.push_str(&format!("[{index}]")),
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn dotted_keys_round_trip() {
+            for key in [
+                "a",
+                "a.b",
+                "edges.overrides.\"planner->x\"",
+                "plugins[1].path",
+                "a.\"\"",
+            ] {
+                assert_eq!(render(&parse_dotted(key)), key);
+            }
+            assert_eq!(
+                parse_dotted("p[0].q"),
+                [Step::Key("p".into()), Step::Index(0), Step::Key("q".into())]
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,7 +1243,7 @@ mod tests {
         let err = Config::from_toml_str("[cycles]\nwindow_secs = 0\n").expect_err("zero");
         assert_eq!(
             err.to_string(),
-            "config: `cycles.window_secs` = 0 is not valid: must be at least 1"
+            "config:2:1: `cycles.window_secs` = 0 is not valid: must be at least 1"
         );
         let err = Config::from_toml_str("[similarity]\nrequest_threshold = 1.5\n")
             .expect_err("out of range");
@@ -813,6 +1254,221 @@ mod tests {
         );
         let err = Config::from_toml_str("[edges.overrides]\n\"planner\" = 3\n").expect_err("key");
         assert!(err.to_string().contains("planner"), "{err}");
+    }
+
+    /// The location, key and message of a config error, for exact checks.
+    fn parts(err: &ConfigError) -> (Option<&Path>, Option<(usize, usize)>, Option<&str>) {
+        let location = err.location().expect("a located error");
+        (
+            location.file.as_deref(),
+            location
+                .position
+                .map(|position| (position.line, position.column)),
+            err.key(),
+        )
+    }
+
+    #[test]
+    fn a_syntax_error_has_a_position_and_no_key() {
+        let err = Config::from_toml_str("[cycles]\nwindow_secs = = 3\n").expect_err("syntax");
+        assert_eq!(parts(&err), (None, Some((2, 15)), None));
+        let ConfigError::Parse { message, .. } = &err else {
+            panic!("a parse error: {err:?}");
+        };
+        assert!(!message.is_empty() && !message.contains('\n'), "{message}");
+        assert_eq!(err.to_string(), format!("config:2:15: {message}"));
+    }
+
+    #[test]
+    fn an_unknown_key_in_a_nested_table_is_named_with_its_table() {
+        let err =
+            Config::from_toml_str("[gate]\nloops_before_gate = 2\n\n[cycles]\nwindow_sec = 3\n")
+                .expect_err("typo");
+        assert_eq!(parts(&err), (None, Some((5, 1)), Some("cycles.window_sec")));
+        assert!(
+            err.to_string()
+                .starts_with("config:5:1: `cycles.window_sec`: unknown field `window_sec`"),
+            "{err}"
+        );
+        // The same key written dotted, in an inline table, under a nested
+        // header, in the second of an array of tables, quoted: each names
+        // the key the way the document reaches it.
+        for (toml, position, key) in [
+            ("cycles.window_sec = 3\n", (1, 8), "cycles.window_sec"),
+            (
+                "cycles = { window_sec = 3 }\n",
+                (1, 12),
+                "cycles.window_sec",
+            ),
+            (
+                "[similarity.task_types.research]\nrequest_treshold = 0.8\n",
+                (2, 1),
+                "similarity.task_types.research.request_treshold",
+            ),
+            (
+                "[[plugins]]\npath = \"a.so\"\n[[plugins]]\npath = \"b.so\"\nconfg = {}\n",
+                (5, 1),
+                "plugins[1].confg",
+            ),
+            (
+                "[cycles]\n\"window secs\" = 3\n",
+                (2, 1),
+                "cycles.\"window secs\"",
+            ),
+            (
+                "# \u{e9}t\u{e9}\n[cycles]\n  window_sec = 3\n",
+                (3, 3),
+                "cycles.window_sec",
+            ),
+        ] {
+            let err = Config::from_toml_str(toml).expect_err(toml);
+            assert_eq!(parts(&err), (None, Some(position), Some(key)), "{toml}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_table_is_named_at_its_header() {
+        let err = Config::from_toml_str("# limits\n[phase]\nmax_visits = 4\n").expect_err("typo");
+        assert_eq!(parts(&err), (None, Some((2, 2)), Some("phase")));
+        assert!(
+            err.to_string()
+                .starts_with("config:2:2: `phase`: unknown field `phase`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_at_the_value() {
+        let err = Config::from_toml_str("[cycles]\nwindow_secs = \"ten\"\n").expect_err("type");
+        assert_eq!(
+            parts(&err),
+            (None, Some((2, 15)), Some("cycles.window_secs"))
+        );
+    }
+
+    #[test]
+    fn an_invalid_value_is_placed_at_its_key() {
+        let err =
+            Config::from_toml_str("[gate]\nloops_before_gate = 2\n[cycles]\n  window_secs = 0\n")
+                .expect_err("zero");
+        assert_eq!(
+            parts(&err),
+            (None, Some((4, 3)), Some("cycles.window_secs"))
+        );
+        assert_eq!(
+            err,
+            ConfigError::Invalid {
+                key: "cycles.window_secs".into(),
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+                location: ConfigLocation {
+                    file: None,
+                    position: Some(TextPosition { line: 4, column: 3 }),
+                },
+            }
+        );
+        // Quoted keys, array elements and task types are found too.
+        for (toml, position, key) in [
+            (
+                "[edges.overrides]\n\"planner\" = 3\n",
+                (2, 1),
+                "edges.overrides.\"planner\"",
+            ),
+            (
+                "[[plugins]]\npath = \"a.so\"\n\n[[plugins]]\npath = \"\"\n",
+                (5, 1),
+                "plugins[1].path",
+            ),
+            (
+                "[similarity.task_types.x]\ntopic_threshold = 2.0\n",
+                (2, 1),
+                "similarity.task_types.x.topic_threshold",
+            ),
+        ] {
+            let err = Config::from_toml_str(toml).expect_err(toml);
+            assert_eq!(parts(&err), (None, Some(position), Some(key)), "{toml}");
+        }
+        // A key left at its default is placed at its table's header.
+        let err = Config::from_toml_str("\n[cycles]\nmax_exchanges = 5\n").expect_err("medium");
+        assert_eq!(
+            parts(&err),
+            (None, Some((2, 2)), Some("cycles.severity_medium"))
+        );
+        // A config that was never text has no position.
+        let mut config = Config::default();
+        config.cycles.window_secs = 0;
+        let err = config.validate().expect_err("zero");
+        assert_eq!(parts(&err), (None, None, Some("cycles.window_secs")));
+        assert_eq!(
+            err.to_string(),
+            "config: `cycles.window_secs` = 0 is not valid: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn a_file_is_named_in_its_errors() {
+        let dir = std::env::temp_dir().join(format!("loopguard-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let path = dir.join("loopguard.toml");
+        std::fs::write(&path, "[cycles]\nwindow_secs = 0\n").expect("written");
+        let err = Config::from_file(&path).expect_err("zero");
+        assert_eq!(
+            parts(&err),
+            (
+                Some(path.as_path()),
+                Some((2, 1)),
+                Some("cycles.window_secs")
+            )
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:2:1: `cycles.window_secs` = 0 is not valid: must be at least 1",
+                path.display()
+            )
+        );
+        std::fs::write(&path, "[cycles]\nwindow_sec = 3\n").expect("written");
+        let err = Config::from_file(&path).expect_err("typo");
+        assert_eq!(
+            parts(&err),
+            (
+                Some(path.as_path()),
+                Some((2, 1)),
+                Some("cycles.window_sec")
+            )
+        );
+        std::fs::write(&path, "[cycles]\nwindow_secs = 30\n").expect("written");
+        assert_eq!(
+            Config::from_file(&path).map(|config| config.cycles.window_secs),
+            Ok(30)
+        );
+        let missing = dir.join("missing.toml");
+        let err = Config::from_file(&missing).expect_err("missing");
+        assert!(
+            matches!(&err, ConfigError::Read { path, source }
+                if *path == missing && source.kind() == io::ErrorKind::NotFound),
+            "{err:?}"
+        );
+        assert_eq!(err.location(), None);
+        assert_eq!(
+            err.to_string(),
+            format!("cannot read the config {}", missing.display())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters_from_one() {
+        let text = "a\n\u{e9}\u{e9}x\n";
+        let at = |offset| {
+            let position = TextPosition::of_offset(text, offset);
+            (position.line, position.column)
+        };
+        assert_eq!(at(0), (1, 1));
+        assert_eq!(at(2), (2, 1));
+        assert_eq!(at(6), (2, 3), "x, after two two-byte characters");
+        assert_eq!(at(3), (2, 1), "inside a character: at that character");
+        assert_eq!(at(100), (3, 1), "past the end: just after it");
     }
 
     #[test]
@@ -863,7 +1519,7 @@ mod tests {
         let err = Config::from_toml_str("[cycles]\nseverity_critical = 17\n").expect_err("17");
         assert_eq!(
             err.to_string(),
-            "config: `cycles.severity_critical` = 17 is not valid: must be at most 16: windows \
+            "config:2:1: `cycles.severity_critical` = 17 is not valid: must be at most 16: windows \
              keep at most 16 exchanges per pair, cycle or topic, so a higher count is never \
              reached"
         );

@@ -21,9 +21,9 @@
 #![deny(missing_docs)]
 
 pub use config::{
-    Config, ConfigError, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig, EngineConfig, EntropyConfig,
-    FailureConfig, GateConfig, OscillationConfig, PhaseConfig, SemanticConfig, SimilarityConfig,
-    TaskTypeThresholds, Threshold,
+    Config, ConfigError, ConfigLocation, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig,
+    EngineConfig, EntropyConfig, FailureConfig, GateConfig, OscillationConfig, PhaseConfig,
+    SemanticConfig, SimilarityConfig, TaskTypeThresholds, TextPosition, Threshold,
 };
 pub use config::{LlmConfig, ProgressConfig};
 pub use config::{PluginConfig, PluginHostConfig};

@@ -58,11 +58,15 @@
 
 #[cfg(feature = "postgres")]
 pub use backends::PostgresStore;
+pub use backends::SCHEMA_VERSION;
 #[cfg(feature = "sqlite")]
 pub use backends::SqliteStore;
 pub use loopguard_host::{MemoryStore, Store, StoreError};
-pub use url::{SCHEMA_VERSION, open_store, redact_url};
+pub use open::open_store;
+pub use url::redact_url;
 
+// Imports go one way: `open` -> `backends` -> `rows`, `url`.
 mod backends;
+mod open;
 mod rows;
 mod url;

