@@ -396,8 +396,10 @@ impl Default for EngineConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProgressConfig {
-    /// Differing failures in a row with no progress signal between them
-    /// that make one `no_progress` loop (default 3).
+    /// In a task with no progress events at all, the differing failures in
+    /// a row that make its first `no_progress` loop; each further one is
+    /// another (default 3, ruling 13). With metrics reported, every
+    /// differing failure that none moved before is a loop of its own.
     pub no_progress_failures: u32,
     /// External failures in a row in one task that escalate as a
     /// dependency problem (default 3, ruling 3).

@@ -59,26 +59,26 @@
 //!   progress excuses it; a rise was already a `regression`. Otherwise, in a
 //!   task that never reported a metric it is one more failure with "no
 //!   tests and no completion signals"; the
-//!   `progress.no_progress_failures`th (3) such failure in a row is a
-//!   `no_progress` loop, and the count starts again.
+//!   `progress.no_progress_failures`th (3) such failure in a row is the
+//!   first `no_progress` loop, and each further one is another (ruling 13).
 //! - **Undecidable** is a differing agent failure in a task that does report
 //!   metrics, none of which moved since the previous agent failure (no
 //!   `progress` event in between, or only unchanged ones). With a
 //!   [`GoalJudge`] it is asked (once per task and question: answers are
 //!   cached, so a replay does not ask again): `regressive` is a
 //!   `regression` loop, `no_progress` a `no_progress` loop, both with the
-//!   reason "LLM judge (model X): ..."; `progress` resets the count. Without
-//!   a judge, the metrics-only verdict applies: the failure counts towards
-//!   `no_progress` as above. The first failure of a task (nothing to
-//!   compare) is never asked about.
+//!   reason "LLM judge (model X): ..."; `progress` excuses it. Without a
+//!   judge, the metrics-only verdict applies: the failure is one
+//!   `no_progress` loop (ruling 13, Decision 74). The first failure of a
+//!   task (nothing to compare) is never a loop and never asked about.
 //!
 //! # When the judge fails
 //!
 //! The judge never blocks the pipeline and never turns into an error of
 //! the decision. An unreachable server, a timeout, an error status after
 //! the retries, or an answer that is not the strict JSON format all fall
-//! back to the metrics-only verdict for that failure (it counts towards
-//! `no_progress`), and the `no_progress` detection that run ends in says so:
+//! back to the metrics-only verdict for that failure (one `no_progress`
+//! loop), and its detection says so:
 //! "...; LLM unreachable (model X) on line 7: no answer within 20000 ms;
 //! metrics-only verdict". A failed question is not cached.
 //!
