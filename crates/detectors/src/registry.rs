@@ -1,6 +1,6 @@
 //! The registry: every built-in detector, listed once.
 //!
-//! [`builtin_detectors!`] turns the list at the bottom of this file into
+//! `builtin_detectors!` turns the list at the bottom of this file into
 //! [`BuiltinDetectors`] (each detector configured), [`BuiltinState`] (each
 //! detector's per-task state, one field per line, saved whole by durable
 //! stores) and the loop that runs them in order over one event. Adding a
