@@ -1,7 +1,8 @@
 //! Shared by the golden saved-state tests of `loopguard-host`,
 //! `loopguard-semantic` and `loopguard-progress-evaluator` (each includes
-//! this file with `#[path]`): reading and writing checked-in fixtures, and
-//! comparing the key structure of two saved states.
+//! this file with `#[path]`): where a fixture is, reading and writing it,
+//! comparing the key structure of two saved states, and the assertions
+//! every golden test makes alike.
 //!
 //! A fixture is written only when [`WRITE_FIXTURES_ENV`] is set, and only
 //! when it is missing: a checked-in fixture is never overwritten by a test
@@ -9,26 +10,131 @@
 //! not shipped).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 /// Set to `1` to write the fixtures that are missing.
 pub(crate) const WRITE_FIXTURES_ENV: &str = "LOOPGUARD_WRITE_FIXTURES";
 
+/// What a crate's golden tests say of all their fixtures.
+pub(crate) struct Fixtures {
+    /// The saved-state format the fixtures were written in.
+    pub(crate) format: u32,
+    /// The command that writes missing fixtures (run with
+    /// [`WRITE_FIXTURES_ENV`]`=1`).
+    pub(crate) write_command: &'static str,
+    /// The saved state, in messages ("the progress evaluator's saved state").
+    pub(crate) state: &'static str,
+}
+
+/// One fixture: a trace of the workspace's `tests/traces/` (or a sequence
+/// of the tests named like one), the line after which the state was
+/// saved, and what the saved state holds there.
+#[derive(Debug)]
+pub(crate) struct Golden {
+    pub(crate) trace: &'static str,
+    pub(crate) after_line: usize,
+    pub(crate) holds: &'static str,
+}
+
+impl Fixtures {
+    /// Where the fixture of `golden` is checked in: the including crate's
+    /// `tests/fixtures/state/format-N/TRACE.after-line-L.json`.
+    pub(crate) fn path(&self, golden: &Golden) -> PathBuf {
+        let stem = golden.trace.trim_end_matches(".jsonl");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/state")
+            .join(format!("format-{}", self.format))
+            .join(format!("{stem}.after-line-{}.json", golden.after_line))
+    }
+
+    /// The checked-in fixture of `golden`, written first from `generate`
+    /// (what this build saves) if it is missing and writing is on;
+    /// `generate` is not run otherwise.
+    pub(crate) async fn fixture(
+        &self,
+        golden: &Golden,
+        generate: impl Future<Output = Value>,
+    ) -> Value {
+        let path = self.path(golden);
+        if writing_fixtures() && !path.exists() {
+            write_fixture(&path, &generate.await);
+        }
+        read_fixture(&path, self.write_command)
+    }
+
+    /// Fails unless `written`, the format this build writes, is the format
+    /// of the fixtures.
+    pub(crate) fn assert_written_format(&self, written: u32) {
+        assert_eq!(
+            written, self.format,
+            "the format of {} is now {written}: add fixtures of format {written} (a new \
+             folder and a new list, written with {WRITE_FIXTURES_ENV}=1) and keep the \
+             format-{} ones, which must still be read or be refused by name",
+            self.state, self.format
+        );
+    }
+
+    /// Fails unless `fixture` (of `golden`) was saved after `after_line`.
+    pub(crate) fn assert_split(&self, golden: &Golden, fixture: &Value) {
+        assert_eq!(
+            fixture["after_line"],
+            Value::from(golden.after_line),
+            "{}: {}",
+            golden.trace,
+            self.path(golden).display()
+        );
+    }
+
+    /// Fails unless `continued` (what this build says after the split of
+    /// `golden`, restored from its fixture) is `whole` (what one whole run
+    /// says there).
+    pub(crate) fn assert_continues_like_one_run(
+        &self,
+        golden: &Golden,
+        continued: &[Value],
+        whole: &[Value],
+    ) {
+        assert_eq!(
+            continued,
+            whole,
+            "{} restored from {} says otherwise than one whole run",
+            golden.trace,
+            self.path(golden).display()
+        );
+    }
+
+    /// Fails, listing the differences, unless `written` (what this build
+    /// writes after reading `saved`, a state of the fixture of `golden`)
+    /// has the key structure of `saved`. `whose` names the state in
+    /// messages ("task T").
+    pub(crate) fn assert_same_structure(
+        &self,
+        golden: &Golden,
+        whose: &str,
+        saved: &Value,
+        written: &Value,
+    ) {
+        let differences = structure_differences(saved, written);
+        assert!(
+            differences.is_empty(),
+            "{} {whose}: the saved state of {} and the state this build writes after \
+             reading it differ in structure (a renamed or added field is a new format):\n{}",
+            golden.trace,
+            self.path(golden).display(),
+            differences.join("\n")
+        );
+    }
+}
+
 /// Whether this run may write missing fixtures.
-pub(crate) fn writing_fixtures() -> bool {
+fn writing_fixtures() -> bool {
     std::env::var_os(WRITE_FIXTURES_ENV).is_some_and(|value| value == "1")
 }
 
-/// Whether the fixture at `path` should be written now: writing is on and
-/// the file is missing.
-pub(crate) fn should_write(path: &Path) -> bool {
-    writing_fixtures() && !path.exists()
-}
-
 /// Writes `fixture` to `path` as pretty JSON with a final newline.
-pub(crate) fn write_fixture(path: &Path, fixture: &Value) {
+fn write_fixture(path: &Path, fixture: &Value) {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
@@ -47,7 +153,7 @@ pub(crate) fn write_fixture(path: &Path, fixture: &Value) {
 
 /// The checked-in fixture at `path`. A missing one fails with the command
 /// that writes it (`command`, run with [`WRITE_FIXTURES_ENV`]`=1`).
-pub(crate) fn read_fixture(path: &Path, command: &str) -> Value {
+fn read_fixture(path: &Path, command: &str) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
         panic!(
             "the golden fixture {} cannot be read ({e}). Write it with \
@@ -114,7 +220,7 @@ fn merge(a: Shape, b: Shape) -> Shape {
 /// its path (`builtin.exact_failure.recent[].at`). Empty when they agree:
 /// the same keys in every object at every level. Values, array lengths
 /// and `null`s are not compared.
-pub(crate) fn structure_differences(expected: &Value, actual: &Value) -> Vec<String> {
+fn structure_differences(expected: &Value, actual: &Value) -> Vec<String> {
     let mut differences = Vec::new();
     compare(&shape(expected), &shape(actual), "$", &mut differences);
     differences

@@ -59,23 +59,18 @@ use loopguard_host::{
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use golden::{never_filled, read_fixture, should_write, structure_differences, write_fixture};
+use golden::{Fixtures, Golden, never_filled};
 
-/// The format the fixtures of this file were written in.
-const FIXTURE_FORMAT: u32 = 1;
+/// The fixtures of this file: the format they were written in, and the
+/// command that writes missing ones (with the environment variable).
+const FIXTURES: Fixtures = Fixtures {
+    format: 1,
+    write_command: "cargo test -p loopguard-host --test golden_state",
+    state: "the saved state",
+};
 
-/// The command that writes missing fixtures (with the environment variable).
-const WRITE_COMMAND: &str = "cargo test -p loopguard-host --test golden_state";
-
-/// One fixture: a trace of `tests/traces/`, the line after which the store
-/// was saved, and what the saved state holds there.
-struct Golden {
-    trace: &'static str,
-    after_line: usize,
-    holds: &'static str,
-}
-
-/// The fixtures. Each split is in the middle of a loop, and every task in
+/// The fixtures, each of a trace of `tests/traces/` saved by a durable
+/// store after `after_line`. Each split is in the middle of a loop, and every task in
 /// the store has events after it (so the engine writes its state again).
 const GOLDEN: [Golden; 10] = [
     Golden {
@@ -131,14 +126,6 @@ const GOLDEN: [Golden; 10] = [
 ];
 
 impl Golden {
-    fn fixture_path(&self) -> PathBuf {
-        let stem = self.trace.trim_end_matches(".jsonl");
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/state")
-            .join(format!("format-{FIXTURE_FORMAT}"))
-            .join(format!("{stem}.after-line-{}.json", self.after_line))
-    }
-
     /// The trace's bytes: lines `1..=after_line`, and the rest.
     fn trace_halves(&self) -> (Vec<u8>, Vec<u8>) {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -160,11 +147,7 @@ impl Golden {
 
     /// The checked-in fixture, written first if missing and writing is on.
     async fn fixture(&self) -> Value {
-        let path = self.fixture_path();
-        if should_write(&path) {
-            write_fixture(&path, &self.generate().await);
-        }
-        read_fixture(&path, WRITE_COMMAND)
+        FIXTURES.fixture(self, self.generate()).await
     }
 
     /// What this build saves after the first half: every task record of a
@@ -387,24 +370,14 @@ fn task_names(fixture: &Value) -> Vec<String> {
 
 #[test]
 fn the_fixtures_are_of_the_format_this_build_writes() {
-    assert_eq!(
-        STATE_FORMAT, FIXTURE_FORMAT,
-        "the saved-state format is now {STATE_FORMAT}: add fixtures of format {STATE_FORMAT} \
-         (a new folder and a new list, written with LOOPGUARD_WRITE_FIXTURES=1) and keep the \
-         format-{FIXTURE_FORMAT} fixtures, which must still be read or be refused by name"
-    );
+    FIXTURES.assert_written_format(STATE_FORMAT);
 }
 
 #[tokio::test]
 async fn a_saved_state_of_format_1_continues_the_trace_like_one_whole_run() {
     for golden in &GOLDEN {
         let fixture = golden.fixture().await;
-        assert_eq!(
-            fixture["after_line"],
-            json!(golden.after_line),
-            "{}",
-            golden.trace
-        );
+        FIXTURES.assert_split(golden, &fixture);
         let store = RecordingStore::holding(records_of(&fixture, |_| {})).await;
         let (_, rest) = golden.trace_halves();
         let continued = replay(&store, &rest, golden.after_line as u64 + 1).await;
@@ -414,13 +387,7 @@ async fn a_saved_state_of_format_1_continues_the_trace_like_one_whole_run() {
             "{}: events after the split",
             golden.trace
         );
-        assert_eq!(
-            as_json(&continued),
-            whole,
-            "{} restored from {} decides otherwise than one whole run",
-            golden.trace,
-            golden.fixture_path().display()
-        );
+        FIXTURES.assert_continues_like_one_run(golden, &as_json(&continued), &whole);
     }
 }
 
@@ -442,18 +409,11 @@ async fn the_state_written_after_restoring_has_the_fixtures_keys_at_every_level(
                     golden.trace, golden.after_line
                 )
             });
-            let differences = structure_differences(
+            FIXTURES.assert_same_structure(
+                golden,
+                &format!("task {task}"),
                 &without_unshared_optional_keys(&record["state"], &written),
                 &without_unshared_optional_keys(&written, &record["state"]),
-            );
-            assert!(
-                differences.is_empty(),
-                "{} task {task}: the saved state of {} and the state this build writes \
-                 after restoring it differ in structure (a renamed or added field is a new \
-                 format):\n{}",
-                golden.trace,
-                golden.fixture_path().display(),
-                differences.join("\n")
             );
         }
     }

@@ -10,3 +10,6 @@ mod judge_http;
 #[path = "cases/restart.rs"]
 /// The evaluator's per-task state across a restart.
 mod restart;
+#[path = "cases/support.rs"]
+/// Helpers shared by the modules above.
+mod support;

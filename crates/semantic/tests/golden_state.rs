@@ -44,30 +44,27 @@
 mod golden;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 
 use loopguard_core_types::{Config, Event};
 use loopguard_semantic::engine::STATE_FORMAT;
 use loopguard_semantic::{SemanticDetectors, SemanticLimits};
 use serde_json::{Value, json};
 
-use crate::restart::{Said, busy_sequence, export_all, feed, trace, words_service};
-use golden::{never_filled, read_fixture, should_write, structure_differences, write_fixture};
+use crate::restart::{
+    Said, busy_sequence, canonical, export_all, feed, import_one, json_of, trace, words_service,
+};
+use golden::{Fixtures, Golden, never_filled};
 
-/// The format the fixtures of this file were written in.
-const FIXTURE_FORMAT: u32 = 1;
+/// The fixtures of this file: the format they were written in, and the
+/// command that writes missing ones (with the environment variable).
+const FIXTURES: Fixtures = Fixtures {
+    format: 1,
+    write_command: "cargo test -p loopguard-semantic --test tests golden_state",
+    state: "the semantic detectors' saved state",
+};
 
-/// The command that writes missing fixtures (with the environment variable).
-const WRITE_COMMAND: &str = "cargo test -p loopguard-semantic --test tests golden_state";
-
-/// One fixture: a semantic trace, the line after which every task's state
-/// was exported, and what the exports hold there.
-struct Golden {
-    trace: &'static str,
-    after_line: usize,
-    holds: &'static str,
-}
-
+/// The fixtures, each of a semantic trace with every task's state
+/// exported after `after_line`.
 const GOLDEN: [Golden; 4] = [
     Golden {
         trace: "semantic_collaboration.jsonl",
@@ -106,14 +103,6 @@ fn detectors() -> SemanticDetectors {
 }
 
 impl Golden {
-    fn fixture_path(&self) -> PathBuf {
-        let stem = self.trace.trim_end_matches(".jsonl");
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/state")
-            .join(format!("format-{FIXTURE_FORMAT}"))
-            .join(format!("{stem}.after-line-{}.json", self.after_line))
-    }
-
     fn events(&self) -> Vec<Event> {
         let events = if self.trace == BUSY_SEQUENCE {
             busy_sequence()
@@ -130,11 +119,7 @@ impl Golden {
 
     /// The checked-in fixture, written first if missing and writing is on.
     async fn fixture(&self) -> Value {
-        let path = self.fixture_path();
-        if should_write(&path) {
-            write_fixture(&path, &self.generate().await);
-        }
-        read_fixture(&path, WRITE_COMMAND)
+        FIXTURES.fixture(self, self.generate()).await
     }
 
     /// What this build exports after the first `after_line` lines.
@@ -176,89 +161,37 @@ fn states_of(fixture: &Value) -> Vec<(String, String, Value)> {
         .collect()
 }
 
-/// Imports `state` into the part of `detectors` named `detector`
-/// ("topics": the assigner).
-async fn import(
-    detectors: &SemanticDetectors,
-    task: &str,
-    detector: &str,
-    state: Value,
-) -> Result<(), String> {
-    let result = if detector == "topics" {
-        let topics = detectors.topics().unwrap_or_else(|| panic!("an assigner"));
-        topics.import_task(task, state).await
-    } else {
-        let extension = detectors
-            .extensions()
-            .into_iter()
-            .find(|extension| extension.name() == detector)
-            .unwrap_or_else(|| panic!("no detector {detector}"));
-        extension.import_task(task, state).await
-    };
-    result.map_err(|err| err.to_string())
-}
-
 /// What the detectors said, as JSON, with each topic id replaced by the
 /// index of the event where the id first appears in `said`: ids differ
 /// between processes, and within a task they only tell topics apart.
 fn comparable(said: &[Said]) -> Vec<Value> {
-    let mut first_seen: HashMap<(String, u64), usize> = HashMap::new();
-    said.iter()
-        .enumerate()
-        .map(|(index, said)| {
-            let topic = said.topic.as_ref().map(|topic| {
-                let id = *first_seen
-                    .entry((said.task.clone(), topic.id))
-                    .or_insert(index);
-                json!({
-                    "first_seen": id,
-                    "label": topic.label,
-                    "similarity": topic.similarity,
-                    "threshold": topic.threshold,
-                    "matched_line": topic.matched_line,
-                })
-            });
-            json!({"task": said.task, "topic": topic, "detections": said.detections})
-        })
-        .collect()
+    json_of(&canonical(said, 0))
 }
 
 #[test]
 fn the_fixtures_are_of_the_format_this_build_writes() {
-    assert_eq!(
-        STATE_FORMAT, FIXTURE_FORMAT,
-        "the semantic saved-state format is now {STATE_FORMAT}: add fixtures of format \
-         {STATE_FORMAT} and keep the format-{FIXTURE_FORMAT} ones, which must still be read \
-         or be refused by name"
-    );
+    FIXTURES.assert_written_format(STATE_FORMAT);
 }
 
 #[tokio::test]
 async fn exports_of_format_1_imported_continue_the_trace_like_one_whole_run() {
     for golden in &GOLDEN {
         let fixture = golden.fixture().await;
-        assert_eq!(
-            fixture["after_line"],
-            json!(golden.after_line),
-            "{}",
-            golden.trace
-        );
+        FIXTURES.assert_split(golden, &fixture);
         let events = golden.events();
         let split = golden.after_line;
         let whole = feed(&detectors(), 1, &events).await;
         let after = detectors();
         for (task, detector, state) in states_of(&fixture) {
-            import(&after, &task, &detector, state)
+            import_one(&after, &detector, &task, state)
                 .await
-                .unwrap_or_else(|e| panic!("{}: {e}", golden.fixture_path().display()));
+                .unwrap_or_else(|e| panic!("{}: {e}", FIXTURES.path(golden).display()));
         }
         let continued = feed(&after, split as u64 + 1, &events[split..]).await;
-        assert_eq!(
-            comparable(&continued),
-            comparable(&whole[split..]),
-            "{} imported from {} says otherwise than one whole run",
-            golden.trace,
-            golden.fixture_path().display()
+        FIXTURES.assert_continues_like_one_run(
+            golden,
+            &comparable(&continued),
+            &comparable(&whole[split..]),
         );
     }
 }
@@ -270,7 +203,7 @@ async fn the_export_right_after_an_import_has_the_fixtures_keys_at_every_level()
         let saved = states_of(&fixture);
         let after = detectors();
         for (task, detector, state) in &saved {
-            import(&after, task, detector, state.clone())
+            import_one(&after, detector, task, state.clone())
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         }
@@ -282,15 +215,11 @@ async fn the_export_right_after_an_import_has_the_fixtures_keys_at_every_level()
                 .find(|(t, d, _)| t == task && d == detector)
                 .map(|(_, _, state)| state)
                 .unwrap_or_else(|| panic!("{}: {detector} of {task} exported", golden.trace));
-            let differences = structure_differences(state, again);
-            assert!(
-                differences.is_empty(),
-                "{} {detector} of task {task}: the export of {} and this build's export \
-                 after importing it differ in structure (a renamed or added field is a new \
-                 format):\n{}",
-                golden.trace,
-                golden.fixture_path().display(),
-                differences.join("\n")
+            FIXTURES.assert_same_structure(
+                golden,
+                &format!("{detector} of task {task}"),
+                state,
+                again,
             );
         }
     }
@@ -303,11 +232,11 @@ async fn an_export_of_an_unknown_format_is_refused_by_name() {
         let after = detectors();
         for (task, detector, mut state) in states_of(&fixture) {
             state["format"] = json!(99);
-            let error = import(&after, &task, &detector, state)
+            let error = import_one(&after, &detector, &task, state)
                 .await
                 .expect_err("format 99 is refused");
             assert_eq!(
-                error,
+                error.to_string(),
                 format!(
                     "{detector}: task '{task}'s saved state has format 99, and this loopguard \
                      reads format {STATE_FORMAT}; the task starts afresh"

@@ -3,19 +3,26 @@
 //! run. With a toy embedder and with semantic matching off: no model
 //! needed (the real model's turn is in `restart_model`).
 
+#[path = "../../../tests/support/engine_split.rs"]
+mod engine_split;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Decision, Detection, Event, EventKind, ProgressSnapshot};
+use loopguard_core_types::{Config, Detection, Event, EventKind, ProgressSnapshot};
 use loopguard_detectors::{ObservedEvent, SemanticTopic};
-use loopguard_host::{ExtensionDetector, ExtensionError, LoopGuard, MemoryStore, TopicAssigner};
+use loopguard_host::{
+    ExtensionDetector, ExtensionError, LoopGuard, MemoryStore, TopicAssigner, topic_text,
+};
 use loopguard_semantic::engine::STATE_FORMAT;
 use loopguard_semantic::{
     Embedder, EmbeddingService, Result, SemanticDetectors, SemanticLimits, ServiceOptions,
 };
 use serde_json::{Value, json};
+
+use engine_split::split_on_a_durable_store;
 
 /// A bag of words: each lowercase word hashed (FNV-1a) into one of 32
 /// dimensions. Texts sharing most of their words are close: "review the
@@ -167,20 +174,6 @@ pub(crate) fn busy_sequence() -> Vec<Event> {
     ]
 }
 
-/// The free text the engine asks a topic assigner about.
-fn topic_text(event: &Event) -> Option<&str> {
-    match &event.kind {
-        EventKind::Handoff {
-            topic: None,
-            content: Some(content),
-            ..
-        } => Some(content.as_str()),
-        EventKind::Collaboration { request, .. } => Some(request.as_str()),
-        _ => None,
-    }
-    .filter(|text| !text.trim().is_empty())
-}
-
 /// What the detectors said about one event: the topic, and each
 /// detector's detections.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,7 +283,7 @@ pub(crate) async fn import_all(detectors: &SemanticDetectors, saved: &[(String, 
 }
 
 /// Imports `state` into the part named `key` ("topics": the assigner).
-async fn import_one(
+pub(crate) async fn import_one(
     detectors: &SemanticDetectors,
     key: &str,
     task: &str,
@@ -339,7 +332,7 @@ pub(crate) async fn split_everywhere(
 }
 
 /// The comparable form: serde_json of topics and detections.
-fn json_of(said: &[Said]) -> Vec<Value> {
+pub(crate) fn json_of(said: &[Said]) -> Vec<Value> {
     said.iter()
         .map(|said| {
             let topic = said.topic.as_ref().map(|topic| {
@@ -634,24 +627,6 @@ fn engine_on(store: &Arc<MemoryStore>, detectors: &SemanticDetectors) -> LoopGua
         .unwrap_or_else(|e| panic!("engine: {e}"))
 }
 
-/// Input lines `first..` of `events` through `guard`, as JSON decisions.
-async fn decide(guard: &LoopGuard, first: u64, events: &[Event]) -> Vec<Value> {
-    let mut decisions = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        let decision: Decision = guard
-            .observe_line(first + index as u64, event.clone())
-            .await;
-        assert!(
-            decision.errors.is_empty(),
-            "line {}: {:?}",
-            decision.line,
-            decision.errors
-        );
-        decisions.push(serde_json::to_value(&decision).unwrap_or_else(|e| panic!("{e}")));
-    }
-    decisions
-}
-
 /// The trace whole on one engine, then split before every event across two
 /// engines (each with fresh detectors) on one durable store: the same
 /// decisions. Returns the whole run.
@@ -659,30 +634,17 @@ pub(crate) async fn engine_split_everywhere(
     name: &str,
     make: &impl Fn() -> SemanticDetectors,
 ) -> Vec<Value> {
-    let events = trace(name);
-    let whole = decide(
-        &engine_on(&Arc::new(MemoryStore::durable()), &make()),
-        1,
-        &events,
+    split_on_a_durable_store(
+        &trace(name),
+        |store| engine_on(store, &make()),
+        |split, halves, whole| {
+            for (got, want) in halves.iter().zip(whole) {
+                assert_eq!(got, want, "{name} split before event {}", split + 1);
+            }
+            assert_eq!(halves.len(), whole.len());
+        },
     )
-    .await;
-    for split in 1..events.len() {
-        let store = Arc::new(MemoryStore::durable());
-        let mut halves = decide(&engine_on(&store, &make()), 1, &events[..split]).await;
-        halves.extend(
-            decide(
-                &engine_on(&store, &make()),
-                split as u64 + 1,
-                &events[split..],
-            )
-            .await,
-        );
-        for (got, want) in halves.iter().zip(&whole) {
-            assert_eq!(got, want, "{name} split before event {}", split + 1);
-        }
-        assert_eq!(halves.len(), whole.len());
-    }
-    whole
+    .await
 }
 
 /// The semantic traces' detections, by kind.
@@ -715,12 +677,10 @@ async fn the_engine_split_anywhere_on_a_durable_store_decides_like_one_run() {
         assert!(kinds.contains(kind), "{kind} in {kinds:?}");
     }
     // And the long sequence, as a trace of its own.
-    let events = busy_sequence();
-    let make = || toy(small_limits());
-    let whole = decide(
-        &engine_on(&Arc::new(MemoryStore::durable()), &make()),
-        1,
-        &events,
+    let whole = split_on_a_durable_store(
+        &busy_sequence(),
+        |store| engine_on(store, &toy(small_limits())),
+        |split, halves, whole| assert_eq!(halves, whole, "split before event {}", split + 1),
     )
     .await;
     assert!(
@@ -728,19 +688,6 @@ async fn the_engine_split_anywhere_on_a_durable_store_decides_like_one_run() {
         "{:?}",
         kinds_decided(&whole)
     );
-    for split in 1..events.len() {
-        let store = Arc::new(MemoryStore::durable());
-        let mut halves = decide(&engine_on(&store, &make()), 1, &events[..split]).await;
-        halves.extend(
-            decide(
-                &engine_on(&store, &make()),
-                split as u64 + 1,
-                &events[split..],
-            )
-            .await,
-        );
-        assert_eq!(halves, whole, "split before event {}", split + 1);
-    }
 }
 
 /// A detector that forgets across restarts: it exports nothing.
@@ -806,14 +753,11 @@ async fn the_engine_split_without_the_detectors_state_decides_otherwise() {
         builder.build().unwrap_or_else(|e| panic!("engine: {e}"))
     };
     let events = busy_sequence();
-    let whole = decide(&forgetful(&Arc::new(MemoryStore::durable())), 1, &events).await;
     let mut differs = 0;
-    for split in 1..events.len() {
-        let store = Arc::new(MemoryStore::durable());
-        let mut halves = decide(&forgetful(&store), 1, &events[..split]).await;
-        halves.extend(decide(&forgetful(&store), split as u64 + 1, &events[split..]).await);
+    split_on_a_durable_store(&events, forgetful, |_, halves, whole| {
         differs += usize::from(halves != whole);
-    }
+    })
+    .await;
     assert!(differs > events.len() / 2, "{differs} splits differ");
 }
 

@@ -17,6 +17,11 @@ fn fixture(package: &str) -> PathBuf {
     build_cdylib(package).unwrap_or_else(|err| panic!("{err}"))
 }
 
+/// The plugin library of `package`, loaded.
+fn load_fixture(package: &str) -> Plugin {
+    Plugin::load(&fixture(package)).expect("loads")
+}
+
 fn event(json: &str) -> Event {
     Event::from_json(json).expect("a valid event")
 }
@@ -36,10 +41,31 @@ async fn observe(
     detector.observe(&observed).await
 }
 
+/// Fails unless `detector` answers `event` (on `line`) with no detection;
+/// `why` says why none is expected ("skipped": a disabled plugin is not
+/// called).
+async fn assert_finds_nothing(detector: &PluginDetector, line: u64, event: &Event, why: &str) {
+    let found = observe(detector, line, event)
+        .await
+        .unwrap_or_else(|err| panic!("{why}: {err}"));
+    assert!(found.is_empty(), "{why}: {found:?}");
+}
+
+/// The panicky fixture, loaded as the engine loads plugins, called under
+/// `plugin_host`.
+fn load_panicky(plugin_host: PluginHostConfig) -> Arc<PluginDetector> {
+    let mut config = Config::default();
+    config
+        .plugins
+        .push(PluginConfig::new(fixture("loopguard-fixture-panicky")));
+    config.plugin_host = plugin_host;
+    let mut detectors = load_plugins(&config).expect("loads");
+    detectors.remove(0)
+}
+
 #[test]
 fn a_real_plugin_describes_itself_and_runs() {
-    let path = fixture("loopguard-plugin-monologue");
-    let plugin = Plugin::load(&path).expect("loads");
+    let plugin = load_fixture("loopguard-plugin-monologue");
     let info = plugin.info();
     assert_eq!(
         (info.name.as_str(), info.abi),
@@ -82,13 +108,10 @@ fn a_real_plugin_describes_itself_and_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panics_are_contained_counted_and_disable_the_plugin() {
-    let mut config = Config::default();
-    config
-        .plugins
-        .push(PluginConfig::new(fixture("loopguard-fixture-panicky")));
-    config.plugin_host.max_faults = 2;
-    let detectors = load_plugins(&config).expect("loads");
-    let panicky = &detectors[0];
+    let panicky = &load_panicky(PluginHostConfig {
+        max_faults: 2,
+        ..PluginHostConfig::default()
+    });
     let seen = observe(panicky, 1, &turn("fine")).await.expect("observes");
     assert_eq!(seen[0].kind, "panicky_seen");
     let first = observe(panicky, 2, &turn("boom"))
@@ -121,24 +144,14 @@ async fn panics_are_contained_counted_and_disable_the_plugin() {
     );
     assert!(panicky.is_disabled());
     // Disabled: not called any more.
-    assert!(
-        observe(panicky, 5, &turn("boom"))
-            .await
-            .expect("skipped")
-            .is_empty()
-    );
-    assert!(
-        observe(panicky, 6, &turn("fine"))
-            .await
-            .expect("skipped")
-            .is_empty()
-    );
+    assert_finds_nothing(panicky, 5, &turn("boom"), "skipped").await;
+    assert_finds_nothing(panicky, 6, &turn("fine"), "skipped").await;
     assert_eq!(panicky.faults(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_are_all_answered_in_order_per_task() {
-    let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    let plugin = load_fixture("loopguard-plugin-monologue");
     let host = PluginHost::new(&PluginHostConfig {
         max_concurrency: 2,
         ..PluginHostConfig::default()
@@ -172,13 +185,10 @@ async fn concurrent_callers_are_all_answered_in_order_per_task() {
 
 #[tokio::test]
 async fn a_plugin_that_does_not_answer_in_time_is_disabled() {
-    let mut config = Config::default();
-    config
-        .plugins
-        .push(PluginConfig::new(fixture("loopguard-fixture-panicky")));
-    config.plugin_host.call_timeout_ms = 50;
-    let detectors = load_plugins(&config).expect("loads");
-    let panicky = &detectors[0];
+    let panicky = &load_panicky(PluginHostConfig {
+        call_timeout_ms: 50,
+        ..PluginHostConfig::default()
+    });
     let err = observe(panicky, 1, &turn("hang"))
         .await
         .expect_err("times out");
@@ -187,12 +197,7 @@ async fn a_plugin_that_does_not_answer_in_time_is_disabled() {
         "did not answer within 50 ms (fault 1 of 3); plugin disabled for the rest of the run"
     );
     assert!(panicky.is_disabled());
-    assert!(
-        observe(panicky, 2, &turn("fine"))
-            .await
-            .expect("skipped")
-            .is_empty()
-    );
+    assert_finds_nothing(panicky, 2, &turn("fine"), "skipped").await;
 }
 
 #[test]
@@ -220,7 +225,7 @@ fn another_abi_major_is_refused_naming_both_versions() {
 
 #[test]
 fn an_abi_1_0_plugin_still_loads_without_the_1_1_functions() {
-    let plugin = Plugin::load(&fixture("loopguard-fixture-abi-1-0")).expect("loads");
+    let plugin = load_fixture("loopguard-fixture-abi-1-0");
     assert_eq!(plugin.info().abi, AbiVersion { major: 1, minor: 0 });
     let mut instance = plugin.instantiate(&serde_json::json!({})).expect("starts");
     assert!(!instance.supports_reset());
@@ -296,7 +301,7 @@ async fn splits_like_one_run(plugin: &Plugin, events: &[(u64, Event)]) -> Vec<us
 
 #[tokio::test]
 async fn a_plugin_trace_split_anywhere_on_a_durable_store_decides_like_one_run() {
-    let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    let plugin = load_fixture("loopguard-plugin-monologue");
     let events = trace_events("monologue.jsonl");
     assert!(events.len() > 5);
     let whole = replay_with(&plugin, &Arc::new(crate::MemoryStore::durable()), &events).await;
@@ -315,7 +320,7 @@ async fn a_plugin_trace_split_anywhere_on_a_durable_store_decides_like_one_run()
 async fn without_the_state_functions_a_split_plugin_starts_its_tasks_afresh() {
     // The same plugin with its 1.2 state slots taken away, as a plugin
     // of ABI 1.1 has them.
-    let mut plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    let mut plugin = load_fixture("loopguard-plugin-monologue");
     plugin.functions.export_task = None;
     plugin.functions.import_task = None;
     let events = trace_events("monologue.jsonl");
@@ -329,7 +334,7 @@ async fn without_the_state_functions_a_split_plugin_starts_its_tasks_afresh() {
 
 #[tokio::test]
 async fn a_task_state_the_plugin_cannot_read_is_a_fault_naming_it() {
-    let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    let plugin = load_fixture("loopguard-plugin-monologue");
     let detector = PluginHost::new(&PluginHostConfig::default())
         .detector(&plugin, &serde_json::json!({"repeats": 2}))
         .expect("starts");
@@ -431,7 +436,7 @@ async fn monologue_run(plugin: &Plugin, events: &[(u64, Event)]) -> (Vec<Vec<Det
 
 #[tokio::test]
 async fn a_tool_call_is_skipped_by_a_1_3_plugin_without_a_fault_and_changes_nothing() {
-    let plugin = Plugin::load(&fixture("loopguard-plugin-monologue")).expect("loads");
+    let plugin = load_fixture("loopguard-plugin-monologue");
     assert_eq!(plugin.info().abi, AbiVersion::HOST);
     let mut instance = plugin.instantiate(&serde_json::json!({})).expect("starts");
     assert!(
@@ -459,7 +464,7 @@ async fn a_tool_call_is_skipped_by_a_1_3_plugin_without_a_fault_and_changes_noth
 
 #[tokio::test]
 async fn an_old_abi_plugin_is_never_sent_a_tool_call_but_still_sees_the_types_it_knows() {
-    let plugin = Plugin::load(&fixture("loopguard-fixture-abi-1-0")).expect("loads");
+    let plugin = load_fixture("loopguard-fixture-abi-1-0");
     assert_eq!(plugin.info().abi, AbiVersion { major: 1, minor: 0 });
     // Sent one anyway, the 1.0 fixture fails on it, as its SDK did: that
     // would be a fault.
@@ -481,24 +486,14 @@ async fn an_old_abi_plugin_is_never_sent_a_tool_call_but_still_sees_the_types_it
     let detector = PluginHost::new(&PluginHostConfig::default())
         .detector(&plugin, &serde_json::json!({}))
         .expect("starts");
-    assert!(
-        observe(&detector, 1, &tool_call())
-            .await
-            .expect("not sent")
-            .is_empty()
-    );
+    assert_finds_nothing(&detector, 1, &tool_call(), "not sent").await;
     let failure = event(r#"{"type":"failure","task":"T","agent":"a","error":"E1"}"#);
     let found = observe(&detector, 2, &failure).await.expect("observes");
     assert_eq!(
         (found[0].kind.as_ref(), found[0].evidence.as_slice()),
         ("legacy_failure", &[2][..])
     );
-    assert!(
-        observe(&detector, 3, &turn("x"))
-            .await
-            .expect("observes")
-            .is_empty()
-    );
+    assert_finds_nothing(&detector, 3, &turn("x"), "observes").await;
     assert_eq!(detector.faults(), 0);
     assert!(!detector.is_disabled());
 }

@@ -33,7 +33,7 @@
 //! Missing fixtures are written (existing ones are never overwritten) by
 //!
 //! ```text
-//! LOOPGUARD_WRITE_FIXTURES=1 cargo test -p loopguard-progress-evaluator --test golden_state
+//! LOOPGUARD_WRITE_FIXTURES=1 cargo test -p loopguard-progress-evaluator --test tests golden_state
 //! ```
 //!
 //! A normal run never writes; a missing fixture fails with that command.
@@ -42,26 +42,27 @@
 mod golden;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Detection, Event, EventKind};
-use loopguard_detectors::ObservedEvent;
+use loopguard_core_types::{Config, Event};
 use loopguard_host::ExtensionDetector;
 use loopguard_progress_evaluator::{
     GoalJudge, JudgeError, JudgeRequest, Judgement, ProgressEvaluator, STATE_FORMAT, Verdict,
 };
 use serde_json::{Value, json};
 
-use golden::{never_filled, read_fixture, should_write, structure_differences, write_fixture};
+use crate::support::{event, feed, workspace_file};
+use golden::{Fixtures, Golden, never_filled};
 
-/// The format the fixtures of this file were written in.
-const FIXTURE_FORMAT: u32 = 1;
-
-/// The command that writes missing fixtures (with the environment variable).
-const WRITE_COMMAND: &str = "cargo test -p loopguard-progress-evaluator --test golden_state";
+/// The fixtures of this file: the format they were written in, and the
+/// command that writes missing ones (with the environment variable).
+const FIXTURES: Fixtures = Fixtures {
+    format: 1,
+    write_command: "cargo test -p loopguard-progress-evaluator --test tests golden_state",
+    state: "the progress evaluator's saved state",
+};
 
 /// A judge whose answer depends only on the failure's message: the same
 /// before and after a restart (its answers are not part of the state).
@@ -94,57 +95,46 @@ impl GoalJudge for Scripted {
     }
 }
 
-/// One fixture: a trace, the line after which every task was exported,
-/// whether the evaluator had a judge, and what the exports hold there.
-struct Golden {
-    trace: &'static str,
-    after_line: usize,
+/// One fixture, and whether the evaluator had a judge.
+struct Case {
+    golden: Golden,
     judged: bool,
-    holds: &'static str,
 }
 
-const GOLDEN: [Golden; 2] = [
-    Golden {
-        trace: "progress.jsonl",
-        after_line: 20,
+/// The fixtures, each of a trace with every task exported after
+/// `after_line`.
+const CASES: [Case; 2] = [
+    Case {
+        golden: Golden {
+            trace: "progress.jsonl",
+            after_line: 20,
+            holds: "metrics, a rising run, differing failures' hashes, an external run; three \
+                    tasks (P, reset by completed, has nothing to export)",
+        },
         judged: false,
-        holds: "metrics, a rising run, differing failures' hashes, an external run; three \
-                tasks (P, reset by completed, has nothing to export)",
     },
-    Golden {
-        trace: "progress_judge.jsonl",
-        after_line: 9,
+    Case {
+        golden: Golden {
+            trace: "progress_judge.jsonl",
+            after_line: 9,
+            holds: "a goal, the failures the judge is shown, a judge note, the window since \
+                    the previous failure",
+        },
         judged: true,
-        holds: "a goal, the failures the judge is shown, a judge note, the window since the \
-                previous failure",
     },
 ];
 
-impl Golden {
-    fn fixture_path(&self) -> PathBuf {
-        let stem = self.trace.trim_end_matches(".jsonl");
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/state")
-            .join(format!("format-{FIXTURE_FORMAT}"))
-            .join(format!("{stem}.after-line-{}.json", self.after_line))
-    }
-
+impl Case {
     /// The trace's events (it has no blank lines: index + 1 is the line).
     fn events(&self) -> Vec<Event> {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/traces")
-            .join(self.trace);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let events: Vec<Event> = text
+        let Golden {
+            trace, after_line, ..
+        } = self.golden;
+        let events: Vec<Event> = workspace_file(&format!("traces/{trace}"))
             .lines()
-            .map(|line| Event::from_json(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+            .map(event)
             .collect();
-        assert!(
-            events.len() > self.after_line,
-            "{}: events after the split",
-            self.trace
-        );
+        assert!(events.len() > after_line, "{trace}: events after the split");
         events
     }
 
@@ -159,18 +149,14 @@ impl Golden {
 
     /// The checked-in fixture, written first if missing and writing is on.
     async fn fixture(&self) -> Value {
-        let path = self.fixture_path();
-        if should_write(&path) {
-            write_fixture(&path, &self.generate().await);
-        }
-        read_fixture(&path, WRITE_COMMAND)
+        FIXTURES.fixture(&self.golden, self.generate()).await
     }
 
     /// What this build exports after the first `after_line` lines.
     async fn generate(&self) -> Value {
         let events = self.events();
         let before = self.evaluator();
-        feed(&before, 1, &events[..self.after_line]).await;
+        feed(&before, 1, &events[..self.golden.after_line]).await;
         let tasks: BTreeSet<&str> = events.iter().map(|event| event.task.as_str()).collect();
         let mut states = Vec::new();
         for task in tasks {
@@ -179,32 +165,13 @@ impl Golden {
             }
         }
         json!({
-            "trace": self.trace,
-            "after_line": self.after_line,
+            "trace": self.golden.trace,
+            "after_line": self.golden.after_line,
             "judge": self.judged.then_some("the scripted judge of golden_state.rs"),
-            "holds": self.holds,
+            "holds": self.golden.holds,
             "states": states,
         })
     }
-}
-
-/// Feeds `events` (input lines from `first`) to `evaluator` the way the
-/// engine does, resetting a task on `completed` and `human`; the detections
-/// of each event, as JSON.
-async fn feed(evaluator: &ProgressEvaluator, first: u64, events: &[Event]) -> Vec<Value> {
-    let mut said = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        let line = first + index as u64;
-        let found: Vec<Detection> = evaluator
-            .observe(&ObservedEvent::new(line, event))
-            .await
-            .unwrap_or_else(|e| panic!("line {line}: {e}"));
-        if matches!(event.kind, EventKind::Completed | EventKind::Human { .. }) {
-            evaluator.reset_task(&event.task).await;
-        }
-        said.push(serde_json::to_value(&found).unwrap_or_else(|e| panic!("{e}")));
-    }
-    said
 }
 
 /// The fixture's exports: (task, state).
@@ -222,50 +189,35 @@ fn states_of(fixture: &Value) -> Vec<(String, Value)> {
 
 #[test]
 fn the_fixtures_are_of_the_format_this_build_writes() {
-    assert_eq!(
-        STATE_FORMAT, FIXTURE_FORMAT,
-        "the progress evaluator's saved-state format is now {STATE_FORMAT}: add fixtures of \
-         format {STATE_FORMAT} and keep the format-{FIXTURE_FORMAT} ones, which must still be \
-         read or be refused by name"
-    );
+    FIXTURES.assert_written_format(STATE_FORMAT);
 }
 
 #[tokio::test]
 async fn exports_of_format_1_imported_continue_the_trace_like_one_whole_run() {
-    for golden in &GOLDEN {
-        let fixture = golden.fixture().await;
-        assert_eq!(
-            fixture["after_line"],
-            json!(golden.after_line),
-            "{}",
-            golden.trace
-        );
-        let events = golden.events();
+    for case in &CASES {
+        let golden = &case.golden;
+        let fixture = case.fixture().await;
+        FIXTURES.assert_split(golden, &fixture);
+        let events = case.events();
         let split = golden.after_line;
-        let whole = feed(&golden.evaluator(), 1, &events).await;
-        let after = golden.evaluator();
+        let whole = feed(&case.evaluator(), 1, &events).await;
+        let after = case.evaluator();
         for (task, state) in states_of(&fixture) {
             after
                 .import_task(&task, state)
                 .await
-                .unwrap_or_else(|e| panic!("{}: {e}", golden.fixture_path().display()));
+                .unwrap_or_else(|e| panic!("{}: {e}", FIXTURES.path(golden).display()));
         }
         let continued = feed(&after, split as u64 + 1, &events[split..]).await;
-        assert_eq!(
-            continued,
-            whole[split..],
-            "{} imported from {} detects otherwise than one whole run",
-            golden.trace,
-            golden.fixture_path().display()
-        );
+        FIXTURES.assert_continues_like_one_run(golden, &continued, &whole[split..]);
     }
 }
 
 #[tokio::test]
 async fn the_export_right_after_an_import_has_the_fixtures_keys_at_every_level() {
-    for golden in &GOLDEN {
-        let fixture = golden.fixture().await;
-        let after = golden.evaluator();
+    for case in &CASES {
+        let fixture = case.fixture().await;
+        let after = case.evaluator();
         for (task, state) in states_of(&fixture) {
             after
                 .import_task(&task, state.clone())
@@ -274,25 +226,17 @@ async fn the_export_right_after_an_import_has_the_fixtures_keys_at_every_level()
             let again = after
                 .export_task(&task)
                 .await
-                .unwrap_or_else(|| panic!("{}: {task} exported", golden.trace));
-            let differences = structure_differences(&state, &again);
-            assert!(
-                differences.is_empty(),
-                "{} task {task}: the export of {} and this build's export after importing it \
-                 differ in structure (a renamed or added field is a new format):\n{}",
-                golden.trace,
-                golden.fixture_path().display(),
-                differences.join("\n")
-            );
+                .unwrap_or_else(|| panic!("{}: {task} exported", case.golden.trace));
+            FIXTURES.assert_same_structure(&case.golden, &format!("task {task}"), &state, &again);
         }
     }
 }
 
 #[tokio::test]
 async fn an_export_of_an_unknown_format_is_refused_by_name() {
-    for golden in &GOLDEN {
-        let fixture = golden.fixture().await;
-        let after = golden.evaluator();
+    for case in &CASES {
+        let fixture = case.fixture().await;
+        let after = case.evaluator();
         for (task, mut state) in states_of(&fixture) {
             state["format"] = json!(99);
             let error = after
@@ -306,7 +250,7 @@ async fn an_export_of_an_unknown_format_is_refused_by_name() {
                      reads format {STATE_FORMAT}; the task starts afresh"
                 ),
                 "{}",
-                golden.trace
+                case.golden.trace
             );
         }
     }
@@ -315,9 +259,9 @@ async fn an_export_of_an_unknown_format_is_refused_by_name() {
 #[tokio::test]
 async fn together_the_fixtures_fill_every_part_of_the_export() {
     let mut states = Vec::new();
-    for golden in &GOLDEN {
+    for case in &CASES {
         states.extend(
-            states_of(&golden.fixture().await)
+            states_of(&case.fixture().await)
                 .into_iter()
                 .map(|(_, state)| state),
         );

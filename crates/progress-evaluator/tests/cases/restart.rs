@@ -2,20 +2,24 @@
 //! back into a fresh evaluator with `import_task`, decides like one whole
 //! run; and through the engine on a durable store.
 
+#[path = "../../../../tests/support/engine_split.rs"]
+mod engine_split;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Detection, Event, EventKind, ProgressSnapshot};
-use loopguard_detectors::ObservedEvent;
+use loopguard_core_types::{Config, Event, EventKind, ProgressSnapshot};
 use loopguard_host::{ExtensionDetector, ExtensionError, LoopGuard, MemoryStore};
 use loopguard_progress_evaluator::{
     GoalJudge, JudgeError, JudgeRequest, Judgement, ProgressEvaluator, STATE_FORMAT, Verdict,
 };
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+
+use crate::support::{event, feed, workspace_file};
+use engine_split::split_on_a_durable_store;
 
 /// A judge whose answer depends only on the question, so that asking
 /// again after a restart (answers are not kept) gets the same answer; it
@@ -50,10 +54,6 @@ impl GoalJudge for Steady {
     fn describe(&self) -> String {
         "model steady".to_owned()
     }
-}
-
-fn event(json: &str) -> Event {
-    Event::from_json(json).unwrap_or_else(|e| panic!("{json}: {e}"))
 }
 
 fn failure(task: &str, error: &str) -> Event {
@@ -151,25 +151,6 @@ fn busy_sequence() -> Vec<Event> {
         failure("N", "after the human"),
         failure("J", "tenth"),
     ]
-}
-
-/// Feeds `events` (input lines from `first`) to `evaluator` the way the
-/// engine does, resetting a task on `completed` and `human`; the
-/// detections of each event, as JSON.
-async fn feed(evaluator: &ProgressEvaluator, first: u64, events: &[Event]) -> Vec<Value> {
-    let mut said = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        let line = first + index as u64;
-        let found: Vec<Detection> = evaluator
-            .observe(&ObservedEvent::new(line, event))
-            .await
-            .unwrap_or_else(|e| panic!("line {line}: {e}"));
-        if matches!(event.kind, EventKind::Completed | EventKind::Human { .. }) {
-            evaluator.reset_task(&event.task).await;
-        }
-        said.push(serde_json::to_value(&found).unwrap_or_else(|e| panic!("{e}")));
-    }
-    said
 }
 
 /// Every task's state, through JSON text as a store keeps it.
@@ -419,14 +400,6 @@ async fn a_bad_state_is_an_error_naming_the_detector_and_the_task_starts_afresh(
 
 // --- Through the engine, on a durable store ------------------------------
 
-/// The workspace's `tests/NAME`.
-fn workspace_file(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
 fn trace(name: &str) -> Vec<Event> {
     workspace_file(&format!("traces/{name}"))
         .lines()
@@ -449,52 +422,17 @@ fn engine_on(config: &Config, store: &Arc<MemoryStore>, judge: Option<&Arc<Stead
         .unwrap_or_else(|e| panic!("engine: {e}"))
 }
 
-async fn decide(guard: &LoopGuard, first: u64, events: &[Event]) -> Vec<Value> {
-    let mut decisions = Vec::new();
-    for (index, event) in events.iter().enumerate() {
-        let decision = guard
-            .observe_line(first + index as u64, event.clone())
-            .await;
-        assert!(
-            decision.errors.is_empty(),
-            "line {}: {:?}",
-            decision.line,
-            decision.errors
-        );
-        decisions.push(serde_json::to_value(&decision).unwrap_or_else(|e| panic!("{e}")));
-    }
-    decisions
-}
-
 /// `events` whole on one engine, then split before every event across two
-/// engines (each with a fresh evaluator and judge) on one durable store.
+/// engines (each with a fresh evaluator and judge) on one durable store:
+/// the same decisions. Returns the whole run.
 async fn engine_split_everywhere(config: &Config, events: &[Event], judged: bool) -> Vec<Value> {
     let judge = || judged.then(|| Arc::new(Steady::default()));
-    let whole = decide(
-        &engine_on(config, &Arc::new(MemoryStore::durable()), judge().as_ref()),
-        1,
+    split_on_a_durable_store(
         events,
+        |store| engine_on(config, store, judge().as_ref()),
+        |split, halves, whole| assert_eq!(halves, whole, "split before event {}", split + 1),
     )
-    .await;
-    for split in 1..events.len() {
-        let store = Arc::new(MemoryStore::durable());
-        let mut halves = decide(
-            &engine_on(config, &store, judge().as_ref()),
-            1,
-            &events[..split],
-        )
-        .await;
-        halves.extend(
-            decide(
-                &engine_on(config, &store, judge().as_ref()),
-                split as u64 + 1,
-                &events[split..],
-            )
-            .await,
-        );
-        assert_eq!(halves, whole, "split before event {}", split + 1);
-    }
-    whole
+    .await
 }
 
 #[tokio::test]
