@@ -328,6 +328,10 @@ pub struct Decision {
     /// model): each message names the detector. The other detectors ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// How the event was read, when that is not as it came: e.g. a time
+    /// that ran backwards, counted at the task's latest time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -406,6 +410,7 @@ mod tests {
             id: None,
             detections: vec![detection],
             errors: Vec::new(),
+            notes: Vec::new(),
         };
         let json = serde_json::to_value(&decision).expect("serializes");
         assert_eq!(json["line"], 9);

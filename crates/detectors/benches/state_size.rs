@@ -362,7 +362,7 @@ fn main() {
     ];
     for (name, events) in &streams {
         let (heap, blocks, peak) = measure(BuiltinState::default, events, |state, event, out| {
-            detectors.observe(state, event, out)
+            detectors.observe(state, event, out);
         });
         let parts = [
             ("exact", detector_bytes(&ExactFailure::new(&config), events)),

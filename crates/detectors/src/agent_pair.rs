@@ -105,6 +105,7 @@ impl AgentPair {
 
 impl Detector for AgentPair {
     type State = AgentPairState;
+    const WINDOWED: bool = true;
     const CONFIG_SECTION: &'static str = "cycles";
     const KINDS: &'static [&'static str] = &[kinds::AGENT_PAIR];
 

@@ -43,6 +43,7 @@
 
 pub use agent_pair::AgentPair;
 pub use bounded::{hash128, push_bounded};
+pub use clock::{Clamped, TaskClock};
 pub use edge_limit::EdgeLimit;
 pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
@@ -51,7 +52,7 @@ pub use multi_agent::MultiAgent;
 pub use oscillation::Oscillation;
 pub use phase_visits::{PhaseVisits, TransitionLimit};
 pub use progress::{ProgressState, ProgressTracker};
-pub use registry::{BuiltinDetectors, BuiltinState, REGISTERED};
+pub use registry::{BuiltinDetectors, BuiltinState, KEYS_ADDED_SINCE_FORMAT_1, REGISTERED};
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
 };
@@ -59,6 +60,7 @@ pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
 pub mod agent_pair;
 mod bounded;
+pub mod clock;
 pub mod edge_limit;
 mod evidence;
 pub mod exact_failure;
@@ -117,6 +119,13 @@ impl<'a> ObservedEvent<'a> {
         self
     }
 
+    /// Gives the event another time (its task's clock clamped it), and
+    /// forgets an evidence record made with the old one.
+    pub fn retime(&mut self, time: Option<Timestamp>) {
+        self.time = time;
+        self.evidence = OnceLock::new();
+    }
+
     /// The same event with the topic a semantic assigner chose.
     pub fn with_topic(mut self, topic: Option<&'a SemanticTopic>) -> ObservedEvent<'a> {
         self.semantic_topic = topic;
@@ -151,6 +160,11 @@ pub trait Detector {
 
     /// The detection kinds it reports (the trace format's `kind`s).
     const KINDS: &'static [&'static str];
+
+    /// Whether it counts events in time windows (`cycles.window_secs`): such
+    /// a detector does not see an event that arrives more than a window
+    /// behind its task's latest time ([`clock`]).
+    const WINDOWED: bool = false;
 
     /// The detector's name, as reported in [`Detection::detector`].
     fn name(&self) -> &'static str;

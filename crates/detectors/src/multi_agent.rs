@@ -183,6 +183,7 @@ impl MultiAgent {
 
 impl Detector for MultiAgent {
     type State = MultiAgentState;
+    const WINDOWED: bool = true;
     const CONFIG_SECTION: &'static str = "cycles";
     const KINDS: &'static [&'static str] = &[kinds::MULTI_AGENT];
 

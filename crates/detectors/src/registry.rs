@@ -13,6 +13,7 @@
 
 use loopguard_core_types::{Config, Detection};
 
+use crate::clock::TaskClock;
 use crate::{
     AgentPair, Detector, EdgeLimit, ExactFailure, MultiAgent, ObservedEvent, Oscillation,
     PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, TopicCycle, TransitionLimit,
@@ -27,6 +28,7 @@ macro_rules! builtin_detectors {
         #[derive(Debug, Clone)]
         pub struct BuiltinDetectors {
             progress: ProgressTracker,
+            window_ms: i64,
             $($field: $detector,)+
         }
 
@@ -41,6 +43,7 @@ macro_rules! builtin_detectors {
         #[serde(default)]
         pub struct BuiltinState {
             progress: ProgressState,
+            clock: TaskClock,
             $($field: <$detector as Detector>::State,)+
         }
 
@@ -59,21 +62,37 @@ macro_rules! builtin_detectors {
             pub fn new(config: &Config) -> BuiltinDetectors {
                 BuiltinDetectors {
                     progress: ProgressTracker,
+                    window_ms: i64::try_from(config.cycles.window_secs.saturating_mul(1000))
+                        .unwrap_or(i64::MAX),
                     $($field: <$detector>::new(config),)+
                 }
             }
 
             /// Runs every built-in detector over one event, in registry
-            /// order. The progress tracker runs first and sets
-            /// [`ObservedEvent::progressed`] for the detectors after it.
+            /// order. The task's clock runs first (an event timed before
+            /// the task's latest time is counted at that time, or not at
+            /// all by windowed detectors when it is more than a window
+            /// behind; the note returned says so: [`crate::clock`]); the
+            /// progress tracker next, setting [`ObservedEvent::progressed`]
+            /// for the detectors after it.
             pub fn observe(
                 &self,
                 state: &mut BuiltinState,
                 event: &mut ObservedEvent<'_>,
                 out: &mut Vec<Detection>,
-            ) {
+            ) -> Option<String> {
+                let (time, clamped) = state.clock.admit(event.time);
+                if clamped.is_some() {
+                    event.retime(time);
+                }
+                let too_late = clamped.is_some_and(|late| late.behind_ms() > self.window_ms);
                 event.progressed = self.progress.observe(&mut state.progress, event.event);
-                $(Detector::observe(&self.$field, &mut state.$field, event, out);)+
+                $(
+                    if !(too_late && <$detector as Detector>::WINDOWED) {
+                        Detector::observe(&self.$field, &mut state.$field, event, out);
+                    }
+                )+
+                clamped.map(|late| late.note(self.window_ms))
             }
         }
     };
@@ -91,15 +110,24 @@ builtin_detectors! {
     repeated_output: RepeatedOutput,
 }
 
+/// Keys of the saved built-in state added since format 1 beyond the
+/// registered detectors: each reads as its default when a saved state lacks
+/// it, so adding it kept the format.
+pub const KEYS_ADDED_SINCE_FORMAT_1: &[&str] = &["clock"];
+
 impl BuiltinState {
     /// Pivots issued since the last reset.
     pub fn pivots(&self) -> u32 {
         self.repeated_output.pivots()
     }
 
-    /// Forgets everything (on `completed` and `human`).
+    /// Forgets everything the detectors counted (on `completed` and
+    /// `human`); the task's clock stays, since time does not reset.
     pub fn reset(&mut self) {
-        *self = BuiltinState::default();
+        *self = BuiltinState {
+            clock: self.clock,
+            ..BuiltinState::default()
+        };
     }
 
     /// A fresh state that remembers `pivots` pivots already spent: what a
@@ -146,6 +174,16 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_forgets_the_counts_but_not_the_tasks_clock() {
+        use loopguard_core_types::Timestamp;
+        let mut state = BuiltinState::restored(2);
+        state.clock.admit(Some(Timestamp(5_000)));
+        state.reset();
+        assert_eq!(state.pivots(), 0);
+        assert_eq!(state.clock.latest(), Some(Timestamp(5_000)));
+    }
+
+    #[test]
     fn a_saved_state_without_a_detectors_key_reads_as_its_fresh_state() {
         let mut json = serde_json::to_value(BuiltinState::restored(2)).expect("serializes");
         let object = json.as_object_mut().expect("an object");
@@ -164,7 +202,7 @@ mod tests {
             .map(String::as_str)
             .collect();
         let mut expected: Vec<&str> = REGISTERED.iter().map(|(name, _, _)| *name).collect();
-        expected.push("progress");
+        expected.extend(["progress", "clock"]);
         expected.sort_unstable();
         let mut keys = keys;
         keys.sort_unstable();

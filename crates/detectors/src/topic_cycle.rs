@@ -245,6 +245,7 @@ enum Topic<'a> {
 
 impl Detector for TopicCycle {
     type State = TopicCycleState;
+    const WINDOWED: bool = true;
     const CONFIG_SECTION: &'static str = "cycles";
     const KINDS: &'static [&'static str] = &[kinds::TOPIC_CYCLE];
 

@@ -361,11 +361,12 @@ fn without_unshared_optional_keys(state: &Value, other: &Value) -> Value {
     state
 }
 
-/// `written` without the built-in detectors registered after `saved` was
-/// written: a detector added to the registry adds its key to the saved
-/// state, and a format-1 state without it reads as that detector's fresh
-/// state, so an addition keeps the format. Any other key the fixture lacks
-/// (a renamed field, a detector's reshaped state) still shows.
+/// `written` without the built-in keys added after `saved` was written: a
+/// detector added to the registry, or a key the registry lists in
+/// `KEYS_ADDED_SINCE_FORMAT_1` (the task's clock). A format-1 state without
+/// one reads as its fresh default, so an addition keeps the format. Any
+/// other key the fixture lacks (a renamed field, a detector's reshaped
+/// state) still shows.
 fn without_detectors_added_since(written: &Value, saved: &Value) -> Value {
     let mut written = written.clone();
     if let (Some(builtin), Some(saved_builtin)) = (
@@ -374,9 +375,10 @@ fn without_detectors_added_since(written: &Value, saved: &Value) -> Value {
     ) {
         builtin.retain(|key, _| {
             saved_builtin.contains_key(key)
-                || !loopguard_detectors::REGISTERED
+                || !(loopguard_detectors::REGISTERED
                     .iter()
                     .any(|(name, _, _)| name == key)
+                    || loopguard_detectors::KEYS_ADDED_SINCE_FORMAT_1.contains(&key.as_str()))
         });
     }
     written

@@ -891,3 +891,62 @@ async fn an_extension_whose_saved_state_cannot_be_restored_starts_the_task_afres
     // The built-in state was restored all the same.
     assert_eq!(decision.loop_count, 1);
 }
+
+/// 13 handoffs between two agents, a day apart, in the given order of days.
+fn day_apart_handoffs(days: impl Iterator<Item = u32>) -> Vec<Event> {
+    days.enumerate()
+        .map(|(index, day)| {
+            let (from, to) = if index % 2 == 0 { ("a", "b") } else { ("b", "a") };
+            event(&format!(
+                r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}","ts":"2026-10-{day:02}T10:00:00Z"}}"#
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn time_running_backwards_never_makes_a_window_span_more_than_its_length() {
+    // A day apart: never 4 exchanges within 600 s, whichever the order.
+    for (order, days) in [
+        ("ascending", day_apart_handoffs(1..=13)),
+        ("descending", day_apart_handoffs((1..=13).rev())),
+    ] {
+        let guard = LoopGuard::new(Config::default()).expect("engine");
+        let mut found = Vec::new();
+        let mut notes = Vec::new();
+        for (line, handoff) in (1..).zip(days) {
+            let decision = guard.observe_line(line, handoff).await;
+            found.extend(decision.detections);
+            notes.extend(decision.notes);
+        }
+        assert!(found.is_empty(), "{order}: {found:?}");
+        if order == "descending" {
+            // Every event after the first went back in time: each is
+            // counted at the latest time and says so.
+            assert_eq!(notes.len(), 12, "{notes:?}");
+            assert!(notes[0].contains("time went backwards"), "{}", notes[0]);
+        } else {
+            assert!(notes.is_empty(), "{notes:?}");
+        }
+    }
+    // Clamped events still count at the task's latest time: four quick
+    // exchanges, the last three timed slightly earlier than the first, are
+    // one window and a cycle.
+    let guard = LoopGuard::new(Config::default()).expect("engine");
+    let mut last = None;
+    for (line, (from, to, second)) in (1..).zip([
+        ("a", "b", 30),
+        ("b", "a", 10),
+        ("a", "b", 20),
+        ("b", "a", 25),
+    ]) {
+        let handoff = event(&format!(
+            r#"{{"type":"handoff","task":"T","from":"{from}","to":"{to}","ts":"2026-10-01T10:00:{second:02}Z"}}"#
+        ));
+        last = Some(guard.observe_line(line, handoff).await);
+    }
+    let last = last.expect("four decisions");
+    assert_eq!(last.detections.len(), 1, "{last:?}");
+    assert_eq!(last.detections[0].kind, "agent_pair");
+    assert_eq!(last.notes.len(), 1);
+}

@@ -459,7 +459,8 @@ impl LoopGuard {
 
         // Ruling 9: detectors run on every event, gated tasks included.
         let mut detections = Vec::new();
-        self.detectors
+        let late = self
+            .detectors
             .observe(&mut state.builtin, observed, &mut detections);
         detections.extend(extension_detections);
 
@@ -534,6 +535,7 @@ impl LoopGuard {
             id: None,
             detections,
             errors,
+            notes: late.into_iter().collect(),
         };
         (decision, writes)
     }
