@@ -186,6 +186,10 @@ pub enum SemanticError {
     /// was shut down).
     #[error("the embedding service's worker thread has stopped; create a new service")]
     ServiceStopped,
+
+    /// The same-request judge's weights could not be read or are not valid.
+    #[error("judge: {0}")]
+    Judge(String),
 }
 
 impl SemanticError {

@@ -75,6 +75,10 @@ pub use engine::{
     SemanticTopics, provision_options,
 };
 pub use error::{Result, SemanticError};
+pub use judge::{
+    DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, Features, FirstLook, JudgeKind, JudgeWeights, Pending,
+    SameRequestJudge, Verdict,
+};
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,
     ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
@@ -87,6 +91,7 @@ mod embedder;
 #[cfg(feature = "engine")]
 pub mod engine;
 mod error;
+pub mod judge;
 mod provision;
 mod service;
 mod similarity;

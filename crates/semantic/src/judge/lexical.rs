@@ -1,0 +1,790 @@
+//! The lexical side of the same-request judge: what two texts differ in,
+//! word by word.
+//!
+//! Cosine similarity of sentence embeddings cannot see that one word
+//! changes the work: "scale the brokers up" and "scale the brokers down"
+//! score above 0.95, higher than many true rewordings. This module finds
+//! such contrasts without a model:
+//!
+//! - **identifiers** are classified (a reference such as `#412` or
+//!   `INC-4471`, a number, a path, an acronym, a piece of code) and
+//!   compared per class: `#412` against `#418` is a contrast, `#412`
+//!   against `PR 412` is not (a reference's digits are its number);
+//! - **content words** (stop words out, Snowball-stemmed) are compared as
+//!   multisets: the words only one side has are its *differing words*;
+//! - **directions**: the same words with `to`/`from`/`into`/`before`/`after`
+//!   pointing at different words ("UTC to local" / "local to UTC");
+//! - **intents**: what each text asks for (review, fix, test, deploy, ...).
+//!
+//! [`compare`] gives all of it as a [`Contrast`]; the judge combines it with
+//! the cosine.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// The class of an identifier-like token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IdentifierClass {
+    /// A ticket, PR, issue, user, flag or other named id (`INC-4471`,
+    /// `@alice`, `--force`, `us-east-1`, `v2.3`).
+    Reference,
+    /// A number, with a unit or as a word (`30`, `30s`, `60%`, `thirty`);
+    /// `#412` keys to its number.
+    Number,
+    /// A file or module path (`src/api/list.rs`, `auth::session`).
+    Path,
+    /// An acronym of two or more capitals (`UTC`, `SQL`).
+    Acronym,
+    /// Code: `snake_case`, `camelCase`, `call()`, `object.method`.
+    Code,
+}
+
+impl IdentifierClass {
+    fn noun(self) -> &'static str {
+        match self {
+            IdentifierClass::Reference => "identifiers",
+            IdentifierClass::Number => "numbers",
+            IdentifierClass::Path => "paths",
+            IdentifierClass::Acronym => "acronyms",
+            IdentifierClass::Code => "code names",
+        }
+    }
+}
+
+/// One text, taken apart.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tokens {
+    /// Identifier-like tokens, each with its class and comparison key, in
+    /// order.
+    pub identifiers: Vec<(IdentifierClass, String)>,
+    /// Content words (lowercase, stop words out, stemmed), in order.
+    pub words: Vec<String>,
+    /// The words as written (lowercase), in order, for directions and the
+    /// residual text.
+    surface: Vec<String>,
+    /// Every token's key (a word's stem, an identifier's key, a stop word
+    /// as written), in order: what direction markers point at.
+    keys: Vec<String>,
+}
+
+/// Why two texts are different requests, found without a model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Veto {
+    /// Some class of identifier has one on each side that the other lacks.
+    Identifiers {
+        /// The class.
+        class: IdentifierClass,
+        /// The first text's.
+        a: String,
+        /// The second text's.
+        b: String,
+    },
+    /// One or two content words swapped for as many others in otherwise
+    /// much the same words ("open" vs "closed").
+    Words {
+        /// The first text's differing words.
+        a: Vec<String>,
+        /// The second text's.
+        b: Vec<String>,
+    },
+    /// The same words, with a direction marker pointing at different ones
+    /// ("UTC to local" vs "local to UTC").
+    Direction {
+        /// The marker (`to`, `from`, ...).
+        marker: &'static str,
+        /// What it points at in the first text.
+        a: String,
+        /// And in the second.
+        b: String,
+    },
+}
+
+impl fmt::Display for Veto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Veto::Identifiers { class, a, b } => {
+                write!(f, "different {} ({a} vs {b})", class.noun())
+            }
+            Veto::Words { a, b } => {
+                write!(f, "different words ({} vs {})", a.join(" "), b.join(" "))
+            }
+            Veto::Direction { marker, a, b } => {
+                write!(f, "opposite direction ({marker} {a} vs {marker} {b})")
+            }
+        }
+    }
+}
+
+/// What two texts share and where they differ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contrast {
+    /// The first veto found, if any.
+    pub veto: Option<Veto>,
+    /// The first text's differing words, in order, as written (for the
+    /// residual embedding).
+    pub only_a: Vec<String>,
+    /// The second text's.
+    pub only_b: Vec<String>,
+    /// Jaccard similarity of the two content-word sets (1 when both have
+    /// none).
+    pub word_jaccard: f32,
+    /// Both texts ask for something recognizable and share no intent.
+    pub intent_mismatch: bool,
+}
+
+/// Takes a text apart into identifiers and content words.
+pub fn tokenize(text: &str) -> Tokens {
+    let mut tokens = Tokens::default();
+    for raw in text.split_whitespace() {
+        let trimmed = trim_punctuation(raw);
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some((class, key)) = identifier(trimmed) {
+            tokens.keys.push(key.clone());
+            tokens.surface.push(trimmed.to_lowercase());
+            tokens.identifiers.push((class, key));
+            continue;
+        }
+        let lower: String = trimmed
+            .chars()
+            .filter(|c| *c != '\'' && *c != '’')
+            .flat_map(char::to_lowercase)
+            .collect();
+        // Words joined by a hyphen or slash without digits ("read-only",
+        // "and/or") are taken word by word.
+        for word in lower.split(['-', '/']).filter(|w| !w.is_empty()) {
+            let word = alias(word);
+            if let Some(number) = number_word(word) {
+                tokens.keys.push(number.to_owned());
+                tokens.surface.push(word.to_owned());
+                tokens
+                    .identifiers
+                    .push((IdentifierClass::Number, number.to_owned()));
+                continue;
+            }
+            if is_stop_word(word) || !word.chars().any(char::is_alphabetic) {
+                tokens.keys.push(word.to_owned());
+                continue;
+            }
+            let stem = stemmer().stem(word).into_owned();
+            tokens.keys.push(stem.clone());
+            tokens.surface.push(word.to_owned());
+            tokens.words.push(stem);
+        }
+    }
+    tokens
+}
+
+/// Compares two texts: their vetoes, differing words and intents.
+pub fn compare(a: &str, b: &str) -> Contrast {
+    let (ta, tb) = (tokenize(a), tokenize(b));
+    let (only_a_words, only_b_words) = multiset_difference(&ta.words, &tb.words);
+    let word_jaccard = jaccard(&ta.words, &tb.words);
+    let veto = identifier_veto(&ta, &tb)
+        .or_else(|| words_veto(&only_a_words, &only_b_words, word_jaccard))
+        .or_else(|| direction_veto(&ta, &tb, &only_a_words, &only_b_words))
+        .or_else(|| {
+            (only_a_words.is_empty() && only_b_words.is_empty())
+                .then(|| marker_veto(&ta, &tb))
+                .flatten()
+        });
+    let only_a = differing_surface(&ta, &tb);
+    let only_b = differing_surface(&tb, &ta);
+    let (intents_a, intents_b) = (intents(&ta), intents(&tb));
+    let intent_mismatch = intents_a != 0 && intents_b != 0 && intents_a & intents_b == 0;
+    Contrast {
+        veto,
+        only_a,
+        only_b,
+        word_jaccard,
+        intent_mismatch,
+    }
+}
+
+fn stemmer() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+/// Strips what surrounds a token but is not part of it (quotes, brackets,
+/// sentence punctuation), keeping a trailing `()` of a call.
+fn trim_punctuation(raw: &str) -> &str {
+    let start = raw.trim_start_matches(|c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '`' | '(' | '[' | '{' | '<' | '“' | '‘' | '*' | '_' | ','
+        )
+    });
+    if start.ends_with("()") {
+        return start;
+    }
+    start.trim_end_matches(|c: char| {
+        matches!(
+            c,
+            '"' | '\''
+                | '`'
+                | ')'
+                | ']'
+                | '}'
+                | '>'
+                | '”'
+                | '’'
+                | '*'
+                | '.'
+                | ','
+                | ';'
+                | ':'
+                | '!'
+                | '?'
+        )
+    })
+}
+
+/// An identifier's class and comparison key, when `token` is one.
+fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
+    let has_digit = token.chars().any(|c| c.is_ascii_digit());
+    let lower = token.to_lowercase();
+    if let Some(rest) = token.strip_prefix('#')
+        && !rest.is_empty()
+    {
+        return Some(match number_key(rest) {
+            Some(number) => (IdentifierClass::Number, number),
+            None => (IdentifierClass::Reference, lower),
+        });
+    }
+    if token.starts_with('@') || (token.starts_with("--") && token.len() > 2) {
+        return Some((IdentifierClass::Reference, lower));
+    }
+    if let Some(number) = number_key(token) {
+        return Some((IdentifierClass::Number, number));
+    }
+    if token.contains('/') && token.chars().any(char::is_alphanumeric) && !is_word_pair(token)
+        || token.contains('\\')
+        || token.contains("::")
+        || has_file_extension(token)
+    {
+        return Some((IdentifierClass::Path, lower));
+    }
+    if has_digit {
+        return Some((IdentifierClass::Reference, lower));
+    }
+    let letters: Vec<char> = token.chars().filter(|c| c.is_alphabetic()).collect();
+    if letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase()) {
+        return Some((IdentifierClass::Acronym, lower));
+    }
+    let inner_dot = token
+        .trim_end_matches("()")
+        .split('.')
+        .filter(|part| !part.is_empty())
+        .count()
+        > 1;
+    let camel = token
+        .chars()
+        .zip(token.chars().skip(1))
+        .any(|(x, y)| x.is_lowercase() && y.is_uppercase());
+    if token.contains('_') || token.ends_with("()") || inner_dot || camel {
+        return Some((
+            IdentifierClass::Code,
+            lower.trim_end_matches("()").to_owned(),
+        ));
+    }
+    None
+}
+
+/// Words joined by a slash ("and/or", "read/write"): not a path.
+fn is_word_pair(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('/').collect();
+    parts.len() == 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(char::is_alphabetic))
+}
+
+fn has_file_extension(token: &str) -> bool {
+    const EXTENSIONS: [&str; 24] = [
+        "rs", "go", "py", "js", "ts", "tsx", "jsx", "java", "kt", "rb", "c", "h", "cpp", "cs",
+        "json", "yaml", "yml", "toml", "md", "sql", "sh", "html", "css", "csv",
+    ];
+    token.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty() && EXTENSIONS.contains(&ext.to_lowercase().as_str())
+    })
+}
+
+/// The number a token stands for: digits (with `,` thousands or a decimal
+/// point), optionally with a unit or `%` (`30s`, `5GB`, `2x`), as a key of
+/// digits.
+fn number_key(token: &str) -> Option<String> {
+    let digits_end = token
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_digit() || *c == ',' || *c == '.'))
+        .map_or(token.len(), |(index, _)| index);
+    let (number, unit) = token.split_at(digits_end);
+    let number = number.trim_end_matches(['.', ',']);
+    if number.is_empty() || !number.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let unit_ok = unit.is_empty()
+        || unit == "%"
+        || (unit.len() <= 5 && unit.chars().all(|c| c.is_ascii_alphabetic()));
+    unit_ok.then(|| number.replace(',', ""))
+}
+
+/// A number word as digits.
+fn number_word(word: &str) -> Option<&'static str> {
+    const WORDS: [(&str, &str); 28] = [
+        ("zero", "0"),
+        ("one", "1"),
+        ("two", "2"),
+        ("three", "3"),
+        ("four", "4"),
+        ("five", "5"),
+        ("six", "6"),
+        ("seven", "7"),
+        ("eight", "8"),
+        ("nine", "9"),
+        ("ten", "10"),
+        ("eleven", "11"),
+        ("twelve", "12"),
+        ("thirteen", "13"),
+        ("fourteen", "14"),
+        ("fifteen", "15"),
+        ("sixteen", "16"),
+        ("seventeen", "17"),
+        ("eighteen", "18"),
+        ("nineteen", "19"),
+        ("twenty", "20"),
+        ("thirty", "30"),
+        ("forty", "40"),
+        ("fifty", "50"),
+        ("sixty", "60"),
+        ("seventy", "70"),
+        ("eighty", "80"),
+        ("ninety", "90"),
+    ];
+    WORDS
+        .iter()
+        .find(|(name, _)| *name == word)
+        .map(|(_, digits)| *digits)
+}
+
+/// Common short forms, read as the word they stand for.
+fn alias(word: &str) -> &str {
+    match word {
+        "prod" => "production",
+        "stg" => "staging",
+        "dev" => "development",
+        "db" => "database",
+        "repo" => "repository",
+        "config" | "cfg" | "conf" => "configuration",
+        "env" => "environment",
+        "docs" | "doc" => "documentation",
+        "msg" => "message",
+        "k8s" => "kubernetes",
+        "perf" => "performance",
+        "auth" => "authentication",
+        "deps" => "dependencies",
+        "info" => "information",
+        "pls" | "plz" => "please",
+        other => other,
+    }
+}
+
+/// Words that carry no request of their own: articles, pronouns,
+/// auxiliaries, politeness, "again", the light verbs of "take a look". The
+/// direction markers are here too, compared on their own
+/// ([`DIRECTION_MARKERS`]): "look into" is not a different request from
+/// "investigate", but "before" is from "after". Negations, comparisons,
+/// quantities and directions such as up/down are NOT stop words: they
+/// change the work.
+fn is_stop_word(word: &str) -> bool {
+    const STOP: &[&str] = &[
+        "a", "an", "the", "this", "that", "these", "those", "it", "its", "it's", "i", "me", "my",
+        "we", "us", "our", "you", "your", "he", "she", "they", "them", "their", "is", "are", "was",
+        "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had",
+        "can", "could", "would", "will", "shall", "should", "may", "might", "must", "please",
+        "kindly", "thanks", "thank", "again", "also", "just", "quick", "quickly", "now", "then",
+        "so", "of", "for", "in", "on", "at", "by", "with", "and", "or", "as", "if", "there",
+        "here", "what", "which", "who", "whom", "how", "why", "when", "where", "some", "any",
+        "let", "lets", "let's", "go", "ahead", "hey", "hi", "ok", "okay", "sure", "another",
+        "look", "take", "give", "to", "from", "into", "onto", "before", "after", "than",
+    ];
+    STOP.contains(&word)
+}
+
+/// What each of the two multisets has that the other lacks.
+fn multiset_difference(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+    fn count(words: &[String]) -> BTreeMap<&str, i32> {
+        let mut counts: BTreeMap<&str, i32> = BTreeMap::new();
+        for word in words {
+            *counts.entry(word.as_str()).or_default() += 1;
+        }
+        counts
+    }
+    let (ca, cb) = (count(a), count(b));
+    let only = |words: &[String], mine: &BTreeMap<&str, i32>, theirs: &BTreeMap<&str, i32>| {
+        let mut left: BTreeMap<&str, i32> = mine
+            .iter()
+            .map(|(word, n)| (*word, n - theirs.get(word).copied().unwrap_or(0)))
+            .collect();
+        let mut out = Vec::new();
+        for word in words {
+            if let Some(n) = left.get_mut(word.as_str())
+                && *n > 0
+            {
+                *n -= 1;
+                out.push(word.clone());
+            }
+        }
+        out
+    };
+    (only(a, &ca, &cb), only(b, &cb, &ca))
+}
+
+fn jaccard(a: &[String], b: &[String]) -> f32 {
+    use std::collections::BTreeSet;
+    let (sa, sb): (BTreeSet<&str>, BTreeSet<&str>) = (
+        a.iter().map(String::as_str).collect(),
+        b.iter().map(String::as_str).collect(),
+    );
+    let union = sa.union(&sb).count();
+    if union == 0 {
+        return 1.0;
+    }
+    sa.intersection(&sb).count() as f32 / union as f32
+}
+
+/// An identifier class with an unmatched identifier on both sides.
+fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let keys = |tokens: &Tokens, class: IdentifierClass| -> Vec<String> {
+        tokens
+            .identifiers
+            .iter()
+            .filter(|(c, _)| *c == class)
+            .map(|(_, key)| key.clone())
+            .collect()
+    };
+    for class in [
+        IdentifierClass::Reference,
+        IdentifierClass::Number,
+        IdentifierClass::Path,
+        IdentifierClass::Code,
+        IdentifierClass::Acronym,
+    ] {
+        let (only_a, only_b) = multiset_difference(&keys(a, class), &keys(b, class));
+        if let (Some(first_a), Some(first_b)) = (only_a.first(), only_b.first()) {
+            return Some(Veto::Identifiers {
+                class,
+                a: first_a.clone(),
+                b: first_b.clone(),
+            });
+        }
+    }
+    None
+}
+
+/// One or two words swapped for as many in much the same words, unless
+/// the swapped words ask for the same thing (both in one intent: "review"
+/// and "audit").
+fn words_veto(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto> {
+    let swapped = matches!((only_a.len(), only_b.len()), (1, 1) | (2, 2));
+    let synonyms = intents_of(only_a) & intents_of(only_b) != 0;
+    (swapped && jaccard >= 0.4 && !synonyms).then(|| Veto::Words {
+        a: only_a.to_vec(),
+        b: only_b.to_vec(),
+    })
+}
+
+/// Words that point from one thing to another.
+const DIRECTION_MARKERS: [&str; 7] = ["to", "from", "into", "onto", "before", "after", "than"];
+
+/// The direction markers each text has that the other lacks, when both
+/// have some ("before" vs "after", "to" vs "from").
+fn marker_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let markers = |tokens: &Tokens| -> Vec<String> {
+        tokens
+            .keys
+            .iter()
+            .filter(|key| DIRECTION_MARKERS.contains(&key.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (only_a, only_b) = multiset_difference(&markers(a), &markers(b));
+    (!only_a.is_empty() && !only_b.is_empty()).then_some(Veto::Words {
+        a: only_a,
+        b: only_b,
+    })
+}
+
+/// The same words, with a direction marker pointing at different ones.
+fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) -> Option<Veto> {
+    if !only_a.is_empty() || !only_b.is_empty() {
+        return None;
+    }
+    for marker in DIRECTION_MARKERS {
+        let target = |tokens: &Tokens| {
+            tokens
+                .keys
+                .iter()
+                .position(|key| key == marker)
+                .and_then(|at| tokens.keys[at + 1..].iter().find(|key| !is_stop_word(key)))
+                .cloned()
+        };
+        if let (Some(ta), Some(tb)) = (target(a), target(b))
+            && ta != tb
+        {
+            return Some(Veto::Direction {
+                marker,
+                a: ta,
+                b: tb,
+            });
+        }
+    }
+    None
+}
+
+/// The surface words of `mine` whose stems `theirs` lacks, in order.
+fn differing_surface(mine: &Tokens, theirs: &Tokens) -> Vec<String> {
+    let (only, _) = multiset_difference(&mine.words, &theirs.words);
+    let mut left = only;
+    let mut out = Vec::new();
+    for surface in &mine.surface {
+        let stem = stemmer().stem(surface).into_owned();
+        if let Some(at) = left.iter().position(|word| *word == stem) {
+            left.remove(at);
+            out.push(surface.clone());
+        }
+    }
+    out
+}
+
+/// The intents a text asks for, as a bit set over [`INTENTS`].
+fn intents(tokens: &Tokens) -> u32 {
+    intents_of(&tokens.words)
+}
+
+/// The intents of some stems, as a bit set over [`INTENTS`].
+fn intents_of(stems: &[String]) -> u32 {
+    let mut bits = 0;
+    for (bit, (_, intent_stems)) in INTENTS.iter().enumerate() {
+        if stems
+            .iter()
+            .any(|word| intent_stems.contains(&word.as_str()))
+        {
+            bits |= 1 << bit;
+        }
+    }
+    bits
+}
+
+/// What a request can ask for, each with the stems that ask for it.
+const INTENTS: [(&str, &[&str]); 14] = [
+    (
+        "review",
+        &["review", "audit", "inspect", "critiqu", "assess"],
+    ),
+    ("fix", &["fix", "repair", "patch", "resolv", "correct"]),
+    ("test", &["test", "verifi", "validat"]),
+    (
+        "deploy",
+        &["deploy", "releas", "ship", "rollout", "publish"],
+    ),
+    (
+        "explain",
+        &["explain", "describ", "clarifi", "summar", "summari"],
+    ),
+    (
+        "search",
+        &["search", "find", "look", "lookup", "research", "googl"],
+    ),
+    (
+        "refactor",
+        &["refactor", "restructur", "simplifi", "cleanup"],
+    ),
+    ("document", &["document", "documentation"]),
+    ("optimize", &["optim", "speed", "acceler", "tune"]),
+    (
+        "investigate",
+        &["investig", "debug", "diagnos", "troubleshoot"],
+    ),
+    ("build", &["implement", "build", "creat", "add", "write"]),
+    ("remove", &["remov", "delet", "drop", "purg"]),
+    ("update", &["updat", "upgrad", "bump", "migrat"]),
+    ("translate", &["translat", "local"]),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn veto(a: &str, b: &str) -> Option<String> {
+        compare(a, b).veto.map(|veto| veto.to_string())
+    }
+
+    #[test]
+    fn identifiers_are_classified() {
+        let tokens = tokenize(
+            "Fix INC-4471 in src/api/list.rs: paginate() and user_id, @alice, #412, 30s, UTC, fooBar",
+        );
+        let classes: Vec<(IdentifierClass, &str)> = tokens
+            .identifiers
+            .iter()
+            .map(|(class, key)| (*class, key.as_str()))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                (IdentifierClass::Reference, "inc-4471"),
+                (IdentifierClass::Path, "src/api/list.rs"),
+                (IdentifierClass::Code, "paginate"),
+                (IdentifierClass::Code, "user_id"),
+                (IdentifierClass::Reference, "@alice"),
+                (IdentifierClass::Number, "412"),
+                (IdentifierClass::Number, "30"),
+                (IdentifierClass::Acronym, "utc"),
+                (IdentifierClass::Code, "foobar"),
+            ]
+        );
+        assert_eq!(tokens.words, ["fix"]);
+    }
+
+    #[test]
+    fn one_identifier_changed_is_a_veto_and_the_same_one_written_otherwise_is_not() {
+        assert_eq!(
+            veto(
+                "Review PR #412 for the login bug.",
+                "Review PR #418 for the login bug."
+            ),
+            Some("different numbers (412 vs 418)".into())
+        );
+        assert_eq!(
+            veto(
+                "Page the on-call for INC-4471.",
+                "Page the on-call for INC-4417."
+            ),
+            Some("different identifiers (inc-4471 vs inc-4417)".into())
+        );
+        assert_eq!(veto("Review PR 412 please", "Can you review #412?"), None);
+        assert_eq!(veto("keep logs thirty days", "keep logs 30 days"), None);
+        assert_eq!(
+            veto("keep logs 30 days", "keep logs 60 days"),
+            Some("different numbers (30 vs 60)".into())
+        );
+    }
+
+    #[test]
+    fn one_word_contrasts_are_vetoed() {
+        assert_eq!(
+            veto("List the open P1 bugs", "List the closed P1 bugs"),
+            Some("different words (open vs close)".into())
+        );
+        assert_eq!(
+            veto("Scale the Kafka brokers up", "Scale the Kafka brokers down"),
+            Some("different words (up vs down)".into())
+        );
+        assert!(
+            veto(
+                "Check the code that parses the config",
+                "Check the code that writes the config"
+            )
+            .is_some()
+        );
+        assert!(
+            veto(
+                "Deploy build 5812 to staging.",
+                "Deploy build 5812 to production."
+            )
+            .is_some()
+        );
+        // A prod/production alias is not a contrast.
+        assert_eq!(
+            veto(
+                "Deploy build 5812 to prod",
+                "deploy build 5812 to production"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_reversed_direction_is_vetoed() {
+        assert_eq!(
+            veto(
+                "Convert the timestamps from UTC to local time",
+                "Convert the timestamps from local time to UTC"
+            ),
+            Some("opposite direction (to local vs to utc)".into())
+        );
+        assert_eq!(
+            veto(
+                "Copy the rows from orders into archive",
+                "Copy the rows from archive into orders"
+            ),
+            Some("opposite direction (from order vs from archiv)".into())
+        );
+    }
+
+    #[test]
+    fn before_and_after_are_a_contrast_but_look_into_is_not_one() {
+        assert_eq!(
+            veto(
+                "Run the migrations before the deploy",
+                "Run the migrations after the deploy"
+            ),
+            Some("different words (before vs after)".into())
+        );
+        assert_eq!(
+            veto(
+                "Can you look into the flaky login test?",
+                "Could you investigate the flaky login test?"
+            ),
+            None
+        );
+        // Synonyms of one intent are no contrast.
+        assert_eq!(
+            veto("Review the auth middleware", "Audit the auth middleware"),
+            None
+        );
+    }
+
+    #[test]
+    fn rewordings_leave_differing_words_and_no_veto() {
+        let contrast = compare(
+            "Can you review the session timeout handling in auth/session.go?",
+            "Could you take a look at how auth/session.go handles session timeouts?",
+        );
+        assert_eq!(contrast.veto, None);
+        assert!(!contrast.only_a.is_empty() || !contrast.only_b.is_empty());
+        let same = compare(
+            "Restart the Redis cluster.",
+            "restart the redis cluster again please",
+        );
+        assert_eq!(same.veto, None);
+        assert!(same.only_a.is_empty() && same.only_b.is_empty());
+        assert!((same.word_jaccard - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn intents_that_share_nothing_mismatch() {
+        assert!(
+            compare(
+                "Review the SQL in get_orders for injection",
+                "Speed up the SQL in get_orders"
+            )
+            .intent_mismatch
+        );
+        assert!(
+            !compare(
+                "Review the SQL in get_orders",
+                "Audit the SQL in get_orders"
+            )
+            .intent_mismatch
+        );
+        assert!(
+            !compare("the SQL in get_orders", "Speed up the SQL in get_orders").intent_mismatch
+        );
+    }
+}

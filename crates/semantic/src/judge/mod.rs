@@ -1,0 +1,480 @@
+//! "Is this the same request?": the judge behind `collaboration_loop`,
+//! `repeated_query` and every other same-request check.
+//!
+//! Two judges:
+//!
+//! - **cosine** (the original): the same request when the embeddings'
+//!   cosine is strictly above the threshold (0.85 by default).
+//! - **calibrated** (the default): the cosine plus what the two texts
+//!   differ in, word by word ([`lexical`]): a *veto* when an identifier,
+//!   a number, one or two deciding words or a direction differ; the
+//!   *residual cosine*, the cosine of the two sides' differing words alone
+//!   (a synonym swap keeps it high, a real contrast does not); and an
+//!   *intent mismatch* (review vs speed up). A logistic combination of
+//!   them, with weights fitted on labelled pairs (`loopguard tune --judge
+//!   calibrated`) and loaded from a small file ([`JudgeWeights`]), gives a
+//!   score in 0..1; the same request when it is above the threshold.
+//!
+//! Judging is two steps, so that any embedder can serve the second:
+//! [`SameRequestJudge::first_look`] decides from the cosine and the words
+//! alone when it can (a veto, a cosine too low to matter, or the cosine
+//! judge), and otherwise asks for the residual texts' cosine;
+//! [`Pending::finish`] decides with it. [`SameRequestJudge::judge`] does
+//! both with an [`EmbeddingService`] (its cache keeps the short residual
+//! texts).
+
+pub mod lexical;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::lexical::{Contrast, IdentifierClass, Veto, compare};
+use crate::{EmbeddingService, Result, SemanticError, cosine};
+
+/// The weights shipped with loopguard, fitted on the train split of
+/// `data/pairs/requests.jsonl` with the pinned model.
+pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
+
+/// Below this cosine no residual is computed: the texts are about
+/// different things whatever their differing words are.
+const RESIDUAL_FLOOR: f32 = 0.3;
+
+/// Which judge decides "the same request".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeKind {
+    /// The embeddings' cosine alone, strictly above the threshold.
+    Cosine,
+    /// Cosine and lexical contrast, combined by fitted weights.
+    #[default]
+    Calibrated,
+}
+
+impl fmt::Display for JudgeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JudgeKind::Cosine => "cosine",
+            JudgeKind::Calibrated => "calibrated",
+        })
+    }
+}
+
+/// The calibrated judge's weights: a logistic model over the features of
+/// [`Features::vector`], and the score above which two texts are the same
+/// request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeWeights {
+    /// The format of this file (1).
+    pub format: u32,
+    /// The embedding model the weights were fitted with.
+    pub model: String,
+    /// Where they were fitted (a pairs file and split).
+    #[serde(default)]
+    pub fitted_on: String,
+    /// The intercept.
+    pub bias: f32,
+    /// One weight per feature, in the order of [`FEATURE_NAMES`].
+    pub weights: Vec<f32>,
+    /// The operating threshold on the score (strictly exceeded).
+    pub threshold: f32,
+}
+
+/// The features of the calibrated judge, in the order of
+/// [`JudgeWeights::weights`].
+pub const FEATURE_NAMES: [&str; 6] = [
+    "cosine",
+    "veto",
+    "residual_cosine",
+    "residual_missing",
+    "intent_mismatch",
+    "word_jaccard",
+];
+
+impl JudgeWeights {
+    /// The weights shipped with loopguard.
+    pub fn shipped() -> JudgeWeights {
+        // The shipped file is checked by a test; a broken one is a build
+        // error of ours, not an input error.
+        JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights {
+            format: 1,
+            model: String::new(),
+            fitted_on: String::new(),
+            bias: 0.0,
+            weights: vec![0.0; FEATURE_NAMES.len()],
+            threshold: 0.5,
+        })
+    }
+
+    /// Reads weights from their JSON text, checking their shape.
+    pub fn from_json(text: &str) -> Result<JudgeWeights> {
+        let weights: JudgeWeights =
+            serde_json::from_str(text).map_err(|err| SemanticError::Judge(err.to_string()))?;
+        if weights.format != 1 {
+            return Err(SemanticError::Judge(format!(
+                "judge weights of format {}, this loopguard reads 1",
+                weights.format
+            )));
+        }
+        if weights.weights.len() != FEATURE_NAMES.len() {
+            return Err(SemanticError::Judge(format!(
+                "judge weights have {} weights, the features are {} ({})",
+                weights.weights.len(),
+                FEATURE_NAMES.len(),
+                FEATURE_NAMES.join(", ")
+            )));
+        }
+        if !(weights.bias.is_finite()
+            && weights.weights.iter().all(|w| w.is_finite())
+            && (0.0..1.0).contains(&weights.threshold))
+        {
+            return Err(SemanticError::Judge(
+                "judge weights must be finite and the threshold between 0 and 1".into(),
+            ));
+        }
+        Ok(weights)
+    }
+
+    /// Reads weights from a file.
+    pub fn from_file(path: &std::path::Path) -> Result<JudgeWeights> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            SemanticError::Judge(format!("cannot read {}: {err}", path.display()))
+        })?;
+        JudgeWeights::from_json(&text)
+            .map_err(|err| SemanticError::Judge(format!("{}: {err}", path.display())))
+    }
+
+    /// The score of `features`: the logistic of the weighted sum.
+    pub fn score(&self, features: &Features) -> f32 {
+        let sum: f32 = self.bias
+            + self
+                .weights
+                .iter()
+                .zip(features.vector())
+                .map(|(w, x)| w * x)
+                .sum::<f32>();
+        1.0 / (1.0 + (-sum).exp())
+    }
+}
+
+/// What the judge looked at for one pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    /// The embeddings' cosine.
+    pub cosine: f32,
+    /// What the texts differ in, word by word.
+    pub contrast: Contrast,
+    /// The cosine of the two sides' differing words (1 when one side has
+    /// none); `None` when not computed (a veto, or a cosine below 0.3).
+    pub residual_cosine: Option<f32>,
+}
+
+impl Features {
+    /// The numeric features, in the order of [`FEATURE_NAMES`].
+    pub fn vector(&self) -> [f32; 6] {
+        [
+            self.cosine,
+            f32::from(u8::from(self.contrast.veto.is_some())),
+            self.residual_cosine.unwrap_or(0.0),
+            f32::from(u8::from(self.residual_cosine.is_none())),
+            f32::from(u8::from(self.contrast.intent_mismatch)),
+            self.contrast.word_jaccard,
+        ]
+    }
+}
+
+/// The judge's answer for one pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Which judge answered.
+    pub judge: JudgeKind,
+    /// The same request?
+    pub same: bool,
+    /// The score compared with the threshold: the cosine for the cosine
+    /// judge, the calibrated score (0..1) otherwise.
+    pub score: f32,
+    /// The threshold (strictly exceeded).
+    pub threshold: f32,
+    /// Everything it looked at.
+    pub features: Features,
+}
+
+impl Verdict {
+    /// What decided, in words, for a detection's reason:
+    /// "same request (score 0.91, cosine 0.89)", "different identifiers
+    /// (#412 vs #418)".
+    pub fn reason(&self) -> String {
+        let cosine = self.features.cosine;
+        match (self.judge, self.same) {
+            (JudgeKind::Cosine, _) => format!(
+                "cosine {cosine:.2} {} the threshold {:.2}",
+                if self.same { "above" } else { "not above" },
+                self.threshold
+            ),
+            (JudgeKind::Calibrated, true) => {
+                format!("same request (score {:.2}, cosine {cosine:.2})", self.score)
+            }
+            (JudgeKind::Calibrated, false) => match &self.features.contrast.veto {
+                Some(veto) => format!("{veto} (score {:.2}, cosine {cosine:.2})", self.score),
+                None if self.features.contrast.intent_mismatch => format!(
+                    "different intent (score {:.2}, cosine {cosine:.2})",
+                    self.score
+                ),
+                None => format!(
+                    "different request (score {:.2}, cosine {cosine:.2})",
+                    self.score
+                ),
+            },
+        }
+    }
+}
+
+/// A judge, configured: the cosine judge, or the calibrated one with its
+/// weights.
+#[derive(Debug, Clone)]
+pub struct SameRequestJudge {
+    kind: JudgeKind,
+    weights: Arc<JudgeWeights>,
+}
+
+/// A pair the judge needs the residual cosine for.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    judge: SameRequestJudge,
+    threshold: f32,
+    features: Features,
+}
+
+/// The first look at a pair: decided, or waiting for the residual texts'
+/// cosine.
+#[derive(Debug, Clone)]
+pub enum FirstLook {
+    /// Decided without another embedding.
+    Decided(Verdict),
+    /// Needs the cosine of [`Pending::residual_texts`].
+    Pending(Pending),
+}
+
+impl SameRequestJudge {
+    /// The cosine judge.
+    pub fn cosine() -> SameRequestJudge {
+        SameRequestJudge {
+            kind: JudgeKind::Cosine,
+            weights: Arc::new(JudgeWeights::shipped()),
+        }
+    }
+
+    /// The calibrated judge with `weights`.
+    pub fn calibrated(weights: JudgeWeights) -> SameRequestJudge {
+        SameRequestJudge {
+            kind: JudgeKind::Calibrated,
+            weights: Arc::new(weights),
+        }
+    }
+
+    /// The judge of `kind`, with the shipped weights.
+    pub fn of_kind(kind: JudgeKind) -> SameRequestJudge {
+        match kind {
+            JudgeKind::Cosine => SameRequestJudge::cosine(),
+            JudgeKind::Calibrated => SameRequestJudge::calibrated(JudgeWeights::shipped()),
+        }
+    }
+
+    /// Which judge it is.
+    pub fn kind(&self) -> JudgeKind {
+        self.kind
+    }
+
+    /// Its weights (used by the calibrated judge only).
+    pub fn weights(&self) -> &JudgeWeights {
+        &self.weights
+    }
+
+    /// The default operating threshold: the configured cosine threshold
+    /// for the cosine judge, the weights' own for the calibrated one.
+    pub fn default_threshold(&self, cosine_threshold: f32) -> f32 {
+        match self.kind {
+            JudgeKind::Cosine => cosine_threshold,
+            JudgeKind::Calibrated => self.weights.threshold,
+        }
+    }
+
+    /// Judges `a` and `b`, whose embeddings' cosine is `cosine`, as far as
+    /// that and their words allow.
+    pub fn first_look(&self, a: &str, b: &str, cosine: f32, threshold: f32) -> FirstLook {
+        let contrast = match self.kind {
+            JudgeKind::Cosine => Contrast {
+                veto: None,
+                only_a: Vec::new(),
+                only_b: Vec::new(),
+                word_jaccard: 0.0,
+                intent_mismatch: false,
+            },
+            JudgeKind::Calibrated => compare(a, b),
+        };
+        let features = Features {
+            cosine,
+            contrast,
+            residual_cosine: None,
+        };
+        let pending = Pending {
+            judge: self.clone(),
+            threshold,
+            features,
+        };
+        let needs_residual = self.kind == JudgeKind::Calibrated
+            && pending.features.contrast.veto.is_none()
+            && cosine >= RESIDUAL_FLOOR;
+        if !needs_residual {
+            return FirstLook::Decided(pending.finish(None));
+        }
+        let (only_a, only_b) = (
+            &pending.features.contrast.only_a,
+            &pending.features.contrast.only_b,
+        );
+        if only_a.is_empty() || only_b.is_empty() {
+            // One side adds nothing of its own: the residual is "the same".
+            return FirstLook::Decided(pending.finish(Some(1.0)));
+        }
+        FirstLook::Pending(pending)
+    }
+
+    /// Judges `a` and `b` (their embeddings' cosine is `cosine`), embedding
+    /// the residual texts with `service` when needed.
+    pub async fn judge(
+        &self,
+        service: &EmbeddingService,
+        a: &str,
+        b: &str,
+        cosine_ab: f32,
+        threshold: f32,
+    ) -> Result<Verdict> {
+        match self.first_look(a, b, cosine_ab, threshold) {
+            FirstLook::Decided(verdict) => Ok(verdict),
+            FirstLook::Pending(pending) => {
+                let (ra, rb) = pending.residual_texts();
+                let vectors = service.embed_many(&[ra.as_str(), rb.as_str()]).await?;
+                let residual = match (vectors.first(), vectors.get(1)) {
+                    (Some(va), Some(vb)) => cosine(va, vb)?,
+                    _ => 0.0,
+                };
+                Ok(pending.finish(Some(residual)))
+            }
+        }
+    }
+}
+
+impl Pending {
+    /// The two sides' differing words, each joined in order.
+    pub fn residual_texts(&self) -> (String, String) {
+        (
+            self.features.contrast.only_a.join(" "),
+            self.features.contrast.only_b.join(" "),
+        )
+    }
+
+    /// The verdict, with the residual texts' cosine (`None`: not computed).
+    pub fn finish(mut self, residual_cosine: Option<f32>) -> Verdict {
+        self.features.residual_cosine = residual_cosine;
+        let (score, same) = match self.judge.kind {
+            JudgeKind::Cosine => (self.features.cosine, self.features.cosine > self.threshold),
+            JudgeKind::Calibrated => {
+                let score = self.judge.weights.score(&self.features);
+                (score, score > self.threshold)
+            }
+        };
+        Verdict {
+            judge: self.judge.kind,
+            same,
+            score,
+            threshold: self.threshold,
+            features: self.features,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_weights_read() {
+        let weights = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("the shipped weights");
+        assert_eq!(weights.weights.len(), FEATURE_NAMES.len());
+    }
+
+    #[test]
+    fn bad_weights_are_refused_by_what_is_wrong() {
+        let err = JudgeWeights::from_json(
+            r#"{"format":1,"model":"m","bias":0,"weights":[1,2],"threshold":0.5}"#,
+        )
+        .expect_err("two weights");
+        assert!(err.to_string().contains("2 weights"), "{err}");
+        let err = JudgeWeights::from_json(
+            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0],"threshold":0.5}"#,
+        )
+        .expect_err("format 2");
+        assert!(err.to_string().contains("format 2"), "{err}");
+    }
+
+    #[test]
+    fn the_cosine_judge_is_the_strict_threshold() {
+        let judge = SameRequestJudge::cosine();
+        let FirstLook::Decided(above) = judge.first_look("a", "b", 0.86, 0.85) else {
+            panic!("the cosine judge decides at once");
+        };
+        assert!(above.same);
+        let FirstLook::Decided(at) = judge.first_look("a", "b", 0.85, 0.85) else {
+            panic!("decided");
+        };
+        assert!(!at.same);
+        assert_eq!(at.reason(), "cosine 0.85 not above the threshold 0.85");
+    }
+
+    #[test]
+    fn a_veto_decides_without_a_residual_and_names_the_difference() {
+        let judge = SameRequestJudge::calibrated(JudgeWeights {
+            format: 1,
+            model: "m".into(),
+            fitted_on: String::new(),
+            bias: -2.0,
+            weights: vec![6.0, -8.0, 2.0, -1.0, -2.0, 0.0],
+            threshold: 0.5,
+        });
+        let FirstLook::Decided(verdict) =
+            judge.first_look("Review PR #412", "Review PR #418", 0.95, 0.5)
+        else {
+            panic!("a veto decides at once");
+        };
+        assert!(!verdict.same, "{verdict:?}");
+        assert!(
+            verdict
+                .reason()
+                .starts_with("different numbers (412 vs 418)"),
+            "{}",
+            verdict.reason()
+        );
+        // A rewording needs the residual; with a high one it is the same.
+        let FirstLook::Pending(pending) = judge.first_look(
+            "Can you speed up the checkout query?",
+            "Could you optimize the checkout query?",
+            0.9,
+            0.5,
+        ) else {
+            panic!("needs the residual");
+        };
+        assert_eq!(
+            pending.residual_texts(),
+            ("speed up".to_owned(), "optimize".to_owned())
+        );
+        let verdict = pending.finish(Some(0.8));
+        assert!(verdict.same, "{verdict:?}");
+        assert!(
+            verdict.reason().starts_with("same request (score"),
+            "{}",
+            verdict.reason()
+        );
+    }
+}
