@@ -475,3 +475,135 @@ fn trace_lines_that_are_not_events_are_listed_and_strict_exits_1() {
     let strict = run(args(true));
     assert_eq!(strict.code, Some(1), "{strict:?}");
 }
+
+/// Pairs for the judge: two rewordings and two one-word contrasts in each
+/// split, so a fit has both labels to learn from.
+const JUDGE_PAIRS: &str = r#"{"a": "Review PR #412 for the login bug.", "b": "Review PR #418 for the login bug.", "same": false}
+{"a": "Scale the Kafka brokers up.", "b": "Scale the Kafka brokers down.", "same": false}
+{"a": "Restart the Redis cluster.", "b": "restart the redis cluster again please", "same": true}
+{"a": "Can you fix the flaky login test?", "b": "Please fix the flaky login test.", "same": true}
+{"a": "Deploy build 5812 to staging.", "b": "Deploy build 5813 to staging.", "same": false, "split": "test"}
+{"a": "Check the disk usage on db-1.", "b": "check the disk usage on db-1 again", "same": true, "split": "test"}
+"#;
+
+#[test]
+fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, JUDGE_PAIRS);
+    let weights = dir.path().join("weights").join("judge.json");
+    let fitted = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--embedder".as_ref(),
+        "lexical".as_ref(),
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--weights-out".as_ref(),
+        weights.as_os_str(),
+    ]);
+    assert_eq!(fitted.code, Some(0), "{fitted:?}");
+    assert!(fitted.stdout.contains("calibrated"), "{}", fitted.stdout);
+    assert!(
+        fitted.stdout.contains("residual_cosine"),
+        "{}",
+        fitted.stdout
+    );
+    // The weights file reads back as judge weights, fitted on this file.
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
+            .expect("JSON");
+    assert_eq!(written["format"], 1);
+    assert!(
+        written["fitted_on"]
+            .as_str()
+            .is_some_and(|f| f.contains("pairs.jsonl")),
+        "{written}"
+    );
+    // Scored as they are, on the test split: the contrast is caught, the
+    // repeat kept, and the counts come as the documented JSON.
+    let eval = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--embedder".as_ref(),
+        "lexical".as_ref(),
+        "--eval-only".as_ref(),
+        "--weights".as_ref(),
+        weights.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(eval.code, Some(0), "{eval:?}");
+    let scored: Value = serde_json::from_str(eval.stdout.trim()).expect("one JSON object");
+    let keys: Vec<&str> = scored
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "f1",
+            "fn",
+            "fp",
+            "judge",
+            "precision",
+            "recall",
+            "threshold",
+            "tn",
+            "tp"
+        ]
+    );
+    assert_eq!(scored["judge"], "calibrated");
+    assert_eq!(
+        (scored["tp"].as_u64(), scored["fp"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        (scored["tn"].as_u64(), scored["fn"].as_u64()),
+        (Some(1), Some(0))
+    );
+    // The cosine judge at the configured 0.85 flags the contrast (lexical
+    // cosine 0.8 + a shared build number) or not; either way it is scored
+    // at the config's request threshold.
+    let cosine = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--embedder".as_ref(),
+        "lexical".as_ref(),
+        "--eval-only".as_ref(),
+        "--judge".as_ref(),
+        "cosine".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let cosine: Value = serde_json::from_str(cosine.stdout.trim()).expect("one JSON object");
+    assert_eq!(cosine["judge"], "cosine");
+    assert_eq!(cosine["threshold"], 0.85);
+}
+
+#[test]
+fn judge_cosine_leaves_the_sweep_output_unchanged() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, PAIRS);
+    let args = |judge: bool| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "tune".as_ref(),
+            "--pairs".as_ref(),
+            pairs.as_os_str(),
+            "--embedder".as_ref(),
+            "lexical".as_ref(),
+        ];
+        if judge {
+            args.push("--judge".as_ref());
+            args.push("cosine".as_ref());
+        }
+        run(args)
+    };
+    let (plain, cosine) = (args(false), args(true));
+    assert_eq!(plain.code, Some(0), "{plain:?}");
+    assert_eq!(plain.stdout, cosine.stdout);
+}

@@ -284,6 +284,42 @@ pub(crate) struct TuneArgs {
     /// Exit with status 1 when any input line was bad.
     #[arg(long)]
     pub(crate) strict: bool,
+
+    /// The same-request judge (pairs only). `calibrated` fits its weights
+    /// on the train split (logistic regression over the cosine, the
+    /// lexical contrast, the residual cosine and the intent), chooses its
+    /// threshold on the train split and scores it next to plain cosine on
+    /// the test split; the weights go to --weights-out (or
+    /// OUT/judge-weights.json with --out). `cosine`, or leaving it out,
+    /// sweeps the cosine threshold as before.
+    #[arg(long, value_enum, value_name = "JUDGE", requires = "pairs")]
+    pub(crate) judge: Option<TuneJudge>,
+
+    /// Score a judge on the pairs, fitting nothing: the judge of --judge
+    /// (default: calibrated) with the weights of --weights (default: the
+    /// shipped ones) at their own threshold (the cosine judge at the
+    /// config's `similarity.request_threshold`), on the test split, or on
+    /// every pair when the file has no `split` field.
+    #[arg(long, requires = "pairs")]
+    pub(crate) eval_only: bool,
+
+    /// The calibrated judge's weights for --eval-only (a JSON file as
+    /// --weights-out writes it).
+    #[arg(long, value_name = "FILE", requires = "eval_only")]
+    pub(crate) weights: Option<PathBuf>,
+
+    /// Where to write the fitted judge weights (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights_out: Option<PathBuf>,
+}
+
+/// `loopguard tune --judge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TuneJudge {
+    /// The embeddings' cosine alone.
+    Cosine,
+    /// Cosine and lexical contrast, combined by fitted weights.
+    Calibrated,
 }
 
 /// `loopguard tune --embedder`.

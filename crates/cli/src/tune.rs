@@ -11,13 +11,15 @@ use loopguard_core_types::Config;
 use loopguard_semantic::{Embedder, provision_options};
 use loopguard_tune::{
     Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
-    Thresholds, TraceSet, TuneOptions, TuneReport, embed_texts, tune_pairs, tune_traces,
-    write_outputs,
+    Thresholds, TraceSet, TuneOptions, TuneReport, embed_texts, judge_features, tune_pairs,
+    tune_traces, write_outputs,
 };
 
-use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat};
+use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat, TuneJudge};
 use crate::outcome::Outcome;
 use crate::setup::{self, ConfigSource};
+
+mod judge;
 
 /// Mistakes listed in the text output (all of them are in the JSON).
 const SHOWN_MISTAKES: usize = 5;
@@ -135,6 +137,16 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         stats.embedded,
         vectors.model_id()
     );
+
+    if let (Input::Pairs(set), true) = (
+        &input,
+        args.eval_only || args.judge == Some(TuneJudge::Calibrated),
+    ) {
+        let set = set.with_kind(args.kind.as_deref());
+        let features = judge_features(&set, &vectors, embedder.as_ref(), &embed)
+            .with_context(|| format!("cannot embed the residual texts with {choice}"))?;
+        return judge::run(args, &config, &set, &features.features, vectors.model_id());
+    }
 
     let report = match &input {
         Input::Pairs(set) => tune_pairs(

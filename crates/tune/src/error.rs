@@ -42,6 +42,10 @@ pub enum TuneError {
     )]
     Kind(String),
 
+    /// The same-request judge could not be fitted or scored.
+    #[error("judge: {0}")]
+    Judge(String),
+
     /// Nothing is left to choose a threshold on.
     #[error("{0}")]
     NoData(String),

@@ -75,6 +75,9 @@ pub use cache::EmbeddingCache;
 pub use embed::{DEFAULT_BATCH, EmbedOptions, EmbedStats, Vectors, embed_texts};
 pub use embedders::EmbedderChoice;
 pub use error::{LineIssue, Result, TuneError};
+pub use judge_fit::{
+    JudgeReport, JudgeScore, PairFeatures, evaluate, fit_and_score, fit_logistic, judge_features,
+};
 pub use lexical::{LEXICAL_DIMENSION, LEXICAL_MODEL_ID, LexicalEmbedder};
 pub use output::write_outputs;
 pub use pairs::{Pair, PairSet, Split};
@@ -93,6 +96,7 @@ mod cache;
 mod embed;
 mod embedders;
 mod error;
+mod judge_fit;
 mod lexical;
 mod output;
 mod pairs;

@@ -133,13 +133,28 @@ pub struct Contrast {
     pub word_jaccard: f32,
     /// Both texts ask for something recognizable and share no intent.
     pub intent_mismatch: bool,
+    /// One text reads as a report of work done or found ("the export
+    /// failed because the credentials expired; I rotated them") and the
+    /// other as a request: an answer is not a repeat of its question.
+    pub report_vs_request: bool,
 }
 
 /// Takes a text apart into identifiers and content words.
 pub fn tokenize(text: &str) -> Tokens {
     let mut tokens = Tokens::default();
-    for raw in text.split_whitespace() {
+    // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
+    let pieces = text.split_whitespace().flat_map(|raw| {
         let trimmed = trim_punctuation(raw);
+        let parts: Vec<&str> = if is_word_pair(trimmed) {
+            trimmed.split('/').collect()
+        } else {
+            vec![trimmed]
+        };
+        parts
+    });
+    let mut sentence_start = true;
+    for (trimmed, raw_end) in pieces.map(|piece| (piece, piece.ends_with(['.', '?', '!']))) {
+        let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
         if trimmed.is_empty() {
             continue;
         }
@@ -154,9 +169,14 @@ pub fn tokenize(text: &str) -> Tokens {
             .filter(|c| *c != '\'' && *c != '’')
             .flat_map(char::to_lowercase)
             .collect();
-        // Words joined by a hyphen or slash without digits ("read-only",
-        // "and/or") are taken word by word.
-        for word in lower.split(['-', '/']).filter(|w| !w.is_empty()) {
+        // A capitalized word inside a sentence is a name ("Go", "Notion"),
+        // and the parts of a hyphenated word ("prod-us") are its own: never
+        // stop words.
+        let compound = lower.contains('-');
+        let name = !first_of_sentence && trimmed.starts_with(char::is_uppercase);
+        // Words joined by a hyphen without digits ("read-only") are taken
+        // word by word.
+        for word in lower.split('-').filter(|w| !w.is_empty()) {
             let word = alias(word);
             if let Some(number) = number_word(word) {
                 tokens.keys.push(number.to_owned());
@@ -166,11 +186,16 @@ pub fn tokenize(text: &str) -> Tokens {
                     .push((IdentifierClass::Number, number.to_owned()));
                 continue;
             }
-            if is_stop_word(word) || !word.chars().any(char::is_alphabetic) {
+            if (is_stop_word(word) && !compound && !name) || !word.chars().any(char::is_alphabetic)
+            {
                 tokens.keys.push(word.to_owned());
                 continue;
             }
             let stem = stemmer().stem(word).into_owned();
+            if STOP_STEMS.contains(&stem.as_str()) && !compound && !name {
+                tokens.keys.push(stem);
+                continue;
+            }
             tokens.keys.push(stem.clone());
             tokens.surface.push(word.to_owned());
             tokens.words.push(stem);
@@ -202,7 +227,44 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         only_b,
         word_jaccard,
         intent_mismatch,
+        report_vs_request: reads_as_report(a) != reads_as_report(b),
     }
+}
+
+/// Whether `text` reads as a report (of work done or a cause found)
+/// rather than a request or a topic: it asks nothing (no question mark, no
+/// "please"/"can you") and states a cause, an outcome or what someone
+/// did.
+pub fn reads_as_report(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    if lower.contains('?') {
+        return false;
+    }
+    let words: Vec<&str> = lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    if matches!(
+        words.first().copied(),
+        Some("please" | "can" | "could" | "would" | "will" | "pls" | "kindly")
+    ) {
+        return false;
+    }
+    const CAUSES: [&str; 9] = [
+        "because", "caused", "turned", "found", "root", "fixed", "done", "resolved", "due",
+    ];
+    if words.iter().any(|w| CAUSES.contains(w)) {
+        return true;
+    }
+    // "I rotated", "we merged", "I've added": a first person and a past.
+    words.windows(2).any(|pair| {
+        matches!(pair[0], "i" | "we" | "i've" | "we've" | "ive")
+            && (pair[1].ends_with("ed")
+                || matches!(
+                    pair[1],
+                    "ran" | "made" | "wrote" | "took" | "put" | "set" | "got" | "did"
+                ))
+    })
 }
 
 fn stemmer() -> &'static Stemmer {
@@ -486,17 +548,25 @@ fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
     None
 }
 
-/// One or two words swapped for as many in much the same words, unless
-/// the swapped words ask for the same thing (both in one intent: "review"
-/// and "audit").
+/// One or two words swapped for one or two others in much the same words,
+/// unless the swapped words ask for the same thing (both in one intent:
+/// "review" and "audit").
 fn words_veto(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto> {
-    let swapped = matches!((only_a.len(), only_b.len()), (1, 1) | (2, 2));
+    let swapped = (1..=2).contains(&only_a.len()) && (1..=2).contains(&only_b.len());
     let synonyms = intents_of(only_a) & intents_of(only_b) != 0;
     (swapped && jaccard >= 0.4 && !synonyms).then(|| Veto::Words {
         a: only_a.to_vec(),
         b: only_b.to_vec(),
     })
 }
+
+/// Stems of the filler a re-asked request adds ("it's still happening",
+/// "I still need it", "looking into"): no request of their own, in any
+/// form.
+const STOP_STEMS: &[&str] = &[
+    "look", "take", "give", "still", "need", "want", "happen", "alreadi", "yet", "realli",
+    "actual", "anymor", "ever",
+];
 
 /// Words that point from one thing to another.
 const DIRECTION_MARKERS: [&str; 7] = ["to", "from", "into", "onto", "before", "after", "than"];

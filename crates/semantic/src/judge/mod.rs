@@ -84,14 +84,20 @@ pub struct JudgeWeights {
 
 /// The features of the calibrated judge, in the order of
 /// [`JudgeWeights::weights`].
-pub const FEATURE_NAMES: [&str; 6] = [
+pub const FEATURE_NAMES: [&str; FEATURES] = [
     "cosine",
     "veto",
     "residual_cosine",
     "residual_missing",
     "intent_mismatch",
     "word_jaccard",
+    "one_sided",
+    "cosine_x_residual",
+    "report_vs_request",
 ];
+
+/// How many features the calibrated judge weighs.
+pub const FEATURES: usize = 9;
 
 impl JudgeWeights {
     /// The weights shipped with loopguard.
@@ -103,7 +109,7 @@ impl JudgeWeights {
             model: String::new(),
             fitted_on: String::new(),
             bias: 0.0,
-            weights: vec![0.0; FEATURE_NAMES.len()],
+            weights: vec![0.0; FEATURES],
             threshold: 0.5,
         })
     }
@@ -173,14 +179,20 @@ pub struct Features {
 
 impl Features {
     /// The numeric features, in the order of [`FEATURE_NAMES`].
-    pub fn vector(&self) -> [f32; 6] {
+    pub fn vector(&self) -> [f32; FEATURES] {
+        let flag = |on: bool| f32::from(u8::from(on));
+        let residual = self.residual_cosine.unwrap_or(0.0);
+        let one_sided = self.contrast.only_a.is_empty() != self.contrast.only_b.is_empty();
         [
             self.cosine,
-            f32::from(u8::from(self.contrast.veto.is_some())),
-            self.residual_cosine.unwrap_or(0.0),
-            f32::from(u8::from(self.residual_cosine.is_none())),
-            f32::from(u8::from(self.contrast.intent_mismatch)),
+            flag(self.contrast.veto.is_some()),
+            residual,
+            flag(self.residual_cosine.is_none()),
+            flag(self.contrast.intent_mismatch),
             self.contrast.word_jaccard,
+            flag(one_sided),
+            self.cosine * residual,
+            flag(self.contrast.report_vs_request),
         ]
     }
 }
@@ -218,6 +230,10 @@ impl Verdict {
             }
             (JudgeKind::Calibrated, false) => match &self.features.contrast.veto {
                 Some(veto) => format!("{veto} (score {:.2}, cosine {cosine:.2})", self.score),
+                None if self.features.contrast.report_vs_request => format!(
+                    "a report, not the request (score {:.2}, cosine {cosine:.2})",
+                    self.score
+                ),
                 None if self.features.contrast.intent_mismatch => format!(
                     "different intent (score {:.2}, cosine {cosine:.2})",
                     self.score
@@ -245,6 +261,8 @@ pub struct Pending {
     judge: SameRequestJudge,
     threshold: f32,
     features: Features,
+    /// The two texts, for a side with no differing words of its own.
+    texts: (String, String),
 }
 
 /// The first look at a pair: decided, or waiting for the residual texts'
@@ -306,6 +324,7 @@ impl SameRequestJudge {
     pub fn first_look(&self, a: &str, b: &str, cosine: f32, threshold: f32) -> FirstLook {
         let contrast = match self.kind {
             JudgeKind::Cosine => Contrast {
+                report_vs_request: false,
                 veto: None,
                 only_a: Vec::new(),
                 only_b: Vec::new(),
@@ -323,6 +342,7 @@ impl SameRequestJudge {
             judge: self.clone(),
             threshold,
             features,
+            texts: (String::new(), String::new()),
         };
         let needs_residual = self.kind == JudgeKind::Calibrated
             && pending.features.contrast.veto.is_none()
@@ -334,10 +354,13 @@ impl SameRequestJudge {
             &pending.features.contrast.only_a,
             &pending.features.contrast.only_b,
         );
-        if only_a.is_empty() || only_b.is_empty() {
-            // One side adds nothing of its own: the residual is "the same".
+        if only_a.is_empty() && only_b.is_empty() {
+            // Neither side adds a word of its own: the residual is "the
+            // same".
             return FirstLook::Decided(pending.finish(Some(1.0)));
         }
+        let mut pending = pending;
+        pending.texts = (a.to_owned(), b.to_owned());
         FirstLook::Pending(pending)
     }
 
@@ -367,11 +390,21 @@ impl SameRequestJudge {
 }
 
 impl Pending {
-    /// The two sides' differing words, each joined in order.
+    /// The two sides' differing words, each joined in order. A side with
+    /// none of its own is its whole text: the other side's extra words are
+    /// then compared with everything it asked ("addressing the comments"
+    /// against "review PR #482").
     pub fn residual_texts(&self) -> (String, String) {
+        let side = |only: &[String], whole: &str| {
+            if only.is_empty() {
+                whole.to_owned()
+            } else {
+                only.join(" ")
+            }
+        };
         (
-            self.features.contrast.only_a.join(" "),
-            self.features.contrast.only_b.join(" "),
+            side(&self.features.contrast.only_a, &self.texts.0),
+            side(&self.features.contrast.only_b, &self.texts.1),
         )
     }
 
@@ -413,7 +446,7 @@ mod tests {
         .expect_err("two weights");
         assert!(err.to_string().contains("2 weights"), "{err}");
         let err = JudgeWeights::from_json(
-            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0],"threshold":0.5}"#,
+            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
         )
         .expect_err("format 2");
         assert!(err.to_string().contains("format 2"), "{err}");
@@ -440,7 +473,7 @@ mod tests {
             model: "m".into(),
             fitted_on: String::new(),
             bias: -2.0,
-            weights: vec![6.0, -8.0, 2.0, -1.0, -2.0, 0.0],
+            weights: vec![6.0, -8.0, 2.0, -1.0, -2.0, 0.0, 0.0, 0.0, 0.0],
             threshold: 0.5,
         });
         let FirstLook::Decided(verdict) =

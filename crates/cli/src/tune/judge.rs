@@ -1,0 +1,181 @@
+//! `loopguard tune --judge calibrated` and `--eval-only`: fit the
+//! same-request judge's weights on the train split and score them next to
+//! plain cosine, or score the configured judge as it is.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use loopguard_core_types::Config;
+use loopguard_semantic::{Features, JudgeKind, JudgeWeights, SameRequestJudge};
+use loopguard_tune::{Confusion, JudgeScore, PairSet, evaluate, fit_and_score};
+
+use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
+use crate::outcome::Outcome;
+
+/// The precision the fitted judge's threshold must reach on the train
+/// split unless `--min-precision` says otherwise.
+const DEFAULT_MIN_PRECISION: f64 = 0.9;
+
+/// Fits (or, with `--eval-only`, only scores) the judge and prints the
+/// result.
+pub(crate) fn run(
+    args: &TuneArgs,
+    config: &Config,
+    pairs: &PairSet,
+    features: &[Features],
+    model: &str,
+) -> anyhow::Result<Outcome> {
+    if args.eval_only {
+        return eval_only(args, config, pairs, features);
+    }
+    let fitted_on = args
+        .pairs
+        .as_ref()
+        .map(|path| format!("{} (train split)", path.display()))
+        .unwrap_or_default();
+    let report = fit_and_score(
+        pairs,
+        features,
+        model,
+        &fitted_on,
+        args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
+    )?;
+    let weights_path = args
+        .weights_out
+        .clone()
+        .or_else(|| args.out.as_ref().map(|dir| dir.join("judge-weights.json")));
+    if let Some(path) = &weights_path {
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(&report.weights)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut written: Vec<PathBuf> = weights_path.into_iter().collect();
+    if let Some(dir) = &args.out {
+        let json = dir.join("judge.json");
+        std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", json.display()))?;
+        written.push(json);
+    }
+    let mut out = io::stdout().lock();
+    match args.format {
+        TuneFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        TuneFormat::Text => {
+            writeln!(
+                out,
+                "same-request judge on {} train and {} test pairs (threshold chosen on train: \
+                 best F1 at precision >= {:.2})",
+                report.train_pairs,
+                report.test_pairs,
+                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION)
+            )?;
+            writeln!(
+                out,
+                "\n{:<11} {:>9}  {:>30}  {:>30}",
+                "judge", "threshold", "train P / R / F1", "test P / R / F1"
+            )?;
+            for score in [&report.cosine, &report.calibrated] {
+                writeln!(out, "{}", row(score))?;
+            }
+            writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;
+            for (name, weight) in report.feature_names.iter().zip(&report.weights.weights) {
+                writeln!(out, "  {name:<17} {weight:+.3}")?;
+            }
+            if !written.is_empty() {
+                writeln!(out, "\nwrote:")?;
+                for file in &written {
+                    writeln!(out, "  {}", file.display())?;
+                }
+            }
+            writeln!(
+                out,
+                "\nScore them on other labelled pairs with:\n  loopguard tune --pairs FILE --eval-only --weights {}",
+                written
+                    .first()
+                    .map_or_else(|| "judge-weights.json".into(), |p| p.display().to_string())
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// Scores the configured judge (or the one `--judge` names) as it is.
+fn eval_only(
+    args: &TuneArgs,
+    config: &Config,
+    pairs: &PairSet,
+    features: &[Features],
+) -> anyhow::Result<Outcome> {
+    let judge = match (args.judge, &args.weights) {
+        (Some(TuneJudge::Cosine), _) => SameRequestJudge::cosine(),
+        (_, None) => SameRequestJudge::calibrated(JudgeWeights::shipped()),
+        (_, Some(path)) => {
+            SameRequestJudge::calibrated(JudgeWeights::from_file(path).context("--weights")?)
+        }
+    };
+    let threshold = match judge.kind() {
+        JudgeKind::Cosine => config.similarity.request_threshold,
+        JudgeKind::Calibrated => judge.weights().threshold,
+    };
+    let score = evaluate(pairs, features, &judge, threshold);
+    let mut out = io::stdout().lock();
+    match args.format {
+        TuneFormat::Json => {
+            serde_json::to_writer(&mut out, &eval_json(&score))?;
+            writeln!(out)?;
+        }
+        TuneFormat::Text => writeln!(out, "{}", row(&score))?,
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// `{"judge", "threshold", "tp", "fp", "fn", "tn", "precision", "recall", "f1"}`.
+fn eval_json(score: &JudgeScore) -> serde_json::Value {
+    let metrics = score.test.metrics();
+    serde_json::json!({
+        "judge": score.judge.to_string(),
+        // The threshold as written (0.79, not the f32's 0.7900000214...).
+        "threshold": format!("{}", score.threshold).parse::<f64>().unwrap_or_default(),
+        "tp": score.test.tp,
+        "fp": score.test.fp,
+        "fn": score.test.fn_,
+        "tn": score.test.tn,
+        "precision": metrics.precision,
+        "recall": metrics.recall,
+        "f1": metrics.f1,
+    })
+}
+
+fn row(score: &JudgeScore) -> String {
+    format!(
+        "{:<11} {:>9.2}  {:>30}  {:>30}",
+        score.judge.to_string(),
+        score.threshold,
+        score.train.as_ref().map_or_else(String::new, prf),
+        prf(&score.test)
+    )
+}
+
+/// "P 0.91 / R 0.94 / F1 0.92 (TP n FP n FN n)".
+fn prf(counts: &Confusion) -> String {
+    let m = counts.metrics();
+    let f = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
+    format!(
+        "{} / {} / {} ({}/{}/{})",
+        f(m.precision),
+        f(m.recall),
+        f(m.f1),
+        counts.tp,
+        counts.fp,
+        counts.fn_
+    )
+}

@@ -1,0 +1,437 @@
+//! Fitting and scoring the calibrated same-request judge on labelled pairs.
+//!
+//! [`judge_features`] computes every pair's [`Features`] (its cosine, its
+//! lexical contrast and, where the judge needs it, the cosine of its
+//! differing words, embedded once through the same disk cache as the
+//! texts). [`fit_logistic`] fits the judge's weights on the train split
+//! (plain logistic regression by gradient descent with a small L2 penalty:
+//! six features, a few hundred pairs). [`score_judges`] then sweeps the
+//! decision threshold of the calibrated judge and of plain cosine, picks
+//! each one's threshold on the train split, and scores both on the test
+//! split.
+
+use loopguard_semantic::{
+    Embedder, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights,
+    SameRequestJudge,
+};
+use serde::Serialize;
+
+use crate::{
+    Confusion, EmbedOptions, EmbedStats, PairSet, Result, Split, TuneError, Vectors, embed_texts,
+};
+
+/// The features of every pair, in the pair set's order.
+#[derive(Debug, Clone)]
+pub struct PairFeatures {
+    /// One per pair.
+    pub features: Vec<Features>,
+    /// What embedding the residual texts cost.
+    pub residual_stats: EmbedStats,
+}
+
+/// Computes each pair's features for the calibrated judge (`vectors` holds
+/// the pairs' texts); the residual texts are embedded with `embedder`
+/// through `options`' cache.
+pub fn judge_features(
+    pairs: &PairSet,
+    vectors: &Vectors,
+    embedder: &dyn Embedder,
+    options: &EmbedOptions,
+) -> Result<PairFeatures> {
+    // Weights do not matter for the features themselves.
+    let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+    let mut looks = Vec::with_capacity(pairs.pairs.len());
+    for pair in &pairs.pairs {
+        let cosine = vectors.cosine(&pair.a, &pair.b).ok_or_else(|| {
+            TuneError::Judge(format!("no vector for the pair on line {}", pair.line))
+        })?;
+        looks.push(judge.first_look(&pair.a, &pair.b, cosine, 0.5));
+    }
+    let residual_texts: Vec<String> = looks
+        .iter()
+        .filter_map(|look| match look {
+            FirstLook::Pending(pending) => Some(pending.residual_texts()),
+            FirstLook::Decided(_) => None,
+        })
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    let (residuals, residual_stats) = embed_texts(
+        embedder,
+        residual_texts.iter().map(String::as_str),
+        options,
+        &mut |_, _| {},
+    )?;
+    let features = looks
+        .into_iter()
+        .map(|look| match look {
+            FirstLook::Decided(verdict) => verdict.features,
+            FirstLook::Pending(pending) => {
+                let (a, b) = pending.residual_texts();
+                let residual = residuals.cosine(&a, &b);
+                pending.finish(residual).features
+            }
+        })
+        .collect();
+    Ok(PairFeatures {
+        features,
+        residual_stats,
+    })
+}
+
+/// Fits a logistic model to `rows` (feature vectors) and `labels` by
+/// gradient descent on the mean log-loss plus `l2` times the squared
+/// weights (not the bias). Returns the bias and the weights.
+pub fn fit_logistic(rows: &[[f32; FEATURES]], labels: &[bool], l2: f64) -> (f32, Vec<f32>) {
+    let n = rows.len().max(1) as f64;
+    let mut bias = 0.0f64;
+    let mut weights = [0.0f64; FEATURES];
+    let rate = 1.0;
+    for _ in 0..20_000 {
+        let mut grad_bias = 0.0;
+        let mut grad = [0.0f64; FEATURES];
+        for (row, label) in rows.iter().zip(labels) {
+            let z = bias
+                + weights
+                    .iter()
+                    .zip(row)
+                    .map(|(w, x)| w * f64::from(*x))
+                    .sum::<f64>();
+            let p = 1.0 / (1.0 + (-z).exp());
+            let error = p - f64::from(u8::from(*label));
+            grad_bias += error;
+            for (g, x) in grad.iter_mut().zip(row) {
+                *g += error * f64::from(*x);
+            }
+        }
+        bias -= rate * grad_bias / n;
+        for (w, g) in weights.iter_mut().zip(grad) {
+            *w -= rate * (g / n + 2.0 * l2 * *w);
+        }
+    }
+    (bias as f32, weights.iter().map(|w| *w as f32).collect())
+}
+
+/// One judge's scores on one pair set.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgeScore {
+    /// `cosine` or `calibrated`.
+    pub judge: JudgeKind,
+    /// The decision threshold (chosen on the train split, or given).
+    pub threshold: f32,
+    /// Counts at that threshold on the train split (absent in eval-only
+    /// runs); [`Confusion::metrics`] scores them.
+    pub train: Option<Confusion>,
+    /// Counts on the test split (or on every pair, in eval-only runs).
+    pub test: Confusion,
+    /// Precision and recall at every swept threshold on the train split,
+    /// for the PR curve.
+    pub curve: Vec<(f32, f64, f64)>,
+}
+
+/// A pair the calibrated judge got wrong.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgeMistake {
+    /// Its line in the pairs file.
+    pub line: u64,
+    /// The texts.
+    pub a: String,
+    /// The second text.
+    pub b: String,
+    /// The label.
+    pub same: bool,
+    /// The calibrated score.
+    pub score: f32,
+    /// The cosine.
+    pub cosine: f32,
+    /// What the judge saw, in words.
+    pub reason: String,
+}
+
+/// The outcome of `loopguard tune --judge`.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgeReport {
+    /// The fitted weights (with their chosen threshold).
+    pub weights: JudgeWeights,
+    /// The calibrated judge.
+    pub calibrated: JudgeScore,
+    /// Plain cosine, for comparison.
+    pub cosine: JudgeScore,
+    /// The feature names, in the weights' order.
+    pub feature_names: Vec<&'static str>,
+    /// The calibrated judge's mistakes on the test split, worst first.
+    pub mistakes: Vec<JudgeMistake>,
+    /// Every pair's line, label, split and features, for analysis.
+    pub pairs: Vec<(u64, bool, bool, Vec<f32>)>,
+    /// Train pair count.
+    pub train_pairs: usize,
+    /// Test pair counts.
+    pub test_pairs: usize,
+}
+
+/// The score of `features` under each judge: the cosine, and the
+/// calibrated score under `weights`.
+fn scores(features: &[Features], weights: &JudgeWeights) -> (Vec<f32>, Vec<f32>) {
+    (
+        features.iter().map(|f| f.cosine).collect(),
+        features.iter().map(|f| weights.score(f)).collect(),
+    )
+}
+
+/// Counts at `threshold` (strictly exceeded) over the pairs `keep` selects.
+fn confusion(scores: &[f32], labels: &[bool], keep: &[bool], threshold: f32) -> Confusion {
+    let mut counts = Confusion {
+        tp: 0,
+        fp: 0,
+        tn: Some(0),
+        fn_: 0,
+    };
+    for ((score, label), keep) in scores.iter().zip(labels).zip(keep) {
+        if !keep {
+            continue;
+        }
+        match (*score > threshold, *label) {
+            (true, true) => counts.tp += 1,
+            (true, false) => counts.fp += 1,
+            (false, true) => counts.fn_ += 1,
+            (false, false) => counts.tn = counts.tn.map(|tn| tn + 1),
+        }
+    }
+    counts
+}
+
+/// The threshold with the best F1 among those whose precision reaches
+/// `min_precision` (the best F1 overall when none does), over the pairs
+/// `keep` selects, and the PR curve there.
+fn choose_threshold(
+    scores: &[f32],
+    labels: &[bool],
+    keep: &[bool],
+    candidates: &[f32],
+    min_precision: f64,
+) -> (f32, Vec<(f32, f64, f64)>) {
+    let mut curve = Vec::new();
+    let mut best: Option<(bool, f64, f32)> = None;
+    for &threshold in candidates {
+        let metrics = confusion(scores, labels, keep, threshold).metrics();
+        let (precision, recall, f1) = (
+            metrics.precision.unwrap_or(0.0),
+            metrics.recall.unwrap_or(0.0),
+            metrics.f1.unwrap_or(0.0),
+        );
+        curve.push((threshold, precision, recall));
+        let candidate = (precision >= min_precision, f1, threshold);
+        let better = match best {
+            None => true,
+            Some((meets, f1, _)) => (candidate.0, candidate.1) > (meets, f1),
+        };
+        if better {
+            best = Some(candidate);
+        }
+    }
+    (best.map_or(0.5, |(_, _, threshold)| threshold), curve)
+}
+
+/// Fits the calibrated judge on the train split of `pairs` and scores it
+/// next to plain cosine on the test split. Each judge's threshold is the
+/// one with the best train F1 at a train precision of at least
+/// `min_precision`.
+pub fn fit_and_score(
+    pairs: &PairSet,
+    features: &[Features],
+    model: &str,
+    fitted_on: &str,
+    min_precision: f64,
+) -> Result<JudgeReport> {
+    let labels: Vec<bool> = pairs.pairs.iter().map(|pair| pair.same).collect();
+    let train: Vec<bool> = pairs
+        .pairs
+        .iter()
+        .map(|p| p.split == Split::Train)
+        .collect();
+    let test: Vec<bool> = train.iter().map(|t| !t).collect();
+    let rows: Vec<[f32; FEATURES]> = features
+        .iter()
+        .zip(&train)
+        .filter(|(_, keep)| **keep)
+        .map(|(f, _)| f.vector())
+        .collect();
+    let row_labels: Vec<bool> = labels
+        .iter()
+        .zip(&train)
+        .filter(|(_, keep)| **keep)
+        .map(|(label, _)| *label)
+        .collect();
+    if rows.is_empty() || !row_labels.iter().any(|l| *l) || row_labels.iter().all(|l| *l) {
+        return Err(TuneError::Judge(
+            "the train split needs pairs labelled the same and pairs labelled different".into(),
+        ));
+    }
+    let (bias, weights) = fit_logistic(&rows, &row_labels, 1e-3);
+    let mut fitted = JudgeWeights {
+        format: 1,
+        model: model.to_owned(),
+        fitted_on: fitted_on.to_owned(),
+        bias,
+        weights,
+        threshold: 0.5,
+    };
+    let (cosine_scores, calibrated_scores) = scores(features, &fitted);
+    let score_grid: Vec<f32> = (1..100).map(|i| i as f32 / 100.0).collect();
+    let (calibrated_threshold, calibrated_curve) = choose_threshold(
+        &calibrated_scores,
+        &labels,
+        &train,
+        &score_grid,
+        min_precision,
+    );
+    fitted.threshold = calibrated_threshold;
+    let cosine_grid: Vec<f32> = (30..100).map(|i| i as f32 / 100.0).collect();
+    let (cosine_threshold, cosine_curve) =
+        choose_threshold(&cosine_scores, &labels, &train, &cosine_grid, min_precision);
+    let judge_score = |judge, scores: &[f32], threshold, curve| JudgeScore {
+        judge,
+        threshold,
+        train: Some(confusion(scores, &labels, &train, threshold)),
+        test: confusion(scores, &labels, &test, threshold),
+        curve,
+    };
+    let judge = SameRequestJudge::calibrated(fitted.clone());
+    let mut mistakes: Vec<JudgeMistake> = pairs
+        .pairs
+        .iter()
+        .zip(features)
+        .zip(&calibrated_scores)
+        .filter(|((pair, _), score)| {
+            pair.split == Split::Test && (**score > calibrated_threshold) != pair.same
+        })
+        .map(|((pair, features), score)| JudgeMistake {
+            line: pair.line,
+            a: pair.a.clone(),
+            b: pair.b.clone(),
+            same: pair.same,
+            score: *score,
+            cosine: features.cosine,
+            reason: judge_reason(&judge, features, *score, calibrated_threshold),
+        })
+        .collect();
+    mistakes.sort_by(|x, y| {
+        let distance = |m: &JudgeMistake| (m.score - calibrated_threshold).abs();
+        distance(y).total_cmp(&distance(x))
+    });
+    let analysed = pairs
+        .pairs
+        .iter()
+        .zip(features)
+        .map(|(pair, f)| {
+            (
+                pair.line,
+                pair.same,
+                pair.split == Split::Test,
+                f.vector().to_vec(),
+            )
+        })
+        .collect();
+    Ok(JudgeReport {
+        pairs: analysed,
+        mistakes,
+        calibrated: judge_score(
+            JudgeKind::Calibrated,
+            &calibrated_scores,
+            calibrated_threshold,
+            calibrated_curve,
+        ),
+        cosine: judge_score(
+            JudgeKind::Cosine,
+            &cosine_scores,
+            cosine_threshold,
+            cosine_curve,
+        ),
+        weights: fitted,
+        feature_names: FEATURE_NAMES.to_vec(),
+        train_pairs: train.iter().filter(|t| **t).count(),
+        test_pairs: test.iter().filter(|t| **t).count(),
+    })
+}
+
+/// The judge's reason for a pair it scored `score`.
+fn judge_reason(
+    judge: &SameRequestJudge,
+    features: &Features,
+    score: f32,
+    threshold: f32,
+) -> String {
+    let verdict = loopguard_semantic::Verdict {
+        judge: judge.kind(),
+        same: score > threshold,
+        score,
+        threshold,
+        features: features.clone(),
+    };
+    let residual = features
+        .residual_cosine
+        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
+    format!(
+        "{}; residual {residual}; differing {:?} / {:?}",
+        verdict.reason(),
+        features.contrast.only_a,
+        features.contrast.only_b
+    )
+}
+
+/// Scores `judge` at `threshold` on `pairs`, fitting nothing: on the test
+/// split, or on every pair when the set has no test rows.
+pub fn evaluate(
+    pairs: &PairSet,
+    features: &[Features],
+    judge: &SameRequestJudge,
+    threshold: f32,
+) -> JudgeScore {
+    let labels: Vec<bool> = pairs.pairs.iter().map(|pair| pair.same).collect();
+    let has_test = pairs.pairs.iter().any(|p| p.split == Split::Test);
+    let keep: Vec<bool> = pairs
+        .pairs
+        .iter()
+        .map(|p| !has_test || p.split == Split::Test)
+        .collect();
+    let scores: Vec<f32> = match judge.kind() {
+        JudgeKind::Cosine => features.iter().map(|f| f.cosine).collect(),
+        JudgeKind::Calibrated => features.iter().map(|f| judge.weights().score(f)).collect(),
+    };
+    JudgeScore {
+        judge: judge.kind(),
+        threshold,
+        train: None,
+        test: confusion(&scores, &labels, &keep, threshold),
+        curve: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logistic_regression_separates_a_separable_set() {
+        // Label = first feature above 0.5.
+        let rows: Vec<[f32; FEATURES]> = (0..40)
+            .map(|i| {
+                let mut row = [0.0; FEATURES];
+                row[0] = i as f32 / 40.0;
+                row
+            })
+            .collect();
+        let labels: Vec<bool> = rows.iter().map(|row| row[0] > 0.5).collect();
+        let (bias, weights) = fit_logistic(&rows, &labels, 0.0);
+        assert!(weights[0] > 0.0, "{weights:?}");
+        let predicted: Vec<bool> = rows
+            .iter()
+            .map(|row| bias + weights[0] * row[0] > 0.0)
+            .collect();
+        let wrong = predicted
+            .iter()
+            .zip(&labels)
+            .filter(|(p, l)| p != l)
+            .count();
+        assert!(wrong <= 2, "{wrong} wrong");
+    }
+}
