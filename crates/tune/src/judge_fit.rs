@@ -11,7 +11,7 @@
 //! split.
 
 use loopguard_semantic::{
-    Embedder, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights,
+    Embedder, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights, Residuals,
     SameRequestJudge,
 };
 use serde::Serialize;
@@ -66,9 +66,19 @@ pub fn judge_features(
         .map(|look| match look {
             FirstLook::Decided(verdict) => verdict.features,
             FirstLook::Pending(pending) => {
-                let (a, b) = pending.residual_texts();
-                let residual = residuals.cosine(&a, &b);
-                pending.finish(residual).features
+                let (ra, rb) = pending.residual_texts();
+                let (a, b) = pending.texts();
+                let found = (
+                    residuals.get(&ra),
+                    residuals.get(&rb),
+                    vectors.get(a),
+                    vectors.get(b),
+                );
+                let cosines = match found {
+                    (Some(ra), Some(rb), Some(a), Some(b)) => Residuals::of(ra, rb, a, b).ok(),
+                    _ => None,
+                };
+                pending.finish(cosines).features
             }
         })
         .collect();
@@ -367,9 +377,10 @@ fn judge_reason(
         threshold,
         features: features.clone(),
     };
-    let residual = features
-        .residual_cosine
-        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
+    let residual = features.residuals.map_or_else(
+        || "-".to_owned(),
+        |r| format!("{:.2} (cross {:.2} {:.2})", r.between, r.a_to_b, r.b_to_a),
+    );
     format!(
         "{}; residual {residual}; differing {:?} / {:?}",
         verdict.reason(),

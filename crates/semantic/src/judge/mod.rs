@@ -94,10 +94,44 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "one_sided",
     "cosine_x_residual",
     "report_vs_request",
+    "cross_min",
+    "cross_max",
 ];
 
 /// How many features the calibrated judge weighs.
-pub const FEATURES: usize = 9;
+pub const FEATURES: usize = 11;
+
+/// The cosines of the residual texts: with each other, and each with the
+/// other side's whole text (do one side's own words say something the
+/// other text means?).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Residuals {
+    /// The two residual texts' cosine.
+    pub between: f32,
+    /// The first side's residual against the second text.
+    pub a_to_b: f32,
+    /// The second side's residual against the first text.
+    pub b_to_a: f32,
+}
+
+impl Residuals {
+    /// Every cosine 1: nothing differs.
+    pub const SAME: Residuals = Residuals {
+        between: 1.0,
+        a_to_b: 1.0,
+        b_to_a: 1.0,
+    };
+
+    /// From the four unit vectors: the residual texts' and the two whole
+    /// texts'.
+    pub fn of(residual_a: &[f32], residual_b: &[f32], a: &[f32], b: &[f32]) -> Result<Residuals> {
+        Ok(Residuals {
+            between: cosine(residual_a, residual_b)?,
+            a_to_b: cosine(residual_a, b)?,
+            b_to_a: cosine(residual_b, a)?,
+        })
+    }
+}
 
 impl JudgeWeights {
     /// The weights shipped with loopguard.
@@ -172,27 +206,32 @@ pub struct Features {
     pub cosine: f32,
     /// What the texts differ in, word by word.
     pub contrast: Contrast,
-    /// The cosine of the two sides' differing words (1 when one side has
-    /// none); `None` when not computed (a veto, or a cosine below 0.3).
-    pub residual_cosine: Option<f32>,
+    /// The cosines of the two sides' differing words (see [`Residuals`]);
+    /// `None` when not computed (a veto, or a cosine below 0.3).
+    pub residuals: Option<Residuals>,
 }
 
 impl Features {
     /// The numeric features, in the order of [`FEATURE_NAMES`].
     pub fn vector(&self) -> [f32; FEATURES] {
         let flag = |on: bool| f32::from(u8::from(on));
-        let residual = self.residual_cosine.unwrap_or(0.0);
+        let residual = self.residuals.map_or(0.0, |r| r.between);
+        let (cross_min, cross_max) = self.residuals.map_or((0.0, 0.0), |r| {
+            (r.a_to_b.min(r.b_to_a), r.a_to_b.max(r.b_to_a))
+        });
         let one_sided = self.contrast.only_a.is_empty() != self.contrast.only_b.is_empty();
         [
             self.cosine,
             flag(self.contrast.veto.is_some()),
             residual,
-            flag(self.residual_cosine.is_none()),
+            flag(self.residuals.is_none()),
             flag(self.contrast.intent_mismatch),
             self.contrast.word_jaccard,
             flag(one_sided),
             self.cosine * residual,
             flag(self.contrast.report_vs_request),
+            cross_min,
+            cross_max,
         ]
     }
 }
@@ -336,7 +375,7 @@ impl SameRequestJudge {
         let features = Features {
             cosine,
             contrast,
-            residual_cosine: None,
+            residuals: None,
         };
         let pending = Pending {
             judge: self.clone(),
@@ -357,7 +396,7 @@ impl SameRequestJudge {
         if only_a.is_empty() && only_b.is_empty() {
             // Neither side adds a word of its own: the residual is "the
             // same".
-            return FirstLook::Decided(pending.finish(Some(1.0)));
+            return FirstLook::Decided(pending.finish(Some(Residuals::SAME)));
         }
         let mut pending = pending;
         pending.texts = (a.to_owned(), b.to_owned());
@@ -378,18 +417,26 @@ impl SameRequestJudge {
             FirstLook::Decided(verdict) => Ok(verdict),
             FirstLook::Pending(pending) => {
                 let (ra, rb) = pending.residual_texts();
-                let vectors = service.embed_many(&[ra.as_str(), rb.as_str()]).await?;
-                let residual = match (vectors.first(), vectors.get(1)) {
-                    (Some(va), Some(vb)) => cosine(va, vb)?,
-                    _ => 0.0,
+                // The whole texts are in the service's cache already.
+                let vectors = service
+                    .embed_many(&[ra.as_str(), rb.as_str(), a, b])
+                    .await?;
+                let residuals = match vectors.as_slice() {
+                    [ra, rb, a, b] => Some(Residuals::of(ra, rb, a, b)?),
+                    _ => None,
                 };
-                Ok(pending.finish(Some(residual)))
+                Ok(pending.finish(residuals))
             }
         }
     }
 }
 
 impl Pending {
+    /// The two texts judged.
+    pub fn texts(&self) -> (&str, &str) {
+        (&self.texts.0, &self.texts.1)
+    }
+
     /// The two sides' differing words, each joined in order. A side with
     /// none of its own is its whole text: the other side's extra words are
     /// then compared with everything it asked ("addressing the comments"
@@ -408,9 +455,10 @@ impl Pending {
         )
     }
 
-    /// The verdict, with the residual texts' cosine (`None`: not computed).
-    pub fn finish(mut self, residual_cosine: Option<f32>) -> Verdict {
-        self.features.residual_cosine = residual_cosine;
+    /// The verdict, with the residual texts' cosines (`None`: not
+    /// computed).
+    pub fn finish(mut self, residuals: Option<Residuals>) -> Verdict {
+        self.features.residuals = residuals;
         let (score, same) = match self.judge.kind {
             JudgeKind::Cosine => (self.features.cosine, self.features.cosine > self.threshold),
             JudgeKind::Calibrated => {
@@ -446,7 +494,7 @@ mod tests {
         .expect_err("two weights");
         assert!(err.to_string().contains("2 weights"), "{err}");
         let err = JudgeWeights::from_json(
-            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
+            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
         )
         .expect_err("format 2");
         assert!(err.to_string().contains("format 2"), "{err}");
@@ -473,7 +521,7 @@ mod tests {
             model: "m".into(),
             fitted_on: String::new(),
             bias: -2.0,
-            weights: vec![6.0, -8.0, 2.0, -1.0, -2.0, 0.0, 0.0, 0.0, 0.0],
+            weights: vec![6.0, -8.0, 2.0, -1.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
             threshold: 0.5,
         });
         let FirstLook::Decided(verdict) =
@@ -502,7 +550,11 @@ mod tests {
             pending.residual_texts(),
             ("speed up".to_owned(), "optimize".to_owned())
         );
-        let verdict = pending.finish(Some(0.8));
+        let verdict = pending.finish(Some(Residuals {
+            between: 0.8,
+            a_to_b: 0.8,
+            b_to_a: 0.8,
+        }));
         assert!(verdict.same, "{verdict:?}");
         assert!(
             verdict.reason().starts_with("same request (score"),
