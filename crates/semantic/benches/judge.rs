@@ -1,0 +1,89 @@
+//! What the same-request judge adds to a check: the lexical contrast of two
+//! texts (tokenizing, stemming, comparing), the first look that decides
+//! most pairs without another embedding, and the whole judgement of an
+//! undecided pair with its residual texts in the embedding cache (the
+//! common case after the first time a pair is seen).
+//!
+//! ```text
+//! cargo bench -p loopguard-semantic --bench judge [-- --quick]
+//! ```
+//!
+//! No model is needed: the embedder is a toy one, so the figures are the
+//! judge's own cost on top of the embeddings the detectors already make.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loopguard_semantic::{
+    Embedder, EmbeddingService, JudgeWeights, SameRequestJudge, judge::compare,
+};
+
+/// A toy embedder: a vector from the text's bytes, enough to exercise the
+/// cache and the cosine.
+struct Toy;
+
+impl Embedder for Toy {
+    fn model_id(&self) -> &str {
+        "toy"
+    }
+    fn dimension(&self) -> usize {
+        8
+    }
+    fn embed_batch(&self, texts: &[&str]) -> loopguard_semantic::Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let mut v = vec![0.1f32; 8];
+                for (i, byte) in text.bytes().enumerate() {
+                    v[i % 8] += f32::from(byte) / 255.0;
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+const CONTRAST: (&str, &str) = (
+    "Scale the payments-api deployment to 6 replicas in prod-eu.",
+    "Scale the payments-api deployment to 6 replicas in prod-us.",
+);
+const REWORDING: (&str, &str) = (
+    "Can you speed up the checkout query in orders/service.go?",
+    "Could you optimize the slow checkout query in orders/service.go?",
+);
+
+fn bench(c: &mut Criterion) {
+    let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+    c.bench_function("judge/lexical_contrast", |b| {
+        b.iter(|| compare(black_box(REWORDING.0), black_box(REWORDING.1)))
+    });
+    c.bench_function("judge/first_look_vetoed", |b| {
+        b.iter(|| judge.first_look(black_box(CONTRAST.0), black_box(CONTRAST.1), 0.97, 0.5))
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|err| panic!("a runtime: {err}"));
+    let service = EmbeddingService::new(Arc::new(Toy)).unwrap_or_else(|err| panic!("{err}"));
+    // Warm the cache: the texts and the residual texts are embedded once.
+    runtime
+        .block_on(judge.judge(&service, REWORDING.0, REWORDING.1, 0.9, 0.5))
+        .unwrap_or_else(|err| panic!("{err}"));
+    c.bench_function("judge/undecided_pair_warm_cache", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(judge.judge(
+                    &service,
+                    black_box(REWORDING.0),
+                    black_box(REWORDING.1),
+                    0.9,
+                    0.5,
+                ))
+                .map(|verdict| verdict.same)
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
