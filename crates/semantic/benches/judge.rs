@@ -34,7 +34,7 @@ impl Embedder for Toy {
         Ok(texts
             .iter()
             .map(|text| {
-                let mut v = vec![0.1f32; 8];
+                let mut v = [0.1f32; 8];
                 for (i, byte) in text.bytes().enumerate() {
                     v[i % 8] += f32::from(byte) / 255.0;
                 }
