@@ -182,7 +182,8 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_full_disk_loses_nothing_decided_and_never_stalls() {
-    let Some(disk) = SmallDisk::mount("3m") else {
+    // Room for the 150 events' WAL (about 3.5 MB) once the disk is freed.
+    let Some(disk) = SmallDisk::mount("8m") else {
         return;
     };
     let url = url_of(&disk.path().join("state.db"));
@@ -193,13 +194,18 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     );
     assert_eq!(first.code, Some(0), "{first:?}");
 
-    disk.fill();
+    // The store is open (its WAL index allocated) before the disk fills.
     let mut child = replay_from_stdin(&url, 51);
     let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let limit = Duration::from_secs(10);
-    let full = feed(&mut child, &mut output, &lines[50..100], limit);
+    let opened = feed(&mut child, &mut output, &lines[50..51], limit);
+    assert_eq!(store_errors(&opened), 0, "{opened:?}");
+    disk.fill();
+    let full = feed(&mut child, &mut output, &lines[51..100], limit);
     assert!(store_errors(&full) > 0, "the full disk is reported: {full:?}");
     disk.free();
+    // An idle writer retries its backlog within a quarter of a second.
+    std::thread::sleep(Duration::from_millis(1000));
     let after = feed(&mut child, &mut output, &lines[100..], limit);
     let (code, stderr) = finish(child, Duration::from_secs(30));
     // Everything decided was written once space returned: nothing lost.
@@ -208,7 +214,7 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
         stderr.contains("failed") && stderr.contains("full"),
         "the failures are summarized: {stderr}"
     );
-    assert_eq!(store_errors(&after[after.len() - 1..]), 0, "{after:?}");
+    assert_eq!(store_errors(&after), 0, "{after:?}");
 
     let stored = report(&url);
     assert_eq!(stored["events"], 150, "{stored}");
@@ -234,24 +240,20 @@ fn a_disk_that_stays_full_fails_the_replay_loudly() {
         lines[..50].concat().as_bytes(),
     );
     assert_eq!(first.code, Some(0), "{first:?}");
+    let mut child = replay_from_stdin(&url, 51);
+    let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let limit = Duration::from_secs(10);
+    let opened = feed(&mut child, &mut output, &lines[50..51], limit);
+    assert_eq!(store_errors(&opened), 0, "{opened:?}");
     disk.fill();
-    let started = Instant::now();
-    let second = run_with_stdin(
-        [
-            "--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url,
-            "--first-line", "51",
-        ],
-        lines[50..].concat().as_bytes(),
-    );
-    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
-    assert_eq!(second.code, Some(1), "lost commits fail the replay: {second:?}");
-    assert!(
-        second.stderr.contains("not written") && second.stderr.contains("full"),
-        "{second:?}"
-    );
+    let full = feed(&mut child, &mut output, &lines[51..], limit);
+    assert!(store_errors(&full) > 0, "the full disk is reported: {full:?}");
+    let (code, stderr) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, Some(1), "lost commits fail the replay: {stderr}");
+    assert!(stderr.contains("not written") && stderr.contains("full"), "{stderr}");
     disk.free();
-    // What was committed is intact and readable.
-    assert_eq!(report(&url)["events"], 50);
+    // What was committed is intact and readable: the first 51 events.
+    assert_eq!(report(&url)["events"], 51);
 }
 
 /// Waits until `path` exists (a writer has opened its store).
@@ -348,9 +350,10 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let db = folder.path().join("source.db");
     let url = url_of(&db);
+    let trace: Vec<String> = (0..10).map(|index| failure(index, "T0")).collect();
     let written = run_with_stdin(
         ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
-        failures(10).concat().as_bytes(),
+        trace.concat().as_bytes(),
     );
     assert_eq!(written.code, Some(0), "{written:?}");
 
@@ -410,8 +413,10 @@ fn snapshot(folder: &Path) -> Vec<(String, Vec<u8>)> {
         .filter_map(Result::ok)
         .filter(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            // A reader of a WAL database may create its shared-memory index.
+            // A reader of a WAL database may create its shared-memory index
+            // and an empty WAL.
             !name.ends_with("-shm")
+                && !(name.ends_with("-wal") && entry.metadata().is_ok_and(|m| m.len() == 0))
         })
         .map(|entry| {
             (
@@ -432,7 +437,6 @@ fn resume_continues_after_the_last_committed_line() {
         failure(3, "R"),
         failure(6, "R"),
         failure(9, "R"),
-        failure(12, "R"),
     ];
     let folder = tempfile::tempdir().expect("a temp folder");
     let file = folder.path().join("trace.jsonl");
@@ -478,7 +482,7 @@ fn resume_continues_after_the_last_committed_line() {
     let resumed_report = report(&url);
     assert_eq!(task(&resumed_report, "R")["loop_count"], 3, "{resumed_report}");
     assert_eq!(outcome(&resumed_report), outcome(&whole_report));
-    assert_eq!(resumed_report["last_committed_line"], 6);
+    assert_eq!(resumed_report["last_committed_line"], 5);
 
     // Without a durable store there is nothing to resume.
     let memory = run([

@@ -438,6 +438,11 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn line_errors(&self) -> Result<Vec<StoredLineError>, StoreError> {
         Ok(Vec::new())
     }
+
+    /// Closes the store's connections once nothing more is written (a
+    /// SQLite file then holds everything: its WAL is checkpointed into
+    /// it). Default: nothing to close.
+    async fn close(&self) {}
 }
 
 /// A store in process memory. Nothing survives the process.

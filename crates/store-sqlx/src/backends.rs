@@ -352,6 +352,19 @@ impl SqliteStore {
         refuse_newer(&self.backend, version)
     }
 
+    /// Before the pool closes: the WAL checkpointed into the file and
+    /// truncated, so the file alone holds everything (a copy of it, or a
+    /// reader that cannot write, sees it all). A failure leaves the WAL.
+    async fn before_close(&self) {
+        if self._writer_lock.is_some()
+            && let Err(err) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await
+        {
+            tracing::warn!(store = %self.backend, error = %err, "the WAL could not be checkpointed at close");
+        }
+    }
+
     /// Writes the commits and the run's progress in one `BEGIN IMMEDIATE`
     /// transaction on a connection of its own. On any failure (a full
     /// disk, say) the transaction is rolled back and the connection closed,
@@ -470,6 +483,9 @@ impl PostgresStore {
         }
         Ok(())
     }
+
+    /// Nothing to do before the pool closes.
+    async fn before_close(&self) {}
 
     /// Writes the commits and the run's progress in one transaction.
     async fn commit_lines(
@@ -694,6 +710,11 @@ macro_rules! sql_store {
 
             fn health(&self) -> Option<&StoreHealth> {
                 Some(&self.health)
+            }
+
+            async fn close(&self) {
+                self.before_close().await;
+                self.pool.close().await;
             }
 
             async fn begin_run(
