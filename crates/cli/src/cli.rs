@@ -118,8 +118,8 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "TASK")]
     pub(crate) task: Option<String>,
 
-    /// Output format: json (the report, with "last_committed_line" and
-    /// "runs") or text.
+    /// Output format: json (the report, with the stored line errors as
+    /// "errors" and "last_committed_line") or text.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Json)]
     pub(crate) format: ListFormat,
 }

@@ -173,7 +173,9 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
         .await
         .context("cannot read the store")?;
     let runs = store.runs().await.context("cannot read the runs")?;
-    let last_committed_line = runs.last().and_then(|run| run.last_line);
+    // The furthest input line any run committed (with engines sharing a
+    // store, runs overlap in time; in sequence, the last one's).
+    let last_committed_line = runs.iter().filter_map(|run| run.last_line).max();
     if args.task.is_none() {
         report.errors = store
             .line_errors()
@@ -192,7 +194,6 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
             let mut value = serde_json::to_value(&report)?;
             if let Some(object) = value.as_object_mut() {
                 object.insert("last_committed_line".into(), json!(last_committed_line));
-                object.insert("runs".into(), json!(runs));
             }
             serde_json::to_writer_pretty(&mut out, &value)?;
             writeln!(out)?;

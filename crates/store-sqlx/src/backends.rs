@@ -732,12 +732,26 @@ macro_rules! sql_store {
                     })?
                 } else {
                     let started_at = loopguard_core_types::Timestamp::now();
-                    let run: i64 = sqlx::query_scalar(NEW_RUN)
-                        .bind(wide(first_line))
-                        .bind(started_at.0)
-                        .fetch_one(&self.pool)
-                        .await
-                        .map_err(|err| error(&self.backend, "record a run", err))?;
+                    // Engines that share a store may number a run at the
+                    // same moment: the later one takes the next number.
+                    let mut attempts = 0;
+                    let run: i64 = loop {
+                        attempts += 1;
+                        match sqlx::query_scalar(NEW_RUN)
+                            .bind(wide(first_line))
+                            .bind(started_at.0)
+                            .fetch_one(&self.pool)
+                            .await
+                        {
+                            Ok(run) => break run,
+                            Err(err)
+                                if attempts < 10
+                                    && err.as_database_error().is_some_and(|db| {
+                                        db.is_unique_violation()
+                                    }) => {}
+                            Err(err) => return Err(error(&self.backend, "record a run", err)),
+                        }
+                    };
                     RunRecord {
                         run: counter(&self.backend, "run", run)?,
                         first_line,
