@@ -65,7 +65,15 @@ fn outcome(report: &Value) -> Vec<(String, String, u64, Vec<u64>)> {
 /// A replay reading standard input, for a test to feed line by line.
 fn replay_from_stdin(url: &str, first_line: u64) -> Child {
     loopguard()
-        .args(["--no-semantic", "replay", "-", "--format", "jsonl", "--store", url])
+        .args([
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            url,
+        ])
         .args(["--first-line", &first_line.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -76,7 +84,12 @@ fn replay_from_stdin(url: &str, first_line: u64) -> Child {
 
 /// Feeds `lines` to a replay and reads one answer per line, each within
 /// `limit` (a replay that stalls fails the test instead of hanging it).
-fn feed(child: &mut Child, output: &mut impl BufRead, lines: &[String], limit: Duration) -> Vec<Value> {
+fn feed(
+    child: &mut Child,
+    output: &mut impl BufRead,
+    lines: &[String],
+    limit: Duration,
+) -> Vec<Value> {
     let mut answers = Vec::new();
     for line in lines {
         let input = child.stdin.as_mut().expect("stdin is piped");
@@ -118,9 +131,11 @@ fn store_errors(answers: &[Value]) -> usize {
     answers
         .iter()
         .filter(|answer| {
-            answer["errors"]
-                .as_array()
-                .is_some_and(|errors| errors.iter().any(|e| e.as_str().is_some_and(|e| e.starts_with("store:"))))
+            answer["errors"].as_array().is_some_and(|errors| {
+                errors
+                    .iter()
+                    .any(|e| e.as_str().is_some_and(|e| e.starts_with("store:")))
+            })
         })
         .count()
 }
@@ -189,7 +204,15 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     let url = url_of(&disk.path().join("state.db"));
     let lines = failures(150);
     let first = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &url,
+        ],
         lines[..50].concat().as_bytes(),
     );
     assert_eq!(first.code, Some(0), "{first:?}");
@@ -202,7 +225,10 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     assert_eq!(store_errors(&opened), 0, "{opened:?}");
     disk.fill();
     let full = feed(&mut child, &mut output, &lines[51..100], limit);
-    assert!(store_errors(&full) > 0, "the full disk is reported: {full:?}");
+    assert!(
+        store_errors(&full) > 0,
+        "the full disk is reported: {full:?}"
+    );
     disk.free();
     // An idle writer retries its backlog within a quarter of a second.
     std::thread::sleep(Duration::from_millis(1000));
@@ -221,7 +247,15 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     let whole = tempfile::tempdir().expect("a temp folder");
     let whole_url = url_of(&whole.path().join("whole.db"));
     let one_run = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &whole_url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &whole_url,
+        ],
         lines.concat().as_bytes(),
     );
     assert_eq!(one_run.code, Some(0), "{one_run:?}");
@@ -236,7 +270,15 @@ fn a_disk_that_stays_full_fails_the_replay_loudly() {
     let url = url_of(&disk.path().join("state.db"));
     let lines = failures(100);
     let first = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &url,
+        ],
         lines[..50].concat().as_bytes(),
     );
     assert_eq!(first.code, Some(0), "{first:?}");
@@ -247,10 +289,16 @@ fn a_disk_that_stays_full_fails_the_replay_loudly() {
     assert_eq!(store_errors(&opened), 0, "{opened:?}");
     disk.fill();
     let full = feed(&mut child, &mut output, &lines[51..], limit);
-    assert!(store_errors(&full) > 0, "the full disk is reported: {full:?}");
+    assert!(
+        store_errors(&full) > 0,
+        "the full disk is reported: {full:?}"
+    );
     let (code, stderr) = finish(child, Duration::from_secs(60));
     assert_eq!(code, Some(1), "lost commits fail the replay: {stderr}");
-    assert!(stderr.contains("not written") && stderr.contains("full"), "{stderr}");
+    assert!(
+        stderr.contains("not written") && stderr.contains("full"),
+        "{stderr}"
+    );
     disk.free();
     // What was committed is intact and readable: the first 51 events.
     assert_eq!(report(&url)["events"], 51);
@@ -260,7 +308,11 @@ fn a_disk_that_stays_full_fails_the_replay_loudly() {
 fn wait_for(path: &Path) {
     let started = Instant::now();
     while !path.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "{} never appeared", path.display());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -273,12 +325,25 @@ fn a_second_writer_is_refused_and_readers_still_read() {
     let lines = failures(30);
     let mut first = replay_from_stdin(&url, 1);
     let mut output = BufReader::new(first.stdout.take().expect("stdout is piped"));
-    let answers = feed(&mut first, &mut output, &lines[..20], Duration::from_secs(30));
+    let answers = feed(
+        &mut first,
+        &mut output,
+        &lines[..20],
+        Duration::from_secs(30),
+    );
     assert_eq!(store_errors(&answers), 0, "{answers:?}");
     wait_for(&db);
 
     let second = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &url,
+        ],
         lines.concat().as_bytes(),
     );
     assert_eq!(second.code, Some(2), "{second:?}");
@@ -293,7 +358,12 @@ fn a_second_writer_is_refused_and_readers_still_read() {
     assert_eq!(tasks.code, Some(0), "{tasks:?}");
     assert!(tasks.stdout.contains("\"T0\""), "{tasks:?}");
 
-    let rest = feed(&mut first, &mut output, &lines[20..], Duration::from_secs(30));
+    let rest = feed(
+        &mut first,
+        &mut output,
+        &lines[20..],
+        Duration::from_secs(30),
+    );
     assert_eq!(store_errors(&rest), 0, "{rest:?}");
     let (code, stderr) = finish(first, Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
@@ -303,7 +373,15 @@ fn a_second_writer_is_refused_and_readers_still_read() {
     let alone = tempfile::tempdir().expect("a temp folder");
     let alone_url = url_of(&alone.path().join("alone.db"));
     let one = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &alone_url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &alone_url,
+        ],
         lines.concat().as_bytes(),
     );
     assert_eq!(one.code, Some(0), "{one:?}");
@@ -318,7 +396,15 @@ fn two_processes_migrating_a_fresh_file_at_once_both_succeed() {
         let url = url_of(&folder.path().join("fresh.db"));
         let spawn = || {
             let mut child = loopguard()
-                .args(["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url])
+                .args([
+                    "--no-semantic",
+                    "replay",
+                    "-",
+                    "--format",
+                    "jsonl",
+                    "--store",
+                    &url,
+                ])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -352,7 +438,15 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
     let url = url_of(&db);
     let trace: Vec<String> = (0..10).map(|index| failure(index, "T0")).collect();
     let written = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &url,
+        ],
         trace.concat().as_bytes(),
     );
     assert_eq!(written.code, Some(0), "{written:?}");
@@ -371,7 +465,11 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
         assert_eq!(run.code, Some(0), "{args:?}: {run:?}");
         assert!(run.stdout.contains("T0"), "{args:?}: {run:?}");
     }
-    assert_eq!(before, snapshot(copy_folder.path()), "a reader changed the files");
+    assert_eq!(
+        before,
+        snapshot(copy_folder.path()),
+        "a reader changed the files"
+    );
 
     // A missing file is not created by a reader.
     let missing = folder.path().join("missing.db");
@@ -415,8 +513,8 @@ fn snapshot(folder: &Path) -> Vec<(String, Vec<u8>)> {
             let name = entry.file_name().to_string_lossy().into_owned();
             // A reader of a WAL database may create its shared-memory index
             // and an empty WAL.
-            !name.ends_with("-shm")
-                && !(name.ends_with("-wal") && entry.metadata().is_ok_and(|m| m.len() == 0))
+            let empty_wal = name.ends_with("-wal") && entry.metadata().is_ok_and(|m| m.len() == 0);
+            !(name.ends_with("-shm") || empty_wal)
         })
         .map(|entry| {
             (
@@ -457,7 +555,15 @@ fn resume_continues_after_the_last_committed_line() {
 
     let url = url_of(&folder.path().join("halves.db"));
     let half = run_with_stdin(
-        ["--no-semantic", "replay", "-", "--format", "jsonl", "--store", &url],
+        [
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--store",
+            &url,
+        ],
         trace[..3].concat().as_bytes(),
     );
     assert_eq!(half.code, Some(0), "{half:?}");
@@ -480,7 +586,11 @@ fn resume_continues_after_the_last_committed_line() {
     let decisions = parse_jsonl(&resumed.stdout);
     assert_eq!(decisions.first().map(|d| d["line"].clone()), Some(4.into()));
     let resumed_report = report(&url);
-    assert_eq!(task(&resumed_report, "R")["loop_count"], 3, "{resumed_report}");
+    assert_eq!(
+        task(&resumed_report, "R")["loop_count"],
+        3,
+        "{resumed_report}"
+    );
     assert_eq!(outcome(&resumed_report), outcome(&whole_report));
     assert_eq!(resumed_report["last_committed_line"], 5);
 

@@ -13,8 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use loopguard_core_types::LineError;
 use loopguard_host::{
-    AuditEntry, AuditRecord, CycleEpisode, Durability, PivotRecord, ReplayItem, Store,
-    TaskSnapshot,
+    AuditEntry, AuditRecord, CycleEpisode, Durability, PivotRecord, ReplayItem, Store, TaskSnapshot,
 };
 use serde_json::json;
 
@@ -511,7 +510,10 @@ pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool 
             health.failed.max(failures.decisions),
             health.recovered,
             health.lost + health.backlog,
-            health.first_error.clone().or_else(|| failures.first.clone()),
+            health
+                .first_error
+                .clone()
+                .or_else(|| failures.first.clone()),
         ),
         // No writer (or no retries): every failed commit is lost.
         _ => (

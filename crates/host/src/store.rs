@@ -398,7 +398,11 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Starts recording a run of input lines numbered from `first_line`,
     /// or with `resume` continues the latest run. Returns the run, or
     /// `None` for a store that records no runs (the default).
-    async fn begin_run(&self, first_line: u64, resume: bool) -> Result<Option<RunRecord>, StoreError> {
+    async fn begin_run(
+        &self,
+        first_line: u64,
+        resume: bool,
+    ) -> Result<Option<RunRecord>, StoreError> {
         let _ = (first_line, resume);
         Ok(None)
     }

@@ -190,7 +190,11 @@ impl Writer<'_> {
         {
             return Err(None);
         }
-        let commits: Vec<TaskCommit> = self.backlog.iter().map(|kept| kept.commit.clone()).collect();
+        let commits: Vec<TaskCommit> = self
+            .backlog
+            .iter()
+            .map(|kept| kept.commit.clone())
+            .collect();
         let line = self.backlog.iter().filter_map(|kept| kept.line).max();
         match self.store.commit_at(&commits, line).await {
             Ok(()) => {
@@ -420,7 +424,11 @@ mod tests {
         }
         // Three kept for a retry, two refused with the reason.
         assert!(answers.iter().all(Result::is_err));
-        let refused = answers[4].as_ref().err().map(ToString::to_string).unwrap_or_default();
+        let refused = answers[4]
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         assert!(refused.contains("not accepting events"), "{refused}");
         assert!(refused.contains("disk is full"), "{refused}");
         let health = store.health.current();
@@ -449,12 +457,22 @@ mod tests {
             &tokio::runtime::Handle::current(),
             Arc::clone(&store) as Arc<dyn Store>,
         );
-        assert!(queue.push(commit("T", 1)).await.expect("an answer").is_err());
+        assert!(
+            queue
+                .push(commit("T", 1))
+                .await
+                .expect("an answer")
+                .is_err()
+        );
         drop(queue);
         let settled = store.health.settled(FINAL_RETRIES * 4).await;
         assert!(settled.stopped, "{settled:?}");
         assert_eq!((settled.failed, settled.lost), (1, 1), "{settled:?}");
-        assert!(settled.first_error.is_some_and(|error| error.contains("full")));
+        assert!(
+            settled
+                .first_error
+                .is_some_and(|error| error.contains("full"))
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -464,7 +482,13 @@ mod tests {
             &tokio::runtime::Handle::current(),
             Arc::clone(&store) as Arc<dyn Store>,
         );
-        assert!(queue.push(commit("T", 1)).await.expect("an answer").is_err());
+        assert!(
+            queue
+                .push(commit("T", 1))
+                .await
+                .expect("an answer")
+                .is_err()
+        );
         store.down.store(false, Ordering::Relaxed);
         tokio::time::sleep(RETRY_EVERY * 3).await;
         assert_eq!(store.health.current().recovered, 1);

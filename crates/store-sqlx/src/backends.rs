@@ -104,15 +104,13 @@ const LOCK_TASK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 const MIGRATED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
 const NEW_RUN: &str = "INSERT INTO loopguard_runs (run, first_line, last_line, started_at) \
      SELECT COALESCE(MAX(run), 0) + 1, $1, NULL, $2 FROM loopguard_runs RETURNING run";
-const RUNS: &str =
-    "SELECT run, first_line, last_line, started_at FROM loopguard_runs ORDER BY run";
+const RUNS: &str = "SELECT run, first_line, last_line, started_at FROM loopguard_runs ORDER BY run";
 /// A run's last committed line only moves forward.
 const ADVANCE_RUN: &str = "UPDATE loopguard_runs SET last_line = $2 \
      WHERE run = $1 AND (last_line IS NULL OR last_line < $2)";
 const INSERT_LINE_ERROR: &str = "INSERT INTO loopguard_line_errors (run, line, error) \
      VALUES ($1, $2, $3) ON CONFLICT (run, line) DO NOTHING";
-const LINE_ERRORS: &str =
-    "SELECT run, line, error FROM loopguard_line_errors ORDER BY run, line";
+const LINE_ERRORS: &str = "SELECT run, line, error FROM loopguard_line_errors ORDER BY run, line";
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
 #[derive(Debug, Clone)]
@@ -255,7 +253,7 @@ impl SqliteStore {
             .acquire_timeout(WAIT)
             .connect_with(options)
             .await
-            .map_err(|err| error(&backend, "open", err))?;
+            .map_err(|err| error(&backend, "open", with_disk_hint(err)))?;
         let store = SqliteStore {
             pool,
             backend,
@@ -746,9 +744,9 @@ macro_rules! sql_store {
                             Ok(run) => break run,
                             Err(err)
                                 if attempts < 10
-                                    && err.as_database_error().is_some_and(|db| {
-                                        db.is_unique_violation()
-                                    }) => {}
+                                    && err
+                                        .as_database_error()
+                                        .is_some_and(|db| db.is_unique_violation()) => {}
                             Err(err) => return Err(error(&self.backend, "record a run", err)),
                         }
                     };
@@ -827,7 +825,11 @@ macro_rules! sql_store {
                         let read = |err| error(&self.backend, "read the line errors", err);
                         Ok(StoredLineError {
                             run: counter(&self.backend, "run", row.try_get("run").map_err(read)?)?,
-                            line: counter(&self.backend, "line", row.try_get("line").map_err(read)?)?,
+                            line: counter(
+                                &self.backend,
+                                "line",
+                                row.try_get("line").map_err(read)?,
+                            )?,
                             error: row.try_get("error").map_err(read)?,
                         })
                     })
@@ -1142,7 +1144,11 @@ fn sqlite_path(url: &str) -> Result<&str, StoreError> {
         .unwrap_or(url);
     let path = path.split_once('?').map_or(path, |(path, _)| path);
     if path.is_empty() {
-        return Err(error(url, "open", "the URL names no file: use sqlite://PATH"));
+        return Err(error(
+            url,
+            "open",
+            "the URL names no file: use sqlite://PATH",
+        ));
     }
     Ok(path)
 }
@@ -1201,6 +1207,20 @@ async fn writer_lock(backend: &str, path: &str) -> Result<std::fs::File, StoreEr
         .write(true)
         .open(&lock_path)
         .map_err(|err| error(backend, "open", format!("cannot open {lock_path}: {err}")))
+}
+
+/// A SQLite error, with a hint when it is what a full disk causes
+/// (`SQLITE_FULL`, or no room for the WAL index: `SQLITE_IOERR_SHMSIZE`).
+fn with_disk_hint(err: sqlx::Error) -> String {
+    let full = err
+        .as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "13" || code == "4874");
+    if full {
+        format!("{err} (is the disk full? nothing was written)")
+    } else {
+        err.to_string()
+    }
 }
 
 /// Whether a query failed because its table does not exist (a store of an

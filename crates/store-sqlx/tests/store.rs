@@ -183,7 +183,10 @@ mod sqlite {
             .map(|err| err.to_string())
             .unwrap_or_default();
         assert!(err.contains("another loopguard holds"), "{err}");
-        assert!(err.contains("nested/dir/loopguard.db"), "names the file: {err}");
+        assert!(
+            err.contains("nested/dir/loopguard.db"),
+            "names the file: {err}"
+        );
         // A reader is not a writer: it opens beside the writer.
         let reader = loopguard_store_sqlx::open_store_read_only(&url(&folder)).await?;
         assert!(reader.tasks().await?.is_empty());
