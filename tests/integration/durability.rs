@@ -527,33 +527,22 @@ fn snapshot(folder: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-#[test]
-fn resume_continues_after_the_last_committed_line() {
-    let trace = [
+/// A trace of task R: four identical failures around a bad line 2. One
+/// run over it ends at loop count 3.
+fn resume_trace() -> Vec<String> {
+    vec![
         failure(0, "R"),
         "not json\n".to_owned(),
         failure(3, "R"),
         failure(6, "R"),
         failure(9, "R"),
-    ];
-    let folder = tempfile::tempdir().expect("a temp folder");
-    let file = folder.path().join("trace.jsonl");
-    std::fs::write(&file, trace.concat()).expect("write the trace");
-    let whole_url = url_of(&folder.path().join("whole.db"));
-    let whole = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        file.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        whole_url.as_ref(),
-    ]);
-    assert_eq!(whole.code, Some(0), "{whole:?}");
-    let whole_report = report(&whole_url);
-    assert_eq!(task(&whole_report, "R")["loop_count"], 3, "{whole_report}");
+    ]
+}
 
-    let url = url_of(&folder.path().join("halves.db"));
+/// Replays the first three lines into `url`, then resumes from `file`:
+/// the store's report must equal `whole`'s.
+fn replay_half_then_resume(url: &str, file: &Path, whole: &Value) {
+    let trace = resume_trace();
     let half = run_with_stdin(
         [
             "--no-semantic",
@@ -562,13 +551,15 @@ fn resume_continues_after_the_last_committed_line() {
             "--format",
             "jsonl",
             "--store",
-            &url,
+            url,
         ],
         trace[..3].concat().as_bytes(),
     );
     assert_eq!(half.code, Some(0), "{half:?}");
-    let stored = run(["report", "--store", &url, "--format", "json"]);
-    let stored: Value = serde_json::from_str(&stored.stdout).expect("a report");
+    let stored = report(url);
+    // Two events, but the last committed line is 3: resuming at
+    // events + 1 = 3 would apply line 3 twice.
+    assert_eq!(stored["events"], 2, "{stored}");
     assert_eq!(stored["last_committed_line"], 3, "{stored}");
     assert_eq!(stored["errors"][0]["line"], 2, "{stored}");
 
@@ -585,14 +576,67 @@ fn resume_continues_after_the_last_committed_line() {
     assert_eq!(resumed.code, Some(0), "{resumed:?}");
     let decisions = parse_jsonl(&resumed.stdout);
     assert_eq!(decisions.first().map(|d| d["line"].clone()), Some(4.into()));
-    let resumed_report = report(&url);
+    let resumed_report = report(url);
     assert_eq!(
         task(&resumed_report, "R")["loop_count"],
         3,
         "{resumed_report}"
     );
-    assert_eq!(outcome(&resumed_report), outcome(&whole_report));
+    assert_eq!(outcome(&resumed_report), outcome(whole));
     assert_eq!(resumed_report["last_committed_line"], 5);
+    assert_eq!(resumed_report["errors"], whole["errors"]);
+}
+
+#[test]
+fn resume_continues_after_the_last_committed_line() {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let file = folder.path().join("trace.jsonl");
+    std::fs::write(&file, resume_trace().concat()).expect("write the trace");
+    let whole_url = url_of(&folder.path().join("whole.db"));
+    let whole = run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        file.as_os_str(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        whole_url.as_ref(),
+    ]);
+    assert_eq!(whole.code, Some(0), "{whole:?}");
+    let whole_report = report(&whole_url);
+    assert_eq!(task(&whole_report, "R")["loop_count"], 3, "{whole_report}");
+    assert_eq!(whole_report["errors"][0]["line"], 2, "{whole_report}");
+
+    // What resuming at "events + 1" did: line 3 twice, loop count 4.
+    let naive_url = url_of(&folder.path().join("naive.db"));
+    let trace = resume_trace();
+    for (piece, first) in [(&trace[..3], "1"), (&trace[2..], "3")] {
+        let run = run_with_stdin(
+            [
+                "--no-semantic",
+                "replay",
+                "-",
+                "--format",
+                "jsonl",
+                "--store",
+                &naive_url,
+                "--first-line",
+                first,
+            ],
+            piece.concat().as_bytes(),
+        );
+        assert_eq!(run.code, Some(0), "{run:?}");
+    }
+    assert_eq!(task(&report(&naive_url), "R")["loop_count"], 4);
+
+    replay_half_then_resume(
+        &url_of(&folder.path().join("halves.db")),
+        &file,
+        &whole_report,
+    );
+    if let Some(schema) = PgSchema::create("resume") {
+        replay_half_then_resume(&schema.url, &file, &whole_report);
+    }
 
     // Without a durable store there is nothing to resume.
     let memory = run([
