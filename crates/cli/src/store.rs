@@ -507,7 +507,7 @@ pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool 
     };
     let (failed, recovered, lost, first) = match &health {
         Some(health) if health.started => (
-            health.failed.max(failures.decisions),
+            health.failed,
             health.recovered,
             health.lost + health.backlog,
             health
@@ -544,6 +544,14 @@ pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool 
                  a retry; the first error: {first}"
             );
         }
+    }
+    if failed == 0 && failures.decisions > 0 {
+        // Store errors that were not commits (reading a task's record).
+        eprintln!(
+            "loopguard: {} decision(s) reported a store error; the first: {}",
+            failures.decisions,
+            failures.first.as_deref().unwrap_or_default()
+        );
     }
     if let Some(err) = run_error {
         eprintln!("loopguard: cannot record the run's last line in the store: {err}");
