@@ -19,6 +19,8 @@ mod commands;
 mod cycles;
 #[path = "integration/docs.rs"]
 mod docs;
+#[path = "integration/durability.rs"]
+mod durability;
 #[path = "integration/failures.rs"]
 mod failures;
 #[path = "integration/phases.rs"]

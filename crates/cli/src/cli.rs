@@ -37,7 +37,9 @@ pub(crate) enum Command {
     /// Every non-blank line gets an answer; a line that is not a valid event
     /// is reported with its line number and the others go on. Exit status: 0
     /// when the input could be read, 1 with --strict when any line had an
-    /// error, 2 when the trace or the config cannot be read.
+    /// error, or when an event's writes never reached the store (its commit
+    /// failed and no retry wrote it; stderr says how many and why), 2 when
+    /// the trace, the config or the store cannot be opened.
     Replay(ReplayArgs),
     /// Replay bundled example traces that show every built-in loop kind.
     ///
@@ -82,20 +84,26 @@ pub(crate) enum Command {
     /// and how many cycle-log episodes each has.
     ///
     /// The store is one `replay --store URL` (or an embedding engine)
-    /// wrote: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    /// wrote: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`. It is
+    /// opened read-only: never created or migrated, readable while an
+    /// engine writes it, and on a read-only file.
     Tasks(TasksArgs),
     /// Print a store's audit trail, oldest first, for every task or one:
     /// each detection, each reset (with its reason and the counts it
     /// cleared) and each pivot; with --episodes, the cycle log instead (one
     /// line per detection episode).
+    ///
+    /// The store is opened read-only, as by `loopguard tasks`.
     Log(LogArgs),
     /// The report of everything a store keeps, as `replay --format json`
-    /// prints for one trace: each task's status and counts, and every
-    /// detection from the audit log.
+    /// prints for one trace: each task's status and counts, every detection
+    /// from the audit log, the stored line errors, and the last input line
+    /// the latest replay committed.
     ///
     /// Replaying a trace's two halves one after the other (the second with
-    /// --first-line) on one SQLite or PostgreSQL store gives the report of
-    /// one replay of the whole trace.
+    /// --first-line, or `replay --resume`) on one SQLite or PostgreSQL
+    /// store gives the report of one replay of the whole trace. The store
+    /// is opened read-only, as by `loopguard tasks`.
     Report(ReportArgs),
 }
 
@@ -110,7 +118,8 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "TASK")]
     pub(crate) task: Option<String>,
 
-    /// Output format.
+    /// Output format: json (the report, with the stored line errors as
+    /// "errors" and "last_committed_line") or text.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Json)]
     pub(crate) format: ListFormat,
 }
@@ -122,7 +131,7 @@ pub(crate) struct TasksArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) store: String,
 
-    /// Output format.
+    /// Output format: text (a table) or json ({"tasks": [...]}).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
 }
@@ -143,7 +152,8 @@ pub(crate) struct LogArgs {
     #[arg(long)]
     pub(crate) episodes: bool,
 
-    /// Output format.
+    /// Output format: text (one line per entry) or json ({"audit",
+    /// "pivots", "episodes"}).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
 }
@@ -159,17 +169,18 @@ pub(crate) struct PluginsArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
-    /// Output format.
+    /// Output format: text, or json: one document {"host_abi",
+    /// "oldest_abi", "plugins", "refused"}.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
 }
 
-/// How `loopguard plugins` prints.
+/// How `loopguard plugins`, `tasks`, `log` and `report` print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ListFormat {
     /// For people.
     Text,
-    /// One JSON document: {"host_abi", "oldest_abi", "plugins", "refused"}.
+    /// One JSON document (its shape is the command's).
     Json,
 }
 
@@ -374,6 +385,13 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) first_line: u64,
 
+    /// Continue the store's latest run after the last input line it
+    /// committed: FILE is the input that run read (from the run's first
+    /// line), and its lines up to the last committed one are skipped.
+    /// Needs a durable store (--store sqlite://PATH or postgres://...).
+    #[arg(long, conflicts_with = "first_line")]
+    pub(crate) resume: bool,
+
     /// Load a detector plugin (a cdylib built against loopguard-plugin-api),
     /// with no config of its own; repeat for more. Plugins that need a
     /// config go in the config file's `[[plugins]]`.
@@ -385,8 +403,9 @@ pub(crate) struct ReplayArgs {
     /// on first use) or `postgres://USER@HOST/DATABASE` (shareable by
     /// several engines at once). Each event is committed before its
     /// decision is printed; a later run on the same store continues every
-    /// task where it stopped. `loopguard tasks`, `log` and `report` read
-    /// them back.
+    /// task where it stopped. One SQLite file serves one loopguard at a
+    /// time (another is refused). `loopguard tasks`, `log` and `report`
+    /// read them back.
     #[arg(long, value_name = "URL", default_value = "memory")]
     pub(crate) store: String,
 }

@@ -21,7 +21,8 @@
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
-//! fatal), 1 with `--strict` when any line had an error, 2 when the trace
+//! fatal), 1 with `--strict` when any line had an error, or when an event's
+//! writes never reached its store (`--store`), 2 when the trace
 //! or the config could not be read, or the embedding model could not start
 //! (one message on stderr naming the file, the config key, or what to do).
 //!
@@ -62,6 +63,9 @@ use outcome::Outcome;
 
 /// Exit code when `--strict` is given and some line was not a valid event.
 const EXIT_LINE_ERRORS: u8 = 1;
+/// Exit code when some event's writes never reached the store (its commit
+/// failed and no retry wrote it by the end of the replay).
+const EXIT_LOST_WRITES: u8 = 1;
 /// Exit code when the trace or the config could not be read, or the
 /// embedding model could not start.
 const EXIT_UNREADABLE: u8 = 2;
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::LineErrors) => ExitCode::from(EXIT_LINE_ERRORS),
+        Ok(Outcome::LostWrites) => ExitCode::from(EXIT_LOST_WRITES),
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }

@@ -8,4 +8,6 @@ pub(crate) enum Outcome {
     Clean,
     /// `--strict` and some line had an error: exit 1.
     LineErrors,
+    /// Some event's writes never reached the store: exit 1.
+    LostWrites,
 }

@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
 use loopguard_host::{HostError, LoopGuard};
@@ -12,6 +13,7 @@ use crate::cli::{Format, ReplayArgs};
 use crate::outcome::Outcome;
 use crate::output::{Json, Jsonl, Output, Text};
 use crate::setup::{self, ConfigSource, Setup};
+use crate::store::{self, Recorder, StoreFailures};
 use crate::summary::Summary;
 
 /// Runs `loopguard replay`: config first (a bad one stops before any work),
@@ -27,17 +29,23 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     let mut notes = setup.semantic_notes();
     notes.extend(setup.judge_notes()?);
     let store = setup::open_store(&args.store).await?;
-    let engine = setup.engine(Some(store))?;
+    let engine = setup.engine(Some(Arc::clone(&store)))?;
     let (input, name) = open_input(&args.input)?;
+    // The store's run: where it resumes, and the line each commit covers.
+    let (input, first_line) =
+        store::begin_run(store.as_ref(), input, args.first_line, args.resume).await?;
+    let mut failures = StoreFailures::default();
     let out = stdout_for(&args.input);
     let summary = match Format::or_default_for_stdout(args.format) {
         Format::Jsonl => {
             let mut output = Jsonl::new(out);
-            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
+            let mut output = Recorder::new(store.as_ref(), &mut output, &mut failures);
+            replay_into_from(&engine, input, first_line, &name, &mut output).await?
         }
         Format::Json => {
             let mut output = Json::new(out).with_notes(notes);
-            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
+            let mut output = Recorder::new(store.as_ref(), &mut output, &mut failures);
+            replay_into_from(&engine, input, first_line, &name, &mut output).await?
         }
         Format::Text => {
             // Colors only where stdout can show them (and as NO_COLOR /
@@ -45,10 +53,17 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
             let choice = anstream::AutoStream::choice(&io::stdout());
             let out = anstream::AutoStream::new(out, choice);
             let mut output = Text::new(out, anstream::stderr()).with_notes(notes);
-            replay_into_from(&engine, input, args.first_line, &name, &mut output).await?
+            let mut output = Recorder::new(store.as_ref(), &mut output, &mut failures);
+            replay_into_from(&engine, input, first_line, &name, &mut output).await?
         }
     };
-    Ok(if args.strict && summary.errors > 0 {
+    // Dropping the engine stops the store's writer once it has written (or
+    // given up) what it holds; then the failures are summed up.
+    drop(engine);
+    let lost = store::settle(store.as_ref(), &failures).await;
+    Ok(if lost {
+        Outcome::LostWrites
+    } else if args.strict && summary.errors > 0 {
         Outcome::LineErrors
     } else {
         Outcome::Clean

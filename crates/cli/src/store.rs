@@ -1,16 +1,37 @@
 //! `--store URL`, and `loopguard tasks` / `log` / `report`: what a store
-//! keeps, read back.
+//! keeps, read back (read-only: never created, migrated or locked).
+//!
+//! For `replay --store`: the run a replay records on its store (the input
+//! line each commit covers, the line errors, `--resume`), and the summary
+//! of its store failures at the end.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, BufRead, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::Context;
-use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, PivotRecord, TaskSnapshot};
+use anyhow::{Context, bail};
+use loopguard_core_types::LineError;
+use loopguard_host::{
+    AuditEntry, AuditRecord, CycleEpisode, Durability, PivotRecord, ReplayItem, Store, TaskSnapshot,
+};
 use serde_json::json;
 
 use crate::cli::{ListFormat, LogArgs, ReportArgs, TasksArgs};
 use crate::outcome::Outcome;
-use crate::setup::open_store;
+use crate::output::Output;
+use crate::summary::Summary;
+
+/// How long the end of a replay waits for the store's writer to write what
+/// it still holds (its own retries end sooner).
+const SETTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// The store `--store URL` names, for reading only.
+async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    loopguard_store_sqlx::open_store_read_only(url)
+        .await
+        .context("cannot open the store")
+}
 
 /// Runs `loopguard tasks`: every task the store keeps, ordered by id.
 pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
@@ -147,13 +168,33 @@ pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
 /// Runs `loopguard report`: the report of everything the store keeps.
 pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
     let store = open_store(&args.store).await?;
-    let report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())
+    let mut report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())
         .await
         .context("cannot read the store")?;
+    let runs = store.runs().await.context("cannot read the runs")?;
+    // The furthest input line any run committed (with engines sharing a
+    // store, runs overlap in time; in sequence, the last one's).
+    let last_committed_line = runs.iter().filter_map(|run| run.last_line).max();
+    if args.task.is_none() {
+        report.errors = store
+            .line_errors()
+            .await
+            .context("cannot read the line errors")?
+            .into_iter()
+            .map(|stored| LineError {
+                line: stored.line,
+                error: stored.error,
+            })
+            .collect();
+    }
     let mut out = io::stdout().lock();
     match args.format {
         ListFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
+            let mut value = serde_json::to_value(&report)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert("last_committed_line".into(), json!(last_committed_line));
+            }
+            serde_json::to_writer_pretty(&mut out, &value)?;
             writeln!(out)?;
         }
         ListFormat::Text => {
@@ -163,6 +204,23 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
                 report.events,
                 report.tasks.len()
             )?;
+            if let Some(run) = runs.last() {
+                match run.last_line {
+                    Some(line) => writeln!(
+                        out,
+                        "last committed line {line} (run {}, from line {})",
+                        run.run, run.first_line
+                    )?,
+                    None => writeln!(
+                        out,
+                        "no line committed yet (run {}, from line {})",
+                        run.run, run.first_line
+                    )?,
+                }
+            }
+            for error in &report.errors {
+                writeln!(out, "line {}: {}", error.line, error.error)?;
+            }
             for task in &report.tasks {
                 writeln!(
                     out,
@@ -269,4 +327,235 @@ fn enum_name(value: serde_json::Value) -> String {
         serde_json::Value::String(name) => name,
         other => other.to_string(),
     }
+}
+
+/// The store failures a replay's decisions reported.
+#[derive(Debug, Default)]
+pub(crate) struct StoreFailures {
+    /// Decisions whose writes failed (at first).
+    pub(crate) decisions: u64,
+    /// The first such error.
+    pub(crate) first: Option<String>,
+    /// The last input line answered (an event or a line error).
+    pub(crate) last_line: u64,
+}
+
+/// An [`Output`] that also records, for the store, what a replay answers:
+/// each line error is noted for the store's run, and each decision whose
+/// writes failed is counted.
+pub(crate) struct Recorder<'a> {
+    store: &'a dyn Store,
+    inner: &'a mut dyn Output,
+    failures: &'a mut StoreFailures,
+}
+
+impl<'a> Recorder<'a> {
+    /// Records for `store` what goes to `inner`, counting in `failures`.
+    pub(crate) fn new(
+        store: &'a dyn Store,
+        inner: &'a mut dyn Output,
+        failures: &'a mut StoreFailures,
+    ) -> Recorder<'a> {
+        Recorder {
+            store,
+            inner,
+            failures,
+        }
+    }
+}
+
+impl Output for Recorder<'_> {
+    fn item(&mut self, item: ReplayItem<'_>) -> io::Result<()> {
+        match item {
+            ReplayItem::Decision(decision) => {
+                self.failures.last_line = self.failures.last_line.max(decision.line);
+                if let Some(error) = decision
+                    .errors
+                    .iter()
+                    .find(|error| error.starts_with("store:"))
+                {
+                    self.failures.decisions += 1;
+                    if self.failures.first.is_none() {
+                        self.failures.first = Some(format!("line {}: {error}", decision.line));
+                    }
+                }
+            }
+            ReplayItem::Error(error) => {
+                self.failures.last_line = self.failures.last_line.max(error.line);
+                self.store.note_line_error(error.line, &error.error);
+            }
+        }
+        self.inner.item(item)
+    }
+
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.inner.finish(summary)
+    }
+}
+
+/// A reader that tells the store which input line is being observed: the
+/// number of the line whose first byte was consumed last. The replay reads
+/// a line, then observes its event (whose commit the store's writer stamps
+/// with this number), then reads the next.
+pub(crate) struct LineCursor<'a, R> {
+    inner: R,
+    store: &'a dyn Store,
+    line: u64,
+    in_line: bool,
+}
+
+impl<R: BufRead> Read for LineCursor<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let count = available.len().min(out.len());
+        out[..count].copy_from_slice(&available[..count]);
+        self.consume(count);
+        Ok(count)
+    }
+}
+
+impl<R: BufRead> BufRead for LineCursor<'_, R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if amount > 0 {
+            // The bytes the last fill_buf returned: no I/O.
+            let mut started = None;
+            if let Ok(buffer) = self.inner.fill_buf() {
+                for &byte in &buffer[..amount.min(buffer.len())] {
+                    if !self.in_line {
+                        self.in_line = true;
+                        self.line += 1;
+                        started = Some(self.line);
+                    }
+                    if byte == b'\n' {
+                        self.in_line = false;
+                    }
+                }
+            }
+            if let Some(line) = started {
+                self.store.set_input_line(line);
+            }
+        }
+        self.inner.consume(amount);
+    }
+}
+
+/// Starts the replay's run on `store`: a new run numbered from
+/// `first_line`, or with `resume` the store's latest run, continued after
+/// its last committed line (those lines of `input` are skipped). Returns
+/// the input, stamping the store's commits with their lines, and the
+/// number of its next line.
+pub(crate) async fn begin_run<'a, R: BufRead>(
+    store: &'a dyn Store,
+    mut input: R,
+    first_line: u64,
+    resume: bool,
+) -> anyhow::Result<(LineCursor<'a, R>, u64)> {
+    if resume && store.durability() == Durability::Memory {
+        bail!(
+            "--resume needs a durable store to continue from (--store sqlite://PATH or \
+             postgres://...): a memory store keeps nothing between runs"
+        );
+    }
+    let run = store
+        .begin_run(first_line, resume)
+        .await
+        .context(if resume {
+            "cannot resume"
+        } else {
+            "cannot record the run in the store"
+        })?;
+    let mut next = first_line;
+    if resume && let Some(run) = run {
+        next = run.last_line.map_or(run.first_line, |line| line + 1);
+        let mut scratch = Vec::new();
+        for line in run.first_line..next {
+            scratch.clear();
+            if input.read_until(b'\n', &mut scratch)? == 0 {
+                bail!(
+                    "cannot resume: the input ends at line {}, but the store's run {} \
+                     committed up to line {} (is it the input that run read, from its line {}?)",
+                    line.saturating_sub(1),
+                    run.run,
+                    next - 1,
+                    run.first_line
+                );
+            }
+        }
+    }
+    let cursor = LineCursor {
+        inner: input,
+        store,
+        line: next - 1,
+        in_line: false,
+    };
+    Ok((cursor, next))
+}
+
+/// Ends the replay's run on `store` once its engine is dropped: waits for
+/// the store's writer to write (or give up) what it holds, records the last
+/// line when everything decided is committed, and says on stderr how many
+/// commits failed, how many a retry wrote, and how many never reached the
+/// store. Returns whether any never did.
+pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool {
+    let health = match store.health() {
+        Some(health) => Some(health.settled(SETTLE_WAIT).await),
+        None => None,
+    };
+    let (failed, recovered, lost, first) = match &health {
+        Some(health) if health.started => (
+            health.failed,
+            health.recovered,
+            health.lost + health.backlog,
+            health
+                .first_error
+                .clone()
+                .or_else(|| failures.first.clone()),
+        ),
+        // No writer (or no retries): every failed commit is lost.
+        _ => (
+            failures.decisions,
+            0,
+            failures.decisions,
+            failures.first.clone(),
+        ),
+    };
+    let mut run_error = None;
+    if lost == 0
+        && failures.last_line > 0
+        && let Err(err) = store.finish_run(failures.last_line).await
+    {
+        run_error = Some(err);
+    }
+    if failed > 0 {
+        let first = first.unwrap_or_default();
+        if lost > 0 {
+            eprintln!(
+                "loopguard: {failed} commit(s) failed and {lost} were not written: the store \
+                 misses those events' writes ({recovered} were written later by a retry); \
+                 the first error: {first}"
+            );
+        } else {
+            eprintln!(
+                "loopguard: {failed} commit(s) failed at first and were all written later by \
+                 a retry; the first error: {first}"
+            );
+        }
+    }
+    if failed == 0 && failures.decisions > 0 {
+        // Store errors that were not commits (reading a task's record).
+        eprintln!(
+            "loopguard: {} decision(s) reported a store error; the first: {}",
+            failures.decisions,
+            failures.first.as_deref().unwrap_or_default()
+        );
+    }
+    if let Some(err) = run_error {
+        eprintln!("loopguard: cannot record the run's last line in the store: {err}");
+    }
+    store.close().await;
+    lost > 0
 }

@@ -55,8 +55,9 @@ pub use plugins::{
 };
 pub use replay::{ReplayItem, ReportBuilder, replay, replay_each, replay_each_from, store_report};
 pub use store::{
-    AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution, Store,
-    StoreError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
+    AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution,
+    RunRecord, Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock, TaskRecord,
+    TaskSnapshot, WriteHealth,
 };
 
 mod engine;

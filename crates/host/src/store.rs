@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use loopguard_core_types::{Action, Detection, TaskStatus, Timestamp};
@@ -202,6 +203,113 @@ pub enum StoreError {
     },
 }
 
+/// What a durable store's writer has done with the commits it was given:
+/// a snapshot of [`StoreHealth`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteHealth {
+    /// Whether the writer has started (it starts with the first queued
+    /// commit).
+    pub started: bool,
+    /// Whether it has stopped, after its last retry.
+    pub stopped: bool,
+    /// Commits whose first attempt failed.
+    pub failed: u64,
+    /// Of those, the commits a retry wrote later.
+    pub recovered: u64,
+    /// Commits waiting in the retry backlog now.
+    pub backlog: u64,
+    /// Commits never written: refused while the backlog was full, or still
+    /// in the backlog when the writer stopped.
+    pub lost: u64,
+    /// The first commit error, as the decisions reported it.
+    pub first_error: Option<String>,
+    /// Why the store accepts no new events now (its retry backlog is
+    /// full), when it does not.
+    pub not_accepting: Option<String>,
+}
+
+/// A durable store's write health, shared by its writer (which updates it)
+/// and whoever asks, e.g. a readiness probe: whether the store accepts new
+/// events, and how many commits failed, were written later, or were lost.
+#[derive(Debug)]
+pub struct StoreHealth {
+    state: tokio::sync::watch::Sender<WriteHealth>,
+}
+
+impl Default for StoreHealth {
+    fn default() -> Self {
+        StoreHealth {
+            state: tokio::sync::watch::Sender::new(WriteHealth::default()),
+        }
+    }
+}
+
+impl StoreHealth {
+    /// A healthy store's health: nothing written yet, nothing failed.
+    pub fn new() -> StoreHealth {
+        StoreHealth::default()
+    }
+
+    /// The health now.
+    pub fn current(&self) -> WriteHealth {
+        self.state.borrow().clone()
+    }
+
+    /// `Ok` while the store accepts new events; otherwise why not (its
+    /// retry backlog is full: new events' writes are refused, and each
+    /// decision says so, until the backlog is written).
+    pub fn accepting(&self) -> Result<(), String> {
+        match &self.state.borrow().not_accepting {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the writer has stopped (after its last retry) or, if it
+    /// never started, returns at once; at most `limit`. The writer stops
+    /// when the engine that queued its commits is dropped.
+    pub async fn settled(&self, limit: Duration) -> WriteHealth {
+        let mut changes = self.state.subscribe();
+        let _ = tokio::time::timeout(
+            limit,
+            changes.wait_for(|health| !health.started || health.stopped),
+        )
+        .await;
+        self.current()
+    }
+
+    /// Changes the health (the writer's side).
+    pub fn update(&self, change: impl FnOnce(&mut WriteHealth)) {
+        self.state.send_modify(change);
+    }
+}
+
+/// One run of `replay` on a store, as the store records it: the input line
+/// its numbering starts at and the last line whose event is committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's number in the store: 1, 2, ...
+    pub run: u64,
+    /// The number of the run's first input line.
+    pub first_line: u64,
+    /// The last input line whose event (and every event before it) is
+    /// committed, or whose line error is stored; `None` before the first.
+    pub last_line: Option<u64>,
+    /// When the run started (wall clock).
+    pub started_at: Timestamp,
+}
+
+/// A line of a run's input that was not a valid event, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredLineError {
+    /// The run that read it.
+    pub run: u64,
+    /// The input line.
+    pub line: u64,
+    /// What was wrong with it.
+    pub error: String,
+}
+
 /// Where task state, the audit log and the cycle log are kept.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
@@ -271,6 +379,74 @@ pub trait Store: Send + Sync + fmt::Debug {
         let _ = task;
         Ok(Vec::new())
     }
+
+    /// The store's write health, when a writer reports it (the SQL
+    /// stores); the group-commit writer updates it. Default: none.
+    fn health(&self) -> Option<&StoreHealth> {
+        None
+    }
+
+    /// [`commit`](Store::commit), and, in the same transaction, that input
+    /// `line` of the current run (see [`begin_run`](Store::begin_run)) is
+    /// committed, with the run's line errors before it. The default
+    /// ignores the line.
+    async fn commit_at(&self, commits: &[TaskCommit], line: Option<u64>) -> Result<(), StoreError> {
+        let _ = line;
+        self.commit(commits).await
+    }
+
+    /// Starts recording a run of input lines numbered from `first_line`,
+    /// or with `resume` continues the latest run. Returns the run, or
+    /// `None` for a store that records no runs (the default).
+    async fn begin_run(
+        &self,
+        first_line: u64,
+        resume: bool,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        let _ = (first_line, resume);
+        Ok(None)
+    }
+
+    /// The input line the current run is observing now (set by its
+    /// reader before the line's event is observed; the writer stamps the
+    /// event's commit with it). Default: nothing recorded.
+    fn set_input_line(&self, line: u64) {
+        let _ = line;
+    }
+
+    /// The input line the current run is observing, if a run is recorded.
+    fn input_line(&self) -> Option<u64> {
+        None
+    }
+
+    /// Notes a line of the current run that was not a valid event: stored
+    /// with the next commit (or by [`finish_run`](Store::finish_run)).
+    fn note_line_error(&self, line: u64, error: &str) {
+        let _ = (line, error);
+    }
+
+    /// Ends the current run: stores the line errors still noted, and
+    /// records `last_line` as its last committed line (call it only when
+    /// every event before it is committed).
+    async fn finish_run(&self, last_line: u64) -> Result<(), StoreError> {
+        let _ = last_line;
+        Ok(())
+    }
+
+    /// The runs the store recorded, oldest first.
+    async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// The line errors the store recorded, by run and line.
+    async fn line_errors(&self) -> Result<Vec<StoredLineError>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Closes the store's connections once nothing more is written (a
+    /// SQLite file then holds everything: its WAL is checkpointed into
+    /// it). Default: nothing to close.
+    async fn close(&self) {}
 }
 
 /// A store in process memory. Nothing survives the process.

@@ -13,15 +13,16 @@
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use loopguard_core_types::Timestamp;
 use loopguard_host::{
-    AuditEntry, CycleEpisode, Durability, PivotRecord, Store, StoreError, TaskCommit, TaskLock,
-    TaskRecord, TaskSnapshot,
+    AuditEntry, CycleEpisode, Durability, PivotRecord, RunRecord, Store, StoreError, StoreHealth,
+    StoredLineError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
 };
+use parking_lot::Mutex;
 use sqlx::Row;
 use sqlx::migrate::Migrator;
 #[cfg(feature = "postgres")]
@@ -36,7 +37,7 @@ use crate::url::redact_url;
 
 /// The newest schema this loopguard knows: the version of its last
 /// embedded migration. A database at a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 #[cfg(feature = "sqlite")]
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -46,6 +47,15 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 /// How long a connection waits for another writer's lock (SQLite) or for a
 /// free connection (both) before the operation fails.
 const WAIT: Duration = Duration::from_secs(10);
+
+/// How long opening a SQLite store for writing waits for another loopguard
+/// that holds the file (e.g. one migrating it at the same moment) before it
+/// refuses to open.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// The line errors a run stores, at most (the rest are counted in the
+/// replay's own output only).
+const MAX_STORED_LINE_ERRORS: usize = 10_000;
 
 const SAVE_TASK: &str = "INSERT INTO loopguard_tasks (task, status, loop_count, pivots, last_seen) \
      VALUES ($1, $2, $3, $4, $5) \
@@ -92,6 +102,15 @@ const TASK_PIVOTS: &str =
 /// no row yet; released when the transaction ends.
 const LOCK_TASK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 const MIGRATED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+const NEW_RUN: &str = "INSERT INTO loopguard_runs (run, first_line, last_line, started_at) \
+     SELECT COALESCE(MAX(run), 0) + 1, $1, NULL, $2 FROM loopguard_runs RETURNING run";
+const RUNS: &str = "SELECT run, first_line, last_line, started_at FROM loopguard_runs ORDER BY run";
+/// A run's last committed line only moves forward.
+const ADVANCE_RUN: &str = "UPDATE loopguard_runs SET last_line = $2 \
+     WHERE run = $1 AND (last_line IS NULL OR last_line < $2)";
+const INSERT_LINE_ERROR: &str = "INSERT INTO loopguard_line_errors (run, line, error) \
+     VALUES ($1, $2, $3) ON CONFLICT (run, line) DO NOTHING";
+const LINE_ERRORS: &str = "SELECT run, line, error FROM loopguard_line_errors ORDER BY run, line";
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
 #[derive(Debug, Clone)]
@@ -100,6 +119,11 @@ pub struct SqliteStore {
     pool: SqlitePool,
     backend: String,
     fault: Fault,
+    run: Arc<RunState>,
+    health: Arc<StoreHealth>,
+    /// The writer's lock on the file beside the database (none when read
+    /// only, or in memory), held as long as any clone of the store lives.
+    _writer_lock: Option<Arc<std::fs::File>>,
 }
 
 /// The cycle log and task snapshots in a PostgreSQL database that many
@@ -110,6 +134,44 @@ pub struct PostgresStore {
     pool: PgPool,
     backend: String,
     fault: Fault,
+    run: Arc<RunState>,
+    health: Arc<StoreHealth>,
+}
+
+/// The run of input lines a store is recording (see [`Store::begin_run`]).
+#[derive(Debug, Default)]
+struct RunState {
+    /// The current run, once begun.
+    run: Mutex<Option<u64>>,
+    /// The input line being observed (0: none yet).
+    line: AtomicU64,
+    /// Line errors noted and not yet stored.
+    pending: Mutex<Vec<(u64, String)>>,
+    /// Line errors noted in this run (stored or pending).
+    noted: AtomicUsize,
+}
+
+impl RunState {
+    fn current(&self) -> Option<u64> {
+        *self.run.lock()
+    }
+
+    /// The noted line errors before `line` (all with `None`).
+    fn pending_before(&self, line: Option<u64>) -> Vec<(u64, String)> {
+        self.pending
+            .lock()
+            .iter()
+            .filter(|(at, _)| line.is_none_or(|line| *at < line))
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the noted line errors before `line`, once stored.
+    fn stored_before(&self, line: Option<u64>) {
+        self.pending
+            .lock()
+            .retain(|(at, _)| line.is_some_and(|line| *at >= line));
+    }
 }
 
 /// A failure to inject into the next commit, for the tests of atomicity:
@@ -145,21 +207,19 @@ impl Fault {
 #[cfg(feature = "sqlite")]
 impl SqliteStore {
     /// Opens (creating it, and its folder, if missing) the file that
-    /// `sqlite://PATH` (or `sqlite:PATH`) names, and migrates it.
+    /// `sqlite://PATH` (or `sqlite:PATH`) names, for this engine alone, and
+    /// migrates it.
+    ///
+    /// One file serves one engine: the store holds an advisory lock on
+    /// `PATH.lock` for as long as it lives. Opening a file that another
+    /// loopguard holds waits up to 3 seconds (one that is migrating it, or
+    /// finishing) and then is refused, naming the file. Migrations run
+    /// under the lock, so two processes opening a fresh file at once
+    /// migrate it one after the other.
     pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
         let backend = url.to_owned();
-        let path = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            .unwrap_or(url);
-        let path = path.split_once('?').map_or(path, |(path, _)| path);
-        if path.is_empty() {
-            return Err(error(
-                &backend,
-                "open",
-                "the URL names no file: use sqlite://PATH",
-            ));
-        }
+        let path = sqlite_path(&backend)?;
+        let mut lock = None;
         let options = if path == ":memory:" {
             SqliteConnectOptions::from_str("sqlite::memory:")
                 .map_err(|err| error(&backend, "open", err))?
@@ -175,6 +235,7 @@ impl SqliteStore {
                     )
                 })?;
             }
+            lock = Some(Arc::new(writer_lock(&backend, path).await?));
             SqliteConnectOptions::new()
                 .filename(path)
                 .create_if_missing(true)
@@ -192,30 +253,163 @@ impl SqliteStore {
             .acquire_timeout(WAIT)
             .connect_with(options)
             .await
-            .map_err(|err| error(&backend, "open", err))?;
+            .map_err(|err| error(&backend, "open", with_disk_hint(err)))?;
         let store = SqliteStore {
             pool,
             backend,
             fault: Fault::default(),
+            run: Arc::default(),
+            health: Arc::default(),
+            _writer_lock: lock,
         };
         store.migrate().await?;
         Ok(store)
     }
 
-    async fn migrate(&self) -> Result<(), StoreError> {
+    /// Opens the file `sqlite://PATH` names for reading only: never
+    /// created, never migrated, never locked, so it works while a writer
+    /// holds the file (WAL lets readers in) and on a file or file system
+    /// that cannot be written (then opened as immutable). A schema newer
+    /// than this loopguard's is refused.
+    pub async fn open_read_only(url: &str) -> Result<SqliteStore, StoreError> {
+        let backend = url.to_owned();
+        let path = sqlite_path(&backend)?;
+        if path == ":memory:" {
+            return SqliteStore::open(url).await;
+        }
+        if !Path::new(path).is_file() {
+            return Err(error(
+                &backend,
+                "open",
+                format!("there is no store at {path} (a read-only command creates none)"),
+            ));
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .busy_timeout(WAIT);
+        let mut last = None;
+        // A WAL file that cannot be written (a read-only file system) can
+        // only be read as immutable: nothing else can change it either.
+        for immutable in [false, true] {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(WAIT)
+                .connect_with(options.clone().immutable(immutable))
+                .await;
+            let pool = match pool {
+                Ok(pool) => pool,
+                Err(err) => {
+                    last = Some(error(&backend, "open", err));
+                    continue;
+                }
+            };
+            let store = SqliteStore {
+                pool,
+                backend: backend.clone(),
+                fault: Fault::default(),
+                run: Arc::default(),
+                health: Arc::default(),
+                _writer_lock: None,
+            };
+            match store.check_schema(true).await {
+                Ok(()) => return Ok(store),
+                Err(err) => {
+                    store.pool.close().await;
+                    last = Some(err);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| error(&backend, "open", "cannot open")))
+    }
+
+    /// Refuses a database of a newer schema; with `required`, also a file
+    /// that is not a loopguard store at all.
+    async fn check_schema(&self, required: bool) -> Result<(), StoreError> {
         let exists: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
         )
         .fetch_one(&self.pool)
         .await
         .map_err(|err| error(&self.backend, "read the schema version", err))?;
-        if exists > 0 {
-            let version: Option<i64> = sqlx::query_scalar(MIGRATED_VERSION)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|err| error(&self.backend, "read the schema version", err))?;
-            refuse_newer(&self.backend, version)?;
+        if exists == 0 {
+            return if required {
+                Err(error(
+                    &self.backend,
+                    "open",
+                    "not a loopguard store (the file has no loopguard schema)",
+                ))
+            } else {
+                Ok(())
+            };
         }
+        let version: Option<i64> = sqlx::query_scalar(MIGRATED_VERSION)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|err| error(&self.backend, "read the schema version", err))?;
+        refuse_newer(&self.backend, version)
+    }
+
+    /// Before the pool closes: the WAL checkpointed into the file and
+    /// truncated, so the file alone holds everything (a copy of it, or a
+    /// reader that cannot write, sees it all). A failure leaves the WAL.
+    async fn before_close(&self) {
+        if self._writer_lock.is_some()
+            && let Err(err) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await
+        {
+            tracing::warn!(store = %self.backend, error = %err, "the WAL could not be checkpointed at close");
+        }
+    }
+
+    /// Writes the commits and the run's progress in one `BEGIN IMMEDIATE`
+    /// transaction on a connection of its own. On any failure (a full
+    /// disk, say) the transaction is rolled back and the connection closed,
+    /// so no failed transaction keeps the write lock: the next commit opens
+    /// a fresh connection.
+    async fn commit_lines(
+        &self,
+        commits: &[TaskCommit],
+        line: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let failed = |err| error(&self.backend, "commit", err);
+        let mut connection = self.pool.acquire().await.map_err(failed)?;
+        let written = self.write_all(&mut connection, commits, line).await;
+        if written.is_err() {
+            let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
+            let _ = connection.close().await;
+        }
+        written?;
+        self.run.stored_before(line);
+        Ok(())
+    }
+
+    async fn write_all(
+        &self,
+        connection: &mut sqlx::SqliteConnection,
+        commits: &[TaskCommit],
+        line: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let failed = |err| error(&self.backend, "commit", err);
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *connection)
+            .await
+            .map_err(failed)?;
+        let mut done = 0;
+        for commit in commits {
+            self.write_commit(connection, commit, &mut done).await?;
+        }
+        self.write_progress(connection, line).await?;
+        sqlx::query("COMMIT")
+            .execute(&mut *connection)
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.check_schema(false).await?;
         SQLITE_MIGRATIONS
             .run(&self.pool)
             .await
@@ -243,12 +437,37 @@ impl PostgresStore {
             pool,
             backend,
             fault: Fault::default(),
+            run: Arc::default(),
+            health: Arc::default(),
         };
         store.migrate().await?;
         Ok(store)
     }
 
-    async fn migrate(&self) -> Result<(), StoreError> {
+    /// Connects to the database for reading only: never migrated (a schema
+    /// newer than this loopguard's is refused).
+    pub async fn open_read_only(url: &str) -> Result<PostgresStore, StoreError> {
+        let backend = redact_url(url);
+        let options =
+            PgConnectOptions::from_str(url).map_err(|err| error(&backend, "open", err))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(WAIT)
+            .connect_with(options)
+            .await
+            .map_err(|err| error(&backend, "connect", err))?;
+        let store = PostgresStore {
+            pool,
+            backend,
+            fault: Fault::default(),
+            run: Arc::default(),
+            health: Arc::default(),
+        };
+        store.check_schema().await?;
+        Ok(store)
+    }
+
+    async fn check_schema(&self) -> Result<(), StoreError> {
         let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
             .fetch_one(&self.pool)
             .await
@@ -260,6 +479,37 @@ impl PostgresStore {
                 .map_err(|err| error(&self.backend, "read the schema version", err))?;
             refuse_newer(&self.backend, version)?;
         }
+        Ok(())
+    }
+
+    /// Nothing to do before the pool closes.
+    async fn before_close(&self) {}
+
+    /// Writes the commits and the run's progress in one transaction.
+    async fn commit_lines(
+        &self,
+        commits: &[TaskCommit],
+        line: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|err| error(&self.backend, "commit", err))?;
+        let mut done = 0;
+        for commit in commits {
+            self.write_commit(&mut tx, commit, &mut done).await?;
+        }
+        self.write_progress(&mut tx, line).await?;
+        tx.commit()
+            .await
+            .map_err(|err| error(&self.backend, "commit", err))?;
+        self.run.stored_before(line);
+        Ok(())
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.check_schema().await?;
         POSTGRES_MIGRATIONS
             .run(&self.pool)
             .await
@@ -323,11 +573,12 @@ macro_rules! sql_store {
                     .bind(episode.resolved_at.map(|at| at.0)))
             }
 
-            /// Writes one event's commit inside `tx`: pivot records, audit
-            /// rows, episodes, then the task's record.
+            /// Writes one event's commit inside the transaction open on
+            /// `tx`: pivot records, audit rows, episodes, then the task's
+            /// record.
             async fn write_commit(
                 &self,
-                tx: &mut sqlx::Transaction<'static, $db>,
+                tx: &mut <$db as sqlx::Database>::Connection,
                 commit: &TaskCommit,
                 done: &mut usize,
             ) -> Result<(), StoreError> {
@@ -340,7 +591,7 @@ macro_rules! sql_store {
                         .bind(pivot.at.0)
                         .bind(i64::from(pivot.number))
                         .bind(pivot.directive.as_deref())
-                        .execute(&mut **tx)
+                        .execute(&mut *tx)
                         .await
                         .map_err(failed)?;
                     self.fault.after_statement(backend, done)?;
@@ -352,14 +603,14 @@ macro_rules! sql_store {
                         .bind(entry.at.0)
                         .bind(entry.record.entry())
                         .bind(json_text(&entry.record))
-                        .execute(&mut **tx)
+                        .execute(&mut *tx)
                         .await
                         .map_err(failed)?;
                     self.fault.after_statement(backend, done)?;
                 }
                 for episode in &commit.episodes {
                     self.episode_query(episode)?
-                        .execute(&mut **tx)
+                        .execute(&mut *tx)
                         .await
                         .map_err(failed)?;
                     self.fault.after_statement(backend, done)?;
@@ -373,10 +624,53 @@ macro_rules! sql_store {
                     .bind(record.snapshot.last_seen.0)
                     .bind(wide(record.version))
                     .bind(record.state.as_deref())
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await
                     .map_err(failed)?;
                 self.fault.after_statement(backend, done)?;
+                Ok(())
+            }
+
+            /// Inside the transaction open on `tx`: the current run's line
+            /// errors noted before `line`, and `line` as its last committed
+            /// line.
+            async fn write_progress(
+                &self,
+                tx: &mut <$db as sqlx::Database>::Connection,
+                line: Option<u64>,
+            ) -> Result<(), StoreError> {
+                let Some(run) = self.run.current() else {
+                    return Ok(());
+                };
+                let failed = |err| error(&self.backend, "record the run's progress", err);
+                for (at, message) in self.run.pending_before(line) {
+                    sqlx::query(INSERT_LINE_ERROR)
+                        .bind(wide(run))
+                        .bind(wide(at))
+                        .bind(message)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(failed)?;
+                }
+                if let Some(line) = line {
+                    sqlx::query(ADVANCE_RUN)
+                        .bind(wide(run))
+                        .bind(wide(line))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(failed)?;
+                }
+                Ok(())
+            }
+
+            /// Records the run's progress (and pending line errors) on its
+            /// own, in one transaction.
+            async fn progress_alone(&self, line: Option<u64>) -> Result<(), StoreError> {
+                let failed = |err| error(&self.backend, "record the run's progress", err);
+                let mut tx = self.pool.begin().await.map_err(failed)?;
+                self.write_progress(&mut tx, line).await?;
+                tx.commit().await.map_err(failed)?;
+                self.run.stored_before(line.map(|line| line + 1));
                 Ok(())
             }
         }
@@ -401,18 +695,145 @@ macro_rules! sql_store {
             }
 
             async fn commit(&self, commits: &[TaskCommit]) -> Result<(), StoreError> {
-                let mut tx = self
-                    .pool
-                    .begin()
-                    .await
-                    .map_err(|err| error(&self.backend, "commit", err))?;
-                let mut done = 0;
-                for commit in commits {
-                    self.write_commit(&mut tx, commit, &mut done).await?;
+                self.commit_lines(commits, None).await
+            }
+
+            async fn commit_at(
+                &self,
+                commits: &[TaskCommit],
+                line: Option<u64>,
+            ) -> Result<(), StoreError> {
+                self.commit_lines(commits, line).await
+            }
+
+            fn health(&self) -> Option<&StoreHealth> {
+                Some(&self.health)
+            }
+
+            async fn close(&self) {
+                self.before_close().await;
+                self.pool.close().await;
+            }
+
+            async fn begin_run(
+                &self,
+                first_line: u64,
+                resume: bool,
+            ) -> Result<Option<RunRecord>, StoreError> {
+                let record = if resume {
+                    self.runs().await?.pop().ok_or_else(|| {
+                        error(
+                            &self.backend,
+                            "resume",
+                            "the store has recorded no run to resume",
+                        )
+                    })?
+                } else {
+                    let started_at = loopguard_core_types::Timestamp::now();
+                    // Engines that share a store may number a run at the
+                    // same moment: the later one takes the next number.
+                    let mut attempts = 0;
+                    let run: i64 = loop {
+                        attempts += 1;
+                        match sqlx::query_scalar(NEW_RUN)
+                            .bind(wide(first_line))
+                            .bind(started_at.0)
+                            .fetch_one(&self.pool)
+                            .await
+                        {
+                            Ok(run) => break run,
+                            Err(err)
+                                if attempts < 10
+                                    && err
+                                        .as_database_error()
+                                        .is_some_and(|db| db.is_unique_violation()) => {}
+                            Err(err) => return Err(error(&self.backend, "record a run", err)),
+                        }
+                    };
+                    RunRecord {
+                        run: counter(&self.backend, "run", run)?,
+                        first_line,
+                        last_line: None,
+                        started_at,
+                    }
+                };
+                *self.run.run.lock() = Some(record.run);
+                self.run.line.store(0, Ordering::Relaxed);
+                Ok(Some(record))
+            }
+
+            fn set_input_line(&self, line: u64) {
+                self.run.line.store(line, Ordering::Relaxed);
+            }
+
+            fn input_line(&self) -> Option<u64> {
+                self.run.current()?;
+                let line = self.run.line.load(Ordering::Relaxed);
+                (line > 0).then_some(line)
+            }
+
+            fn note_line_error(&self, line: u64, message: &str) {
+                if self.run.current().is_some()
+                    && self.run.noted.fetch_add(1, Ordering::Relaxed) < MAX_STORED_LINE_ERRORS
+                {
+                    self.run.pending.lock().push((line, message.to_owned()));
                 }
-                tx.commit()
-                    .await
-                    .map_err(|err| error(&self.backend, "commit", err))
+            }
+
+            async fn finish_run(&self, last_line: u64) -> Result<(), StoreError> {
+                if self.run.current().is_none() {
+                    return Ok(());
+                }
+                self.progress_alone(Some(last_line)).await
+            }
+
+            async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+                let rows = match sqlx::query(RUNS).fetch_all(&self.pool).await {
+                    Ok(rows) => rows,
+                    // A store of an older schema, opened read-only.
+                    Err(err) if missing_table(&err) => return Ok(Vec::new()),
+                    Err(err) => return Err(error(&self.backend, "read the runs", err)),
+                };
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, "read the runs", err);
+                        let last_line: Option<i64> = row.try_get("last_line").map_err(read)?;
+                        Ok(RunRecord {
+                            run: counter(&self.backend, "run", row.try_get("run").map_err(read)?)?,
+                            first_line: counter(
+                                &self.backend,
+                                "first_line",
+                                row.try_get("first_line").map_err(read)?,
+                            )?,
+                            last_line: last_line
+                                .map(|line| counter(&self.backend, "last_line", line))
+                                .transpose()?,
+                            started_at: Timestamp(row.try_get("started_at").map_err(read)?),
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn line_errors(&self) -> Result<Vec<StoredLineError>, StoreError> {
+                let rows = match sqlx::query(LINE_ERRORS).fetch_all(&self.pool).await {
+                    Ok(rows) => rows,
+                    Err(err) if missing_table(&err) => return Ok(Vec::new()),
+                    Err(err) => return Err(error(&self.backend, "read the line errors", err)),
+                };
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, "read the line errors", err);
+                        Ok(StoredLineError {
+                            run: counter(&self.backend, "run", row.try_get("run").map_err(read)?)?,
+                            line: counter(
+                                &self.backend,
+                                "line",
+                                row.try_get("line").map_err(read)?,
+                            )?,
+                            error: row.try_get("error").map_err(read)?,
+                        })
+                    })
+                    .collect()
             }
 
             async fn audit(&self, task: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
@@ -560,6 +981,9 @@ struct PgTaskLock {
     store: PostgresStore,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     record: Option<TaskRecord>,
+    /// The input line of the event that took the lock, if a run is
+    /// recorded.
+    line: Option<u64>,
 }
 
 #[cfg(feature = "sqlite")]
@@ -600,6 +1024,7 @@ impl PostgresStore {
             store: self.clone(),
             tx,
             record,
+            line: self.input_line(),
         })
     }
 }
@@ -616,11 +1041,14 @@ impl TaskLock for PgTaskLock {
         self.store
             .write_commit(&mut self.tx, commit, &mut done)
             .await?;
+        self.store.write_progress(&mut self.tx, self.line).await?;
         let backend = self.store.backend.clone();
         self.tx
             .commit()
             .await
-            .map_err(|err| error(&backend, "commit", err))
+            .map_err(|err| error(&backend, "commit", err))?;
+        self.store.run.stored_before(self.line);
+        Ok(())
     }
 }
 
@@ -705,6 +1133,101 @@ fn episode_row(backend: &str, columns: EpisodeColumns) -> Result<CycleEpisode, S
         lines: json_from(backend, "lines", &columns.lines.map_err(read)?)?,
         resolution,
         resolved_at: columns.resolved_at.map_err(read)?.map(Timestamp),
+    })
+}
+
+/// The file a `sqlite://PATH` (or `sqlite:PATH`) URL names.
+fn sqlite_path(url: &str) -> Result<&str, StoreError> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    if path.is_empty() {
+        return Err(error(
+            url,
+            "open",
+            "the URL names no file: use sqlite://PATH",
+        ));
+    }
+    Ok(path)
+}
+
+/// The exclusive advisory lock on `PATH.lock` that makes one engine the
+/// file's only writer: waits up to [`LOCK_WAIT`] for another loopguard
+/// that holds it, then refuses, naming the file.
+#[cfg(unix)]
+async fn writer_lock(backend: &str, path: &str) -> Result<std::fs::File, StoreError> {
+    use rustix::fs::{FlockOperation, flock};
+
+    let lock_path = format!("{path}.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|err| error(backend, "open", format!("cannot open {lock_path}: {err}")))?;
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(err) if err == rustix::io::Errno::WOULDBLOCK || err == rustix::io::Errno::INTR => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(error(
+                        backend,
+                        "open",
+                        format!(
+                            "another loopguard holds {path} (its lock {lock_path}): a SQLite \
+                             store serves one engine at a time; stop the other one, or share a \
+                             PostgreSQL store between engines"
+                        ),
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(err) => {
+                return Err(error(
+                    backend,
+                    "open",
+                    format!("cannot lock {lock_path}: {err}"),
+                ));
+            }
+        }
+    }
+}
+
+/// Without advisory locks (not Unix), nothing stops a second writer.
+#[cfg(not(unix))]
+async fn writer_lock(backend: &str, path: &str) -> Result<std::fs::File, StoreError> {
+    let lock_path = format!("{path}.lock");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|err| error(backend, "open", format!("cannot open {lock_path}: {err}")))
+}
+
+/// A SQLite error, with a hint when it is what a full disk causes
+/// (`SQLITE_FULL`, or no room for the WAL index: `SQLITE_IOERR_SHMSIZE`).
+fn with_disk_hint(err: sqlx::Error) -> String {
+    let full = err
+        .as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "13" || code == "4874");
+    if full {
+        format!("{err} (is the disk full? nothing was written)")
+    } else {
+        err.to_string()
+    }
+}
+
+/// Whether a query failed because its table does not exist (a store of an
+/// older schema, read without migrating it).
+fn missing_table(err: &sqlx::Error) -> bool {
+    err.as_database_error().is_some_and(|db| {
+        db.code().as_deref() == Some("42P01") || db.message().contains("no such table")
     })
 }
 

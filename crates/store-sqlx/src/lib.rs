@@ -26,6 +26,20 @@
 //!   decides, so engines in several processes serve one task with exact
 //!   counters (no read-modify-write race: the lock serializes them).
 //!
+//! One SQLite file serves one engine: [`open_store`] holds an advisory lock
+//! on `PATH.lock` and refuses a file another loopguard holds.
+//! [`open_store_read_only`] neither locks, creates nor migrates: it reads a
+//! store while its engine writes it, or a file that cannot be written.
+//!
+//! A SQLite commit that fails (a full disk) is rolled back and its
+//! connection closed, so it never keeps the write lock; the engine's writer
+//! keeps the commit and writes it once the database takes it again.
+//!
+//! The stores also record the runs of `loopguard replay`
+//! ([`Store::begin_run`]): the last input line each committed, in the same
+//! transaction as that line's event, and the lines that were not events,
+//! so a run can be resumed after its last committed line.
+//!
 //! The schema's migrations are embedded and applied when a store opens; a
 //! database written by a newer loopguard (a schema version above
 //! [`SCHEMA_VERSION`]) is refused with a message saying so.
@@ -62,7 +76,7 @@ pub use backends::SCHEMA_VERSION;
 #[cfg(feature = "sqlite")]
 pub use backends::SqliteStore;
 pub use loopguard_host::{MemoryStore, Store, StoreError};
-pub use open::open_store;
+pub use open::{open_store, open_store_read_only};
 pub use url::redact_url;
 
 // Imports go one way: `open` -> `backends` -> `rows`, `url`.

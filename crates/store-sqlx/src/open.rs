@@ -38,6 +38,31 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     })
 }
 
+/// Opens the store a URL names for reading only, as `loopguard tasks`,
+/// `log` and `report` do: never created, never migrated, and (SQLite)
+/// never locked, so it reads a store a running engine writes, a read-only
+/// file, or one of an older schema (what that schema lacks reads as empty).
+/// `memory` is an empty store.
+pub async fn open_store_read_only(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    let trimmed = url.trim();
+    if trimmed == "memory" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if trimmed.starts_with("sqlite:") {
+        #[cfg(feature = "sqlite")]
+        return Ok(Arc::new(SqliteStore::open_read_only(trimmed).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(left_out(trimmed, "sqlite"));
+    }
+    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(PostgresStore::open_read_only(trimmed).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(left_out(trimmed, "postgres"));
+    }
+    open_store(trimmed).await
+}
+
 /// The error for a URL whose backend this build left out.
 #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
 fn left_out(url: &str, feature: &str) -> StoreError {

@@ -129,6 +129,7 @@ mod sqlite {
         let folder = tempfile::tempdir()?;
         let store = SqliteStore::open(&url(&folder)).await?;
         store.close().await;
+        drop(store);
         // What a future loopguard would leave: a migration this one lacks.
         let raw = sqlx::SqlitePool::connect(&url(&folder)).await?;
         sqlx::query(
@@ -165,11 +166,65 @@ mod sqlite {
     }
 
     #[tokio::test]
-    async fn many_writers_on_one_file_end_consistent() -> TestResult {
+    async fn many_writers_on_one_store_end_consistent() -> TestResult {
         let folder = tempfile::tempdir()?;
         let a: Arc<dyn Store> = Arc::new(SqliteStore::open(&url(&folder)).await?);
-        let b: Arc<dyn Store> = Arc::new(SqliteStore::open(&url(&folder)).await?);
+        let b = Arc::clone(&a);
         concurrent_writers(a, b).await
+    }
+
+    #[tokio::test]
+    async fn a_second_store_on_one_file_is_refused_until_the_first_is_dropped() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let first = SqliteStore::open(&url(&folder)).await?;
+        let err = SqliteStore::open(&url(&folder))
+            .await
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("another loopguard holds"), "{err}");
+        assert!(
+            err.contains("nested/dir/loopguard.db"),
+            "names the file: {err}"
+        );
+        // A reader is not a writer: it opens beside the writer.
+        let reader = loopguard_store_sqlx::open_store_read_only(&url(&folder)).await?;
+        assert!(reader.tasks().await?.is_empty());
+        drop(first);
+        SqliteStore::open(&url(&folder)).await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_leaves_no_lock_behind() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = SqliteStore::open(&url(&folder)).await?;
+        let commit = |version| loopguard_host::TaskCommit {
+            record: loopguard_host::TaskRecord {
+                snapshot: TaskSnapshot {
+                    task: "T".into(),
+                    status: TaskStatus::Active,
+                    loop_count: version as u32,
+                    pivots: 0,
+                    last_seen: Timestamp(0),
+                },
+                version,
+                state: None,
+            },
+            audit: Vec::new(),
+            pivots: Vec::new(),
+            episodes: vec![episode(version, "T")],
+        };
+        store.inject_commit_failure(1);
+        assert!(store.commit(&[commit(1)]).await.is_err());
+        // The next commits go through at once: no "database is locked".
+        let started = std::time::Instant::now();
+        for version in 2..6 {
+            store.commit(&[commit(version)]).await?;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(store.load_record("T").await?.map(|r| r.version), Some(5));
+        Ok(())
     }
 }
 
