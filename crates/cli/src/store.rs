@@ -6,7 +6,7 @@
 //! of its store failures at the end.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -393,67 +393,16 @@ impl Output for Recorder<'_> {
     }
 }
 
-/// A reader that tells the store which input line is being observed: the
-/// number of the line whose first byte was consumed last. The replay reads
-/// a line, then observes its event (whose commit the store's writer stamps
-/// with this number), then reads the next.
-pub(crate) struct LineCursor<'a, R> {
-    inner: R,
-    store: &'a dyn Store,
-    line: u64,
-    in_line: bool,
-}
-
-impl<R: BufRead> Read for LineCursor<'_, R> {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let available = self.fill_buf()?;
-        let count = available.len().min(out.len());
-        out[..count].copy_from_slice(&available[..count]);
-        self.consume(count);
-        Ok(count)
-    }
-}
-
-impl<R: BufRead> BufRead for LineCursor<'_, R> {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-
-    fn consume(&mut self, amount: usize) {
-        if amount > 0 {
-            // The bytes the last fill_buf returned: no I/O.
-            let mut started = None;
-            if let Ok(buffer) = self.inner.fill_buf() {
-                for &byte in &buffer[..amount.min(buffer.len())] {
-                    if !self.in_line {
-                        self.in_line = true;
-                        self.line += 1;
-                        started = Some(self.line);
-                    }
-                    if byte == b'\n' {
-                        self.in_line = false;
-                    }
-                }
-            }
-            if let Some(line) = started {
-                self.store.set_input_line(line);
-            }
-        }
-        self.inner.consume(amount);
-    }
-}
-
 /// Starts the replay's run on `store`: a new run numbered from
 /// `first_line`, or with `resume` the store's latest run, continued after
 /// its last committed line (those lines of `input` are skipped). Returns
-/// the input, stamping the store's commits with their lines, and the
-/// number of its next line.
-pub(crate) async fn begin_run<'a, R: BufRead>(
-    store: &'a dyn Store,
+/// the input and the number of its next line.
+pub(crate) async fn begin_run<R: BufRead>(
+    store: &dyn Store,
     mut input: R,
     first_line: u64,
     resume: bool,
-) -> anyhow::Result<(LineCursor<'a, R>, u64)> {
+) -> anyhow::Result<(R, u64)> {
     if resume && store.durability() == Durability::Memory {
         bail!(
             "--resume needs a durable store to continue from (--store sqlite://PATH or \
@@ -486,13 +435,7 @@ pub(crate) async fn begin_run<'a, R: BufRead>(
             }
         }
     }
-    let cursor = LineCursor {
-        inner: input,
-        store,
-        line: next - 1,
-        in_line: false,
-    };
-    Ok((cursor, next))
+    Ok((input, next))
 }
 
 /// Ends the replay's run on `store` once its engine is dropped: waits for

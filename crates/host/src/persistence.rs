@@ -103,6 +103,11 @@ impl Journal {
         }
     }
 
+    /// The input line of the event.
+    pub(crate) fn line(&self) -> u64 {
+        self.line
+    }
+
     /// Records a reset and the counts it cleared.
     pub(crate) fn reset(
         &mut self,

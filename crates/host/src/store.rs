@@ -169,6 +169,9 @@ pub struct PivotRecord {
 /// it or none of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskCommit {
+    /// The input line of the event decided (the engine's sequence number
+    /// when streamed): what a store recording runs marks committed.
+    pub line: u64,
     /// The task's new record (its version one above the stored one).
     pub record: TaskRecord,
     /// New audit rows, in order.
@@ -405,18 +408,6 @@ pub trait Store: Send + Sync + fmt::Debug {
     ) -> Result<Option<RunRecord>, StoreError> {
         let _ = (first_line, resume);
         Ok(None)
-    }
-
-    /// The input line the current run is observing now (set by its
-    /// reader before the line's event is observed; the writer stamps the
-    /// event's commit with it). Default: nothing recorded.
-    fn set_input_line(&self, line: u64) {
-        let _ = line;
-    }
-
-    /// The input line the current run is observing, if a run is recorded.
-    fn input_line(&self) -> Option<u64> {
-        None
     }
 
     /// Notes a line of the current run that was not a valid event: stored

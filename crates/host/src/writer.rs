@@ -62,7 +62,6 @@ struct Kept {
 #[derive(Debug)]
 pub(crate) struct CommitQueue {
     sender: mpsc::UnboundedSender<Pending>,
-    store: Arc<dyn Store>,
 }
 
 impl CommitQueue {
@@ -80,14 +79,14 @@ impl CommitQueue {
         limit: usize,
     ) -> CommitQueue {
         let (sender, receiver) = mpsc::unbounded_channel();
-        runtime.spawn(write_batches(Arc::clone(&store), receiver, limit));
-        CommitQueue { sender, store }
+        runtime.spawn(write_batches(store, receiver, limit));
+        CommitQueue { sender }
     }
 
     /// Queues a commit; the receiver answers once it is written (or not).
     pub(crate) fn push(&self, commit: TaskCommit) -> oneshot::Receiver<Result<(), StoreError>> {
         let (answer, receiver) = oneshot::channel();
-        let line = self.store.input_line();
+        let line = Some(commit.line);
         // A send fails only when the writer has stopped; the dropped answer
         // then tells the caller so.
         let _ = self.sender.send(Pending {
@@ -385,6 +384,7 @@ mod tests {
 
     fn commit(task: &str, version: u64) -> TaskCommit {
         TaskCommit {
+            line: version,
             record: TaskRecord {
                 snapshot: TaskSnapshot {
                     task: task.into(),

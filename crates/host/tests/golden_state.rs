@@ -237,6 +237,7 @@ impl RecordingStore {
         let commits: Vec<TaskCommit> = records
             .into_iter()
             .map(|record| TaskCommit {
+                line: 0,
                 record,
                 audit: Vec::new(),
                 pivots: Vec::new(),

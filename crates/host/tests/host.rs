@@ -778,6 +778,7 @@ async fn a_stored_state_that_cannot_be_read_falls_back_to_the_counters_and_says_
     record.version += 1;
     store
         .commit(&[loopguard_host::TaskCommit {
+            line: 0,
             record,
             audit: Vec::new(),
             pivots: Vec::new(),

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -143,8 +143,6 @@ pub struct PostgresStore {
 struct RunState {
     /// The current run, once begun.
     run: Mutex<Option<u64>>,
-    /// The input line being observed (0: none yet).
-    line: AtomicU64,
     /// Line errors noted and not yet stored.
     pending: Mutex<Vec<(u64, String)>>,
     /// Line errors noted in this run (stored or pending).
@@ -758,18 +756,7 @@ macro_rules! sql_store {
                     }
                 };
                 *self.run.run.lock() = Some(record.run);
-                self.run.line.store(0, Ordering::Relaxed);
                 Ok(Some(record))
-            }
-
-            fn set_input_line(&self, line: u64) {
-                self.run.line.store(line, Ordering::Relaxed);
-            }
-
-            fn input_line(&self) -> Option<u64> {
-                self.run.current()?;
-                let line = self.run.line.load(Ordering::Relaxed);
-                (line > 0).then_some(line)
             }
 
             fn note_line_error(&self, line: u64, message: &str) {
@@ -981,9 +968,6 @@ struct PgTaskLock {
     store: PostgresStore,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     record: Option<TaskRecord>,
-    /// The input line of the event that took the lock, if a run is
-    /// recorded.
-    line: Option<u64>,
 }
 
 #[cfg(feature = "sqlite")]
@@ -1024,7 +1008,6 @@ impl PostgresStore {
             store: self.clone(),
             tx,
             record,
-            line: self.input_line(),
         })
     }
 }
@@ -1041,13 +1024,14 @@ impl TaskLock for PgTaskLock {
         self.store
             .write_commit(&mut self.tx, commit, &mut done)
             .await?;
-        self.store.write_progress(&mut self.tx, self.line).await?;
+        let line = self.store.run.current().map(|_| commit.line);
+        self.store.write_progress(&mut self.tx, line).await?;
         let backend = self.store.backend.clone();
         self.tx
             .commit()
             .await
             .map_err(|err| error(&backend, "commit", err))?;
-        self.store.run.stored_before(self.line);
+        self.store.run.stored_before(line);
         Ok(())
     }
 }

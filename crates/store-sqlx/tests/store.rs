@@ -200,6 +200,7 @@ mod sqlite {
         let folder = tempfile::tempdir()?;
         let store = SqliteStore::open(&url(&folder)).await?;
         let commit = |version| loopguard_host::TaskCommit {
+            line: version,
             record: loopguard_host::TaskRecord {
                 snapshot: TaskSnapshot {
                     task: "T".into(),

@@ -609,6 +609,7 @@ impl LoopGuard {
         };
         state.version += 1;
         let commit = TaskCommit {
+            line: journal.line(),
             record: TaskRecord {
                 snapshot: state.snapshot(task, time),
                 version: state.version,
