@@ -21,6 +21,8 @@ mod cycles;
 mod docs;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/limits.rs"]
+mod limits;
 #[path = "integration/phases.rs"]
 mod phases;
 #[path = "integration/plugins.rs"]
