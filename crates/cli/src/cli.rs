@@ -107,6 +107,10 @@ pub(crate) enum Command {
     Report(ReportArgs),
 }
 
+/// The largest `--first-line`: 2^53, the largest integer every JSON reader
+/// (JavaScript's numbers included) holds exactly.
+const MAX_FIRST_LINE: u64 = 1 << 53;
+
 /// `loopguard report`.
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
@@ -382,7 +386,9 @@ pub(crate) struct ReplayArgs {
     /// trace in pieces on one store (`tail -n +501 trace.jsonl | loopguard
     /// replay - --first-line 501 --store sqlite://state.db`): decisions,
     /// evidence and the audit log then name the lines of the whole trace.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// At most 2^53 (9007199254740992): line numbers stay exact in every
+    /// JSON reader, and counting on from there never wraps.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_FIRST_LINE))]
     pub(crate) first_line: u64,
 
     /// Continue the store's latest run after the last input line it

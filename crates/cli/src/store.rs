@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::cli::{ListFormat, LogArgs, ReportArgs, TasksArgs};
 use crate::outcome::Outcome;
-use crate::output::Output;
+use crate::output::{Output, id_column, pad, shown_id};
 use crate::summary::Summary;
 
 /// How long the end of a replay waits for the store's writer to write what
@@ -66,22 +66,28 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
             writeln!(out)?;
         }
         ListFormat::Text => {
-            let width = tasks
-                .iter()
-                .map(|task| task.task.len())
-                .max()
-                .unwrap_or(0)
-                .max(4);
+            // Ids are cut for people, and the column width capped: a width
+            // from input never reaches the formatter.
+            let width = id_column(
+                tasks
+                    .iter()
+                    .map(|task| shown_id(&task.task).chars().count()),
+                "TASK".len(),
+            );
             writeln!(
                 out,
-                "{:<width$}  {:<13}  {:>5}  {:>6}  {:>8}  LAST SEEN",
-                "TASK", "STATUS", "LOOPS", "PIVOTS", "EPISODES"
+                "{}  {:<13}  {:>5}  {:>6}  {:>8}  LAST SEEN",
+                pad("TASK", width),
+                "STATUS",
+                "LOOPS",
+                "PIVOTS",
+                "EPISODES"
             )?;
             for task in &tasks {
                 writeln!(
                     out,
-                    "{:<width$}  {:<13}  {:>5}  {:>6}  {:>8}  {}",
-                    task.task,
+                    "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}",
+                    pad(shown_id(&task.task), width),
                     enum_name(json!(task.status)),
                     task.loop_count,
                     task.pivots,
@@ -225,7 +231,7 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
                 writeln!(
                     out,
                     "{}: {}, loop count {}, pivots {}, {} detections",
-                    task.task,
+                    shown_id(&task.task),
                     enum_name(json!(task.status)),
                     task.loop_count,
                     task.pivots,
@@ -253,7 +259,12 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
 /// exact_failure high -> escalate (loop 3): reason` or `T-1042 line 9 at
 /// ... reset by human: loop count 3 -> 0, pivots 1 -> 0, was escalated`.
 fn audit_line(entry: &AuditEntry) -> String {
-    let head = format!("{} line {} at {}", entry.task, entry.line, entry.at);
+    let head = format!(
+        "{} line {} at {}",
+        shown_id(&entry.task),
+        entry.line,
+        entry.at
+    );
     match &entry.record {
         AuditRecord::Detection(detection) => format!(
             "{head} {} {} -> {}{}: {}",
@@ -307,7 +318,7 @@ fn episode_line(episode: &CycleEpisode) -> String {
     format!(
         "#{} {} {} {} -> {}{} lines {}; {}",
         episode.id,
-        episode.task,
+        shown_id(&episode.task),
         episode.opened_at,
         episode.patterns.join(","),
         enum_name(json!(episode.intervention)),

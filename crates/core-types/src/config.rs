@@ -49,6 +49,9 @@ pub struct Config {
     pub plugins: Vec<PluginConfig>,
     /// How plugins are called and when a faulty one is disabled.
     pub plugin_host: PluginHostConfig,
+    /// Bounds on input: line length, task id length, and how much of a
+    /// text detectors keep.
+    pub limits: LimitsConfig,
 }
 
 /// `[[plugins]]`: one detector plugin, a `cdylib` built against
@@ -390,6 +393,65 @@ impl Default for EngineConfig {
             task_ttl_secs: 86_400,
         }
     }
+}
+
+/// Most bytes of a text the semantic model reads: its input is cut there
+/// (on a character boundary) before it is tokenized. The model reads 256
+/// tokens; English averages 4 to 5 bytes a token, so 4096 bytes (16 a
+/// token) hold the model's whole input for any text of ordinary words, and
+/// a text longer than this embeds like its first 4096 bytes. It is also
+/// the least `limits.max_text_bytes`, so that a text kept for a restart
+/// embeds as the whole text did.
+pub const EMBEDDING_INPUT_BYTES: usize = 4096;
+
+/// `[limits]`: bounds on input, so that no line, id or text can make
+/// loopguard's memory or stored state grow with its length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Longest input line in bytes, newline excluded (default 1 MiB). A
+    /// longer line is a line error naming its length; it is skipped
+    /// without being held in memory.
+    pub max_line_bytes: usize,
+    /// Longest `task` id in bytes (default 1024). A longer one is a line
+    /// error naming the field.
+    pub max_task_id_bytes: usize,
+    /// Most bytes of one text field (a request, a handoff's content) a
+    /// detector keeps in its windows and stored state (default 8192; at
+    /// least [`EMBEDDING_INPUT_BYTES`]). A longer text is kept cut on a
+    /// character boundary, with its length noted; detectors that compare
+    /// hashes hash the whole text.
+    pub max_text_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_line_bytes: 1024 * 1024,
+            max_task_id_bytes: 1024,
+            max_text_bytes: 8192,
+        }
+    }
+}
+
+/// The longest prefix of `text` of at most `max_bytes` bytes that ends on
+/// a character boundary.
+///
+/// ```
+/// use loopguard_core_types::truncate_to_char_boundary;
+/// assert_eq!(truncate_to_char_boundary("héllo", 2), "h");
+/// assert_eq!(truncate_to_char_boundary("héllo", 3), "hé");
+/// assert_eq!(truncate_to_char_boundary("héllo", 99), "héllo");
+/// ```
+pub fn truncate_to_char_boundary(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// `[progress]`: judging failures by test metrics and completion signals.
@@ -947,6 +1009,29 @@ impl Config {
                 "must be between 1 and 600000 (10 minutes)",
             ));
         }
+        let limits = &self.limits;
+        if !(64..=1 << 30).contains(&limits.max_line_bytes) {
+            return Err(invalid(
+                "limits.max_line_bytes",
+                limits.max_line_bytes,
+                "must be between 64 and 1073741824 (1 GiB)",
+            ));
+        }
+        if !(1..=1 << 20).contains(&limits.max_task_id_bytes) {
+            return Err(invalid(
+                "limits.max_task_id_bytes",
+                limits.max_task_id_bytes,
+                "must be between 1 and 1048576 (1 MiB)",
+            ));
+        }
+        if !(EMBEDDING_INPUT_BYTES..=1 << 30).contains(&limits.max_text_bytes) {
+            return Err(invalid(
+                "limits.max_text_bytes",
+                limits.max_text_bytes,
+                "must be between 4096 (what the semantic model reads of a text, so that a kept \
+                 text embeds as the whole text) and 1073741824 (1 GiB)",
+            ));
+        }
         for (index, plugin) in self.plugins.iter().enumerate() {
             if plugin.path.as_os_str().is_empty() {
                 return Err(invalid(
@@ -1230,6 +1315,31 @@ mod tests {
         assert_eq!(config.entropy.max_pivots, 2);
         assert_eq!(config.failures.history, 10);
         assert_eq!(config.engine.task_ttl_secs, 86_400);
+        assert_eq!(config.limits.max_line_bytes, 1_048_576);
+        assert_eq!(config.limits.max_task_id_bytes, 1024);
+        assert_eq!(config.limits.max_text_bytes, 8192);
+    }
+
+    #[test]
+    fn limits_are_validated_by_key() {
+        let config = Config::from_toml_str("[limits]\nmax_text_bytes = 20000\n").expect("valid");
+        assert_eq!(config.limits.max_text_bytes, 20_000);
+        assert_eq!(config.limits.max_line_bytes, 1_048_576);
+        let err = Config::from_toml_str("[limits]\nmax_line_byte = 4\n").expect_err("typo");
+        assert_eq!(err.key(), Some("limits.max_line_byte"));
+        for (text, key) in [
+            ("[limits]\nmax_line_bytes = 10\n", "limits.max_line_bytes"),
+            (
+                "[limits]\nmax_task_id_bytes = 0\n",
+                "limits.max_task_id_bytes",
+            ),
+            ("[limits]\nmax_text_bytes = 4095\n", "limits.max_text_bytes"),
+        ] {
+            let err = Config::from_toml_str(text).expect_err(text);
+            assert_eq!(err.key(), Some(key), "{err}");
+            assert!(err.to_string().starts_with("config:2:1: "), "{err}");
+        }
+        assert!(Config::from_toml_str("[limits]\nmax_text_bytes = 4096\n").is_ok());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::config::LimitsConfig;
 use crate::time::Timestamp;
 
 /// One agent event of one task, as read from a trace line or posted by an
@@ -184,6 +185,28 @@ pub enum EventError {
         /// What is wrong with its value.
         problem: String,
     },
+    /// A field is longer than its limit in `[limits]`.
+    #[error(
+        "field {field:?} is {len} bytes, longer than the limit of {limit} (limits.{limit_key})"
+    )]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit it exceeds.
+        limit: usize,
+        /// The `[limits]` key that sets it.
+        limit_key: &'static str,
+    },
+    /// The line is longer than `limits.max_line_bytes`; it was not read.
+    #[error("the line is {len} bytes, longer than the limit of {limit} (limits.max_line_bytes)")]
+    LineTooLong {
+        /// The line's length in bytes, newline excluded.
+        len: u64,
+        /// The limit it exceeds.
+        limit: usize,
+    },
 }
 
 impl Event {
@@ -200,6 +223,43 @@ impl Event {
         let raw: RawEvent<'_> =
             serde_json::from_str(line).map_err(|err| EventError::Json(err.to_string()))?;
         raw.into_event()
+    }
+
+    /// Parses one line like [`Event::from_json`] and checks it against
+    /// `limits` ([`Event::check_limits`]): what `replay` (and a server) read
+    /// input with. The line's own length is the reader's to check, before
+    /// the line is held whole.
+    ///
+    /// ```
+    /// use loopguard_core_types::{Event, EventError, LimitsConfig};
+    /// let limits = LimitsConfig { max_task_id_bytes: 4, ..LimitsConfig::default() };
+    /// let err = Event::from_json_within(r#"{"type":"completed","task":"T-1042"}"#, &limits)
+    ///     .unwrap_err();
+    /// assert!(matches!(err, EventError::TooLong { field: "task", len: 6, .. }));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "field \"task\" is 6 bytes, longer than the limit of 4 (limits.max_task_id_bytes)"
+    /// );
+    /// ```
+    pub fn from_json_within(line: &str, limits: &LimitsConfig) -> Result<Event, EventError> {
+        let event = Event::from_json(line)?;
+        event.check_limits(limits)?;
+        Ok(event)
+    }
+
+    /// Checks the event against `limits`: its `task` id may be at most
+    /// `limits.max_task_id_bytes` long. Long texts are not errors: the
+    /// detectors keep at most `limits.max_text_bytes` of each.
+    pub fn check_limits(&self, limits: &LimitsConfig) -> Result<(), EventError> {
+        if self.task.len() > limits.max_task_id_bytes {
+            return Err(EventError::TooLong {
+                field: "task",
+                len: self.task.len(),
+                limit: limits.max_task_id_bytes,
+                limit_key: "max_task_id_bytes",
+            });
+        }
+        Ok(())
     }
 
     /// Parses one line like [`Event::from_json`], except that an event type
@@ -614,6 +674,30 @@ mod tests {
             let again = Event::from_json(&event.to_json()).expect("round trip");
             assert_eq!(again, event);
         }
+    }
+
+    #[test]
+    fn a_task_id_past_the_limit_is_an_error_naming_the_field_and_long_texts_are_not() {
+        let limits = LimitsConfig::default();
+        let line = |task: &str, text: &str| {
+            serde_json::json!({"type": "failure", "task": task, "agent": "a", "error": text})
+                .to_string()
+        };
+        let at_limit = "t".repeat(1024);
+        let huge_text = "x".repeat(100_000);
+        let event = Event::from_json_within(&line(&at_limit, &huge_text), &limits)
+            .expect("an id at the limit and a long text are accepted");
+        assert_eq!(event.task.len(), 1024);
+        let over = "t".repeat(65_536);
+        let err = Event::from_json_within(&line(&over, "e"), &limits).expect_err("too long");
+        assert_eq!(
+            err.to_string(),
+            "field \"task\" is 65536 bytes, longer than the limit of 1024 \
+             (limits.max_task_id_bytes)"
+        );
+        // Plain parsing does not check limits; `check_limits` does.
+        let event = Event::from_json(&line(&over, "e")).expect("parses");
+        assert_eq!(event.check_limits(&limits), Err(err));
     }
 
     #[test]

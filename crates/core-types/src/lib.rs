@@ -25,6 +25,7 @@ pub use config::{
     EngineConfig, EntropyConfig, FailureConfig, GateConfig, OscillationConfig, PhaseConfig,
     SemanticConfig, SimilarityConfig, TaskTypeThresholds, TextPosition, Threshold,
 };
+pub use config::{EMBEDDING_INPUT_BYTES, LimitsConfig, truncate_to_char_boundary};
 pub use config::{LlmConfig, ProgressConfig};
 pub use config::{PluginConfig, PluginHostConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};

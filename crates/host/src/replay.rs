@@ -5,7 +5,7 @@ use std::io::BufRead;
 
 use compact_str::CompactString;
 use foldhash::HashMap as FastHashMap;
-use loopguard_core_types::{Decision, Event, LineError, Report, TaskReport};
+use loopguard_core_types::{Decision, Event, EventError, LineError, Report, TaskReport};
 
 use crate::store::{AuditRecord, Store, StoreError};
 use crate::{HostError, LoopGuard};
@@ -173,22 +173,42 @@ where
     R: BufRead,
     F: FnMut(ReplayItem<'_>),
 {
+    let limits = engine.config().limits.clone();
     let mut buffer = Vec::with_capacity(512);
     let mut line: u64 = first_line.saturating_sub(1);
-    let start = line;
+    let mut lines_read: u64 = 0;
     loop {
-        buffer.clear();
-        if input.read_until(b'\n', &mut buffer)? == 0 {
-            break;
+        let read = read_line_within(&mut input, &mut buffer, limits.max_line_bytes)?;
+        let error = match read {
+            LineRead::End => break,
+            LineRead::Line => None,
+            LineRead::TooLong(len) => Some(
+                EventError::LineTooLong {
+                    len,
+                    limit: limits.max_line_bytes,
+                }
+                .to_string(),
+            ),
+        };
+        // Saturating: a line number never wraps to 0 (the command line
+        // bounds `--first-line` far below the end of the range).
+        line = line.saturating_add(1);
+        lines_read += 1;
+        let mut bytes = &buffer[..];
+        if lines_read == 1 {
+            // A UTF-8 byte-order mark (some Windows editors write one) is
+            // not part of the first event.
+            bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
         }
-        line += 1;
-        let text = match std::str::from_utf8(&buffer) {
-            Ok(text) => text.trim(),
-            Err(err) => {
-                let error = LineError {
-                    line,
-                    error: format!("the line is not valid UTF-8 ({err})"),
-                };
+        let text = match (error, std::str::from_utf8(bytes)) {
+            (Some(error), _) => Err(error),
+            (None, Ok(text)) => Ok(text.trim()),
+            (None, Err(err)) => Err(format!("the line is not valid UTF-8 ({err})")),
+        };
+        let text = match text {
+            Ok(text) => text,
+            Err(error) => {
+                let error = LineError { line, error };
                 sink(ReplayItem::Error(&error));
                 continue;
             }
@@ -196,7 +216,7 @@ where
         if text.is_empty() {
             continue;
         }
-        match Event::from_json(text) {
+        match Event::from_json_within(text, &limits) {
             Ok(event) => {
                 let decision = engine.observe_line(line, event).await;
                 sink(ReplayItem::Decision(&decision));
@@ -210,7 +230,73 @@ where
             }
         }
     }
-    Ok(line - start)
+    Ok(lines_read)
+}
+
+/// The UTF-8 encoding of U+FEFF, the byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What [`read_line_within`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineRead {
+    /// The input is at its end: no line.
+    End,
+    /// A line, in the buffer (with its newline, if it had one).
+    Line,
+    /// A line longer than the limit, of this many bytes (newline
+    /// excluded): read to its end and dropped, the buffer left empty.
+    TooLong(u64),
+}
+
+/// Reads one line of `input` into `buffer` (cleared first), holding at most
+/// `max_bytes` of it (plus the newline): a longer line is consumed to its
+/// end without being kept, and reported with its length, so a line of any
+/// length costs at most `max_bytes` of memory.
+fn read_line_within(
+    input: &mut impl BufRead,
+    buffer: &mut Vec<u8>,
+    max_bytes: usize,
+) -> std::io::Result<LineRead> {
+    buffer.clear();
+    let mut len: u64 = 0;
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if available.is_empty() {
+            break;
+        }
+        any = true;
+        let (piece, done) = match available.iter().position(|&byte| byte == b'\n') {
+            Some(at) => (&available[..=at], true),
+            None => (available, false),
+        };
+        let taken = piece.len();
+        let content = if done { taken - 1 } else { taken };
+        len = len.saturating_add(content as u64);
+        if !too_long {
+            if len > max_bytes as u64 {
+                too_long = true;
+                buffer.clear();
+                buffer.shrink_to(max_bytes.min(64 * 1024));
+            } else {
+                buffer.extend_from_slice(piece);
+            }
+        }
+        input.consume(taken);
+        if done {
+            break;
+        }
+    }
+    Ok(match (any, too_long) {
+        (false, _) => LineRead::End,
+        (true, true) => LineRead::TooLong(len),
+        (true, false) => LineRead::Line,
+    })
 }
 
 /// The report of everything a store keeps: every task (ordered by id) with
@@ -252,4 +338,100 @@ pub async fn store_report(store: &dyn Store, task: Option<&str>) -> Result<Repor
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of `len` bytes of `x` then a newline and `tail`, made as
+    /// it is read (never whole in memory), in pieces of 8 KiB.
+    struct LongLine {
+        left: u64,
+        piece: Vec<u8>,
+        tail: &'static [u8],
+        newline: bool,
+    }
+
+    impl std::io::Read for LongLine {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let available = self.fill_buf()?;
+            let n = available.len().min(out.len());
+            out[..n].copy_from_slice(&available[..n]);
+            self.consume(n);
+            Ok(n)
+        }
+    }
+
+    impl BufRead for LongLine {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            if self.left > 0 {
+                let n = self.left.min(self.piece.len() as u64) as usize;
+                return Ok(&self.piece[..n]);
+            }
+            if !self.newline {
+                return Ok(b"\n");
+            }
+            Ok(self.tail)
+        }
+
+        fn consume(&mut self, amount: usize) {
+            if self.left > 0 {
+                self.left -= amount as u64;
+            } else if !self.newline {
+                self.newline = true;
+            } else {
+                self.tail = &self.tail[amount..];
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_measured_without_being_held() {
+        let len: u64 = 300 * 1024 * 1024;
+        let mut input = LongLine {
+            left: len,
+            piece: vec![b'x'; 8192],
+            tail: b"{}\n",
+            newline: false,
+        };
+        let mut buffer = Vec::new();
+        let limit = 1024 * 1024;
+        assert_eq!(
+            read_line_within(&mut input, &mut buffer, limit).expect("reads"),
+            LineRead::TooLong(len)
+        );
+        // The buffer never grew past the limit and one piece.
+        assert!(buffer.capacity() <= limit + 8192, "{}", buffer.capacity());
+        assert_eq!(
+            read_line_within(&mut input, &mut buffer, limit).expect("reads"),
+            LineRead::Line
+        );
+        assert_eq!(buffer, b"{}\n");
+        assert_eq!(
+            read_line_within(&mut input, &mut buffer, limit).expect("reads"),
+            LineRead::End
+        );
+    }
+
+    #[test]
+    fn a_line_at_the_limit_is_read_and_one_past_it_is_not() {
+        let mut buffer = Vec::new();
+        for text in [&b"12345678\n"[..], b"12345678"] {
+            let mut input = text;
+            let read = read_line_within(&mut input, &mut buffer, 8).expect("reads");
+            assert_eq!((read, &buffer[..]), (LineRead::Line, text));
+        }
+        let mut input = &b"123456789\n{}"[..];
+        assert_eq!(
+            read_line_within(&mut input, &mut buffer, 8).expect("reads"),
+            LineRead::TooLong(9)
+        );
+        assert!(buffer.is_empty());
+        assert_eq!(
+            read_line_within(&mut input, &mut buffer, 8).expect("reads"),
+            LineRead::Line
+        );
+        assert_eq!(buffer, b"{}");
+    }
 }

@@ -84,7 +84,10 @@ pub use provision::{
     ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
     RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, default_model_dir, hash_file,
 };
-pub use service::{Embedding, EmbeddingService, ServiceOptions, ServiceStats};
+pub use service::{
+    EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,
+    embedding_input,
+};
 pub use similarity::{Match, SimilarityIndex, cosine, normalize};
 
 mod embedder;

@@ -16,6 +16,39 @@ use crate::embedder::Embedder;
 use crate::error::{Result, SemanticError};
 use crate::similarity::l2_norm;
 
+/// What the model is given of `text`: its first [`EMBEDDING_INPUT_BYTES`]
+/// bytes, cut on a character boundary, before it is tokenized.
+///
+/// The model (all-MiniLM-L6-v2) reads 256 tokens and drops the rest;
+/// tokenizing a text of megabytes to keep 256 tokens costs seconds. Ordinary
+/// text takes 4 to 5 bytes a token, so 4096 bytes (16 a token) hold all the
+/// model reads; only a text whose first 4096 bytes make fewer than 256
+/// tokens (words of dozens of letters, each one token) loses words the
+/// model would have read. A text longer than the bound embeds exactly like
+/// its prefix, and is cached as it.
+///
+/// ```
+/// use loopguard_semantic::{EMBEDDING_INPUT_BYTES, embedding_input};
+/// let long = "é".repeat(EMBEDDING_INPUT_BYTES);
+/// assert_eq!(embedding_input(&long).len(), EMBEDDING_INPUT_BYTES);
+/// assert_eq!(embedding_input("short"), "short");
+/// ```
+pub fn embedding_input(text: &str) -> &str {
+    if text.len() <= EMBEDDING_INPUT_BYTES {
+        return text;
+    }
+    let mut end = EMBEDDING_INPUT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Most bytes of a text the model is given (see [`embedding_input`]); the
+/// same bound as `loopguard_core_types::EMBEDDING_INPUT_BYTES`, the least
+/// `limits.max_text_bytes`.
+pub const EMBEDDING_INPUT_BYTES: usize = 4096;
+
 /// A vector from the service: shared, immutable, unit length.
 pub type Embedding = Arc<[f32]>;
 
@@ -168,6 +201,7 @@ impl EmbeddingService {
 
     /// The cached vector of `text`, if any, without computing it.
     pub fn cached(&self, text: &str) -> Option<Embedding> {
+        let text = embedding_input(text);
         self.shared
             .cache
             .lock()
@@ -175,7 +209,8 @@ impl EmbeddingService {
             .and_then(|c| c.get(text).cloned())
     }
 
-    /// The unit vector of `text`.
+    /// The unit vector of `text`: that of its first
+    /// [`EMBEDDING_INPUT_BYTES`] ([`embedding_input`]).
     pub async fn embed(&self, text: &str) -> Result<Embedding> {
         let mut vectors = self.embed_many(&[text]).await?;
         vectors.pop().ok_or_else(|| SemanticError::BadEmbedding {
@@ -184,9 +219,14 @@ impl EmbeddingService {
         })
     }
 
-    /// The unit vectors of `texts`, in order. Misses go to the worker as one
-    /// job, so they share batches.
+    /// The unit vectors of `texts`, in order, each that of its
+    /// [`embedding_input`]. Misses go to the worker as one job, so they
+    /// share batches.
     pub async fn embed_many(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
+        // Cut before anything else: the cache, the queue and the tokenizer
+        // see at most `EMBEDDING_INPUT_BYTES` of a text, however long.
+        let texts: Vec<&str> = texts.iter().map(|text| embedding_input(text)).collect();
+        let texts = &texts[..];
         let counters = &self.shared.counters;
         counters
             .requests
@@ -389,6 +429,15 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "engine")]
+    #[test]
+    fn the_model_reads_no_more_than_the_least_text_limit() {
+        assert_eq!(
+            EMBEDDING_INPUT_BYTES,
+            loopguard_core_types::EMBEDDING_INPUT_BYTES
+        );
+    }
 
     #[test]
     fn shareable_across_tasks() {

@@ -15,6 +15,8 @@ mod engine;
 mod engine_exact;
 #[cfg(feature = "engine")]
 mod golden_state;
+#[cfg(feature = "engine")]
+mod limits;
 #[cfg(feature = "fastembed")]
 mod model;
 #[cfg(feature = "fastembed")]

@@ -5,6 +5,7 @@
 //! Colors are written with `anstyle`; the `anstream` writers the caller
 //! passes in strip them when the stream is not a terminal.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::io::{self, Write};
@@ -22,6 +23,36 @@ const BOLD: Style = Style::new().bold();
 const INDENT: &str = "           ";
 /// Width the directive is wrapped to, indent included.
 const WIDTH: usize = 100;
+
+/// Longest task id shown whole in text output, in characters; a longer one
+/// is cut (see [`shown_id`]).
+const SHOWN_ID_CHARS: usize = 64;
+/// Characters of a cut id shown before its ellipsis.
+const CUT_ID_CHARS: usize = 40;
+/// Widest a column of ids is padded to: a cut id and its length fit.
+pub(crate) const MAX_ID_COLUMN: usize = SHOWN_ID_CHARS + 24;
+
+/// A task id for people: whole when at most 64 characters, otherwise its
+/// first 40, an ellipsis and its length (`tttt… (65536 bytes)`), so that no
+/// id, however long, floods a terminal or a table. Machine formats (JSON)
+/// keep ids whole.
+pub(crate) fn shown_id(id: &str) -> Cow<'_, str> {
+    if id.len() <= SHOWN_ID_CHARS || id.chars().nth(SHOWN_ID_CHARS).is_none() {
+        return Cow::Borrowed(id);
+    }
+    let cut: String = id.chars().take(CUT_ID_CHARS).collect();
+    Cow::Owned(format!("{cut}… ({} bytes)", id.len()))
+}
+
+/// The width of a column of ids of `ids` columns under a header of `header`,
+/// at most [`MAX_ID_COLUMN`] (a width
+/// from input is never handed to the formatter uncapped).
+pub(crate) fn id_column(ids: impl Iterator<Item = usize>, header: usize) -> usize {
+    ids.chain([header])
+        .max()
+        .unwrap_or(header)
+        .min(MAX_ID_COLUMN)
+}
 
 /// The text format.
 #[derive(Debug)]
@@ -110,7 +141,7 @@ impl<W: Write, E: Write> Text<W, E> {
                 format!(
                     "{}  {}  ",
                     paint(DIM, format!("line {:<4}", decision.line)),
-                    decision.task
+                    shown_id(&decision.task)
                 )
             } else {
                 INDENT.to_owned()
@@ -138,7 +169,7 @@ impl<W: Write, E: Write> Text<W, E> {
             self.out,
             "{}  {}  {}  {}  {}  {} {}",
             paint(DIM, format!("line {:<4}", decision.line)),
-            decision.task,
+            shown_id(&decision.task),
             paint(
                 severity_style(detection.severity),
                 pad(detection.severity, 8)
@@ -227,13 +258,13 @@ impl<W: Write, E: Write> Text<W, E> {
     }
 
     fn task_table(&mut self, summary: &Summary) -> io::Result<()> {
-        let task_width = summary
-            .tasks
-            .iter()
-            .map(|task| task.task.chars().count())
-            .chain([4])
-            .max()
-            .unwrap_or(4);
+        let task_width = id_column(
+            summary
+                .tasks
+                .iter()
+                .map(|task| shown_id(&task.task).chars().count()),
+            "task".len(),
+        );
         writeln!(
             self.out,
             "{}",
@@ -257,8 +288,8 @@ impl<W: Write, E: Write> Text<W, E> {
             };
             writeln!(
                 self.out,
-                "{:<task_width$}  {}  {:>5}  {:>6}  {}",
-                task.task,
+                "{}  {}  {:>5}  {:>6}  {}",
+                pad(shown_id(&task.task), task_width),
                 paint(status_style(task.status), pad(task.status, 13)),
                 task.loop_count,
                 task.pivots,
@@ -318,10 +349,17 @@ fn paint(style: Style, text: impl Display) -> String {
 }
 
 /// `value` left-aligned in `width` columns (padded before it is painted, so
-/// escape codes do not count).
-fn pad(value: impl Display, width: usize) -> String {
+/// escape codes do not count). Padded by hand, not with `{:<width$}`: the
+/// formatter panics on a width of 65,536 or more, and no width from input
+/// may reach it.
+pub(crate) fn pad(value: impl Display, width: usize) -> String {
     // Through a `String`: the contract types' `Display` ignores width.
-    format!("{:<width$}", value.to_string())
+    let mut text = value.to_string();
+    let columns = text.chars().count();
+    if columns < width {
+        text.extend(std::iter::repeat_n(' ', width - columns));
+    }
+    text
 }
 
 fn plural(count: impl Display, noun: &str) -> String {
@@ -363,6 +401,24 @@ fn status_style(status: TaskStatus) -> Style {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_ids_are_cut_with_their_length_and_padding_never_panics() {
+        assert_eq!(shown_id("T-1042"), "T-1042");
+        let exact = "é".repeat(SHOWN_ID_CHARS);
+        assert_eq!(shown_id(&exact), exact);
+        let long = "é".repeat(SHOWN_ID_CHARS + 1);
+        assert_eq!(
+            shown_id(&long),
+            format!("{}… (130 bytes)", "é".repeat(CUT_ID_CHARS))
+        );
+        let huge = "t".repeat(65_536);
+        assert!(shown_id(&huge).ends_with("… (65536 bytes)"));
+        assert_eq!(id_column([65_536].into_iter(), 4), MAX_ID_COLUMN);
+        // `format!("{:<65536}", ..)` panics; `pad` does not.
+        assert_eq!(pad("ab", 65_536).len(), 65_536);
+        assert_eq!(pad("abc", 2), "abc");
+    }
 
     #[test]
     fn wrap_keeps_lines_short_and_words_whole() {

@@ -8,6 +8,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+use loopguard_core_types::truncate_to_char_boundary;
 use loopguard_detectors::normalize_topic;
 use loopguard_host::ExtensionError;
 use lru::LruCache;
@@ -21,23 +22,79 @@ use crate::service::{Embedding, EmbeddingService};
 use crate::similarity::SimilarityIndex;
 
 /// How texts are compared: cosine of embeddings, or exact normalized text.
+/// Either way, at most `max_text_bytes` of a text is kept
+/// (`limits.max_text_bytes`).
 #[derive(Debug, Clone)]
 pub(crate) enum Matcher {
     /// Embeddings from the model; similarity is their cosine.
-    Semantic(Arc<EmbeddingService>),
+    Semantic {
+        service: Arc<EmbeddingService>,
+        max_text_bytes: usize,
+    },
     /// `semantic.enabled = false`: similarity is 1 for equal normalized
     /// texts and 0 otherwise.
-    Exact,
+    Exact { max_text_bytes: usize },
 }
 
 /// A text ready to be compared.
 #[derive(Debug, Clone)]
 pub(crate) enum Probe {
     /// Its unit vector, and the text it is the vector of (what an export
-    /// keeps).
-    Vector { vector: Embedding, text: Arc<str> },
-    /// Its normalized form (never empty).
+    /// keeps), cut to the limit.
+    Vector { vector: Embedding, text: Kept },
+    /// Its normalized form (never empty), cut to the limit with the hash
+    /// of the whole (see [`exact_key`]).
     Text(String),
+}
+
+/// A text as a detector keeps it: at most `max_text_bytes` of it (cut on a
+/// character boundary), and the length of the whole.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    /// The text, cut.
+    pub(crate) text: Arc<str>,
+    /// The whole text's length in bytes.
+    pub(crate) len: usize,
+}
+
+impl Kept {
+    /// `text`, cut to `max_bytes`.
+    pub(crate) fn new(text: &str, max_bytes: usize) -> Kept {
+        Kept {
+            text: Arc::from(truncate_to_char_boundary(text, max_bytes)),
+            len: text.len(),
+        }
+    }
+
+    /// The whole text's length, when it was cut (what a saved row notes).
+    fn cut_len(&self) -> Option<u64> {
+        (self.len > self.text.len()).then_some(self.len as u64)
+    }
+}
+
+/// Bytes an [`exact_key`] gives the hash of the whole text: a space and 16
+/// hex digits.
+const HASH_SUFFIX_BYTES: usize = 17;
+
+/// What the exact matcher compares and keeps of a normalized text: the
+/// text itself when it is at most `max_bytes` long; otherwise its first
+/// `max_bytes - 17` bytes, a space and the 64-bit FNV-1a hash of the whole
+/// in hex. Two texts that differ past the limit keep different keys, the
+/// key is at most `max_bytes` long, and it is normalized text itself
+/// (lowercase words and single spaces), so a saved key normalized again on
+/// import is the same key.
+pub(crate) fn exact_key(normalized: String, max_bytes: usize) -> String {
+    if normalized.len() <= max_bytes {
+        return normalized;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in normalized.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let prefix =
+        truncate_to_char_boundary(&normalized, max_bytes.saturating_sub(HASH_SUFFIX_BYTES))
+            .trim_end();
+    format!("{prefix} {hash:016x}")
 }
 
 impl Matcher {
@@ -50,11 +107,16 @@ impl Matcher {
             return Ok(None);
         }
         match self {
-            Matcher::Semantic(service) => Ok(Some(Probe::Vector {
+            Matcher::Semantic {
+                service,
+                max_text_bytes,
+            } => Ok(Some(Probe::Vector {
                 vector: service.embed(text).await?,
-                text: Arc::from(text),
+                text: Kept::new(text, *max_text_bytes),
             })),
-            Matcher::Exact => Ok(Some(Probe::Text(normalized))),
+            Matcher::Exact { max_text_bytes } => {
+                Ok(Some(Probe::Text(exact_key(normalized, *max_text_bytes))))
+            }
         }
     }
 
@@ -64,11 +126,19 @@ impl Matcher {
     /// one inference per text the cache does not hold).
     pub(crate) async fn probes(&self, texts: &[&str]) -> Result<Vec<Option<Probe>>> {
         let normalized: Vec<String> = texts.iter().map(|text| normalize_topic(text)).collect();
-        let Matcher::Semantic(service) = self else {
-            return Ok(normalized
-                .into_iter()
-                .map(|text| (!text.is_empty()).then_some(Probe::Text(text)))
-                .collect());
+        let (service, max_text_bytes) = match self {
+            Matcher::Semantic {
+                service,
+                max_text_bytes,
+            } => (service, *max_text_bytes),
+            Matcher::Exact { max_text_bytes } => {
+                return Ok(normalized
+                    .into_iter()
+                    .map(|text| {
+                        (!text.is_empty()).then(|| Probe::Text(exact_key(text, *max_text_bytes)))
+                    })
+                    .collect());
+            }
         };
         let worded: Vec<&str> = texts
             .iter()
@@ -86,7 +156,7 @@ impl Matcher {
                 }
                 vectors.next().map(|vector| Probe::Vector {
                     vector,
-                    text: Arc::from(*text),
+                    text: Kept::new(text, max_text_bytes),
                 })
             })
             .collect())
@@ -95,11 +165,11 @@ impl Matcher {
     /// A history of this matcher's probes, keeping the last `capacity`.
     pub(crate) fn history<K: Clone>(&self, capacity: usize) -> History<K> {
         match self {
-            Matcher::Semantic(service) => History::Vectors {
+            Matcher::Semantic { service, .. } => History::Vectors {
                 index: SimilarityIndex::new(service.dimension(), capacity),
                 texts: VecDeque::new(),
             },
-            Matcher::Exact => History::Texts {
+            Matcher::Exact { .. } => History::Texts {
                 rows: VecDeque::new(),
                 capacity,
             },
@@ -108,7 +178,7 @@ impl Matcher {
 
     /// Whether this is the embedding matcher.
     pub(crate) fn is_semantic(&self) -> bool {
-        matches!(self, Matcher::Semantic(_))
+        matches!(self, Matcher::Semantic { .. })
     }
 }
 
@@ -127,7 +197,7 @@ pub(crate) enum History<K> {
     /// and an export needs both).
     Vectors {
         index: SimilarityIndex<K>,
-        texts: VecDeque<(K, Arc<str>)>,
+        texts: VecDeque<(K, Kept)>,
     },
     /// Normalized texts, oldest first.
     Texts {
@@ -189,7 +259,7 @@ impl<K: Clone> History<K> {
                 if texts.len() == index.capacity() {
                     texts.pop_front();
                 }
-                texts.push_back((key, Arc::clone(text)));
+                texts.push_back((key, text.clone()));
                 Ok(())
             }
             (History::Texts { rows, capacity }, Probe::Text(text)) => {
@@ -214,9 +284,13 @@ impl<K: RowKey> History<K> {
     /// otherwise: what the history compares).
     pub(crate) fn save(&self) -> Vec<SavedRow> {
         match self {
-            History::Vectors { texts, .. } => {
-                texts.iter().map(|(key, text)| key.save(text)).collect()
-            }
+            History::Vectors { texts, .. } => texts
+                .iter()
+                .map(|(key, text)| SavedRow {
+                    len: text.cut_len(),
+                    ..key.save(&text.text)
+                })
+                .collect(),
             History::Texts { rows, .. } => rows.iter().map(|(text, key)| key.save(text)).collect(),
         }
     }
@@ -256,6 +330,7 @@ impl RowKey for Seen {
             line: self.line,
             id: self.id.as_deref().map(str::to_owned),
             text: text.to_owned(),
+            len: None,
         }
     }
 
@@ -274,6 +349,7 @@ impl RowKey for u64 {
             line: *self,
             id: None,
             text: text.to_owned(),
+            len: None,
         }
     }
 
@@ -293,8 +369,13 @@ pub(crate) struct SavedRow {
     pub(crate) id: Option<String>,
     /// The text: as the event gave it with semantic matching, normalized
     /// without (either way, what the detector compares once embedded or
-    /// normalized again).
+    /// normalized again). At most `limits.max_text_bytes` long: a longer
+    /// text is kept cut (see `len`), a longer normalized text as its
+    /// [`exact_key`].
     pub(crate) text: String,
+    /// The whole text's length in bytes, when `text` is a cut of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) len: Option<u64>,
 }
 
 /// The last `keep` items of `items`: what a bounded window holding at most
@@ -317,7 +398,15 @@ pub(crate) async fn restore_probes(
         .map_err(|err| format!("its texts cannot be embedded again ({err})"))?;
     rows.iter()
         .zip(probes)
-        .map(|(row, probe)| probe.ok_or_else(|| format!("line {}'s text has no words", row.line)))
+        .map(|(row, probe)| {
+            let mut probe =
+                probe.ok_or_else(|| format!("line {}'s text has no words", row.line))?;
+            // A text saved cut keeps the length of the whole it was cut from.
+            if let (Probe::Vector { text, .. }, Some(len)) = (&mut probe, row.len) {
+                text.len = text.len.max(usize::try_from(len).unwrap_or(usize::MAX));
+            }
+            Ok(probe)
+        })
         .collect()
 }
 
@@ -486,8 +575,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exact_keys_are_bounded_normalized_and_keep_texts_apart() {
+        let base = "word ".repeat(100);
+        let (one, two) = (
+            normalize_topic(&format!("{base} one")),
+            normalize_topic(&format!("{base} two")),
+        );
+        let (key_one, key_two) = (exact_key(one.clone(), 64), exact_key(two, 64));
+        assert_ne!(key_one, key_two);
+        assert!(key_one.len() <= 64, "{key_one}");
+        assert_eq!(normalize_topic(&key_one), key_one);
+        assert_eq!(exact_key(one, 64), key_one);
+        assert_eq!(exact_key("short text".into(), 64), "short text");
+    }
+
+    #[test]
     fn exact_history_matches_equal_normalized_text_only() -> Result<()> {
-        let mut history: History<u64> = Matcher::Exact.history(2);
+        let mut history: History<u64> = Matcher::Exact {
+            max_text_bytes: 8192,
+        }
+        .history(2);
         let text = |t: &str| Probe::Text(normalize_topic(t));
         history.push(1, &text("Fix the parser"))?;
         history.push(2, &text("fix THE parser!"))?;

@@ -39,6 +39,15 @@
 //! inference; the [`EmbeddingService`] caches them by text, so the three
 //! parts embed a text once.
 //!
+//! **Long texts.** At most `limits.max_text_bytes` of a text (default
+//! 8192) is kept in a window or a saved state, cut on a character boundary;
+//! a saved row of a cut text notes the whole's `len`. The model reads at
+//! most [`EMBEDDING_INPUT_BYTES`](crate::EMBEDDING_INPUT_BYTES) of a text
+//! (see [`crate::embedding_input`]), no more than is kept, so a
+//! kept text embeds as the whole did. With semantic matching off, a
+//! normalized text longer than the limit is kept as its cut and the hash
+//! of the whole: texts that differ past the limit stay different.
+//!
 //! **Restarts.** With a durable store (SQLite, PostgreSQL), each part's
 //! state of a task survives a restart: the engine keeps what
 //! `export_task` gives (versioned JSON, [`STATE_FORMAT`], holding the
@@ -246,9 +255,18 @@ impl SemanticDetectors {
         service: Option<Arc<EmbeddingService>>,
         limits: SemanticLimits,
     ) -> SemanticDetectors {
+        // What the detectors keep of a text (`limits.max_text_bytes`); never
+        // less than the model reads, so a kept text embeds as the whole.
+        let max_text_bytes = config
+            .limits
+            .max_text_bytes
+            .max(crate::EMBEDDING_INPUT_BYTES);
         let matcher = match &service {
-            Some(service) => Matcher::Semantic(Arc::clone(service)),
-            None => Matcher::Exact,
+            Some(service) => Matcher::Semantic {
+                service: Arc::clone(service),
+                max_text_bytes,
+            },
+            None => Matcher::Exact { max_text_bytes },
         };
         let similarity = &config.similarity;
         SemanticDetectors {
@@ -262,8 +280,14 @@ impl SemanticDetectors {
                 similarity.clone(),
                 limits.clone(),
             )),
-            topics: service
-                .map(|service| Arc::new(SemanticTopics::new(service, similarity.clone(), limits))),
+            topics: service.map(|service| {
+                Arc::new(SemanticTopics::new(
+                    service,
+                    similarity.clone(),
+                    limits,
+                    max_text_bytes,
+                ))
+            }),
             matcher,
         }
     }
@@ -277,8 +301,8 @@ impl SemanticDetectors {
     /// The embedding service, when semantic matching is on.
     pub fn service(&self) -> Option<&Arc<EmbeddingService>> {
         match &self.matcher {
-            Matcher::Semantic(service) => Some(service),
-            Matcher::Exact => None,
+            Matcher::Semantic { service, .. } => Some(service),
+            Matcher::Exact { .. } => None,
         }
     }
 

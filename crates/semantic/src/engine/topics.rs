@@ -101,9 +101,13 @@ impl SemanticTopics {
         service: Arc<EmbeddingService>,
         similarity: SimilarityConfig,
         limits: SemanticLimits,
+        max_text_bytes: usize,
     ) -> SemanticTopics {
         SemanticTopics {
-            matcher: Matcher::Semantic(service),
+            matcher: Matcher::Semantic {
+                service,
+                max_text_bytes,
+            },
             tasks: TaskStates::new(limits.max_tasks),
             similarity,
             limits,
