@@ -115,6 +115,15 @@ impl<W: Write, E: Write> Text<W, E> {
                 )
             )?;
         }
+        // How the event was read when not as it came (a time that ran
+        // backwards): to stderr, a note, not a detection.
+        for note in &decision.notes {
+            writeln!(
+                self.err,
+                "{}: note: {note}",
+                paint(DIM, format!("line {}", decision.line))
+            )?;
+        }
         for detection in &decision.detections {
             self.detection(decision, detection)?;
         }
