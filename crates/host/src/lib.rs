@@ -59,6 +59,7 @@ pub use store::{
     StoreError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
 };
 
+mod backlog;
 mod engine;
 mod error;
 mod extension;
