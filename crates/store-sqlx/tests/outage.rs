@@ -386,3 +386,59 @@ async fn backends_terminated_one_by_one_lose_no_event_and_keep_loop_counts_exact
     schema.drop().await.map_err(|err| err.to_string())?;
     result
 }
+
+#[tokio::test]
+async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
+-> Result<(), AnyError> {
+    let Some(schema) = Schema::create("outage_floor")
+        .await
+        .map_err(|err| err.to_string())?
+    else {
+        return Ok(());
+    };
+    let result = async {
+        let store = Arc::new(PostgresStore::open(&schema.url).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let failure =
+            || Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#);
+        for _ in 0..4 {
+            guard.observe(failure()?).await;
+        }
+        // Another replica that worked from an older row (no reset: the same
+        // episode open) wrote a higher version with lower counters.
+        let mut record = store.load_record("T").await?.ok_or("T kept")?;
+        assert_eq!(
+            (record.snapshot.status, record.snapshot.loop_count),
+            (TaskStatus::Escalated, 3)
+        );
+        record.snapshot.status = TaskStatus::Active;
+        record.snapshot.loop_count = 1;
+        record.version += 5;
+        store
+            .commit(&[loopguard_host::TaskCommit {
+                record,
+                audit: Vec::new(),
+                pivots: Vec::new(),
+                episodes: Vec::new(),
+            }])
+            .await?;
+        let decision = guard.observe(failure()?).await;
+        assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+        assert_eq!(decision.status, TaskStatus::Escalated);
+        assert_eq!(decision.loop_count, 4);
+        // A `human` on the other replica resets it: that reset stands.
+        let human = Event::from_json(r#"{"type":"human","task":"T","note":"ok"}"#)?;
+        let other = LoopGuard::builder(Config::default())
+            .store(Arc::new(PostgresStore::open(&schema.url).await?))
+            .build()?;
+        other.observe(human).await;
+        let after = guard.observe(failure()?).await;
+        assert_eq!((after.status, after.loop_count), (TaskStatus::Active, 0));
+        Ok::<(), AnyError>(())
+    }
+    .await;
+    schema.drop().await.map_err(|err| err.to_string())?;
+    result
+}
