@@ -60,6 +60,7 @@ pub use store::{
     TaskSnapshot, WriteHealth,
 };
 
+mod backlog;
 mod engine;
 mod error;
 mod extension;

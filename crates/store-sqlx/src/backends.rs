@@ -47,6 +47,12 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
 /// How long a connection waits for another writer's lock (SQLite) or for a
 /// free connection (both) before the operation fails.
 const WAIT: Duration = Duration::from_secs(10);
+/// How long a PostgreSQL operation waits for a connection (including
+/// reconnecting to a server that refuses connections) before it fails.
+/// Short: a failed task lock is not waited for, the engine decides on its
+/// own copy of the task and keeps the commit until the server answers.
+#[cfg(feature = "postgres")]
+const PG_ACQUIRE: Duration = Duration::from_secs(3);
 
 /// How long opening a SQLite store for writing waits for another loopguard
 /// that holds the file (e.g. one migrating it at the same moment) before it
@@ -427,7 +433,7 @@ impl PostgresStore {
             PgConnectOptions::from_str(url).map_err(|err| error(&backend, "open", err))?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
-            .acquire_timeout(WAIT)
+            .acquire_timeout(PG_ACQUIRE)
             .connect_with(options)
             .await
             .map_err(|err| error(&backend, "connect", err))?;

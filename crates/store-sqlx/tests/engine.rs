@@ -361,17 +361,22 @@ mod postgres {
             assert!(store.pivots(None).await?.is_empty());
             assert_eq!(store.load_record(&task).await?, before);
             assert_eq!(store.audit(None).await?.len(), audit_before);
-            // A pivot that commits: the record, the count and the state
-            // together.
-            let (line, event) = &events[pivot_at];
-            let again = guard.observe_line(*line, event.clone()).await;
+            // The engine kept the pivot and writes it before the task's
+            // next commit, in one transaction: the record, the count and
+            // the state together, nothing lost, nothing redone.
+            assert_eq!(guard.pending_writes(), 1);
+            let next = Event::from_json(&format!(
+                r#"{{"type":"transition","task":"{task}","from":"a","to":"b"}}"#
+            ))?;
+            let again = guard.observe_line(9_999, next).await;
             assert!(again.errors.is_empty(), "{:?}", again.errors);
-            assert_eq!(again.action, Action::Pivot);
+            assert_eq!(guard.pending_writes(), 0);
             let pivots = store.pivots(None).await?;
             assert_eq!(pivots.len(), 1);
+            assert_eq!((pivots[0].line, pivots[0].number), (*line, 1));
             let record = store.load_record(&task).await?.ok_or("kept")?;
             assert_eq!(record.snapshot.pivots, 1);
-            assert_eq!(record.version, before.map_or(0, |r| r.version) + 1);
+            assert_eq!(record.version, before.map_or(0, |r| r.version) + 2);
             Ok::<(), Box<dyn std::error::Error>>(())
         }
         .await;

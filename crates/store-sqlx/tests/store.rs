@@ -15,6 +15,11 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 #[path = "engine.rs"]
 mod engine;
 
+/// The engine on PostgreSQL through an outage: connections refused,
+/// backends terminated.
+#[path = "outage.rs"]
+mod outage;
+
 fn episode(id: u64, task: &str) -> CycleEpisode {
     CycleEpisode {
         id,

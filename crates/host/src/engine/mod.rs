@@ -40,9 +40,11 @@ use self::episode::EpisodeEvent;
 pub use self::saved::STATE_FORMAT;
 use self::saved::{Restored, StoredStateOut};
 use crate::HostError;
+use crate::backlog::{Backlog, NotWritten};
 use crate::extension::{ExtensionDetector, TopicAssigner, topic_text};
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
+use crate::store::StoreError;
 use crate::store::{
     CycleEpisode, MemoryStore, Store, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
 };
@@ -90,6 +92,10 @@ pub struct LoopGuard {
     next_episode: AtomicU64,
     persistence: Persistence,
     queue: OnceLock<CommitQueue>,
+    /// A shared store's commits not written yet (see [`crate::backlog`]).
+    backlog: Arc<Backlog>,
+    /// Whether the backlog's flusher runs.
+    flusher: OnceLock<()>,
 }
 
 #[derive(Debug, Default)]
@@ -147,9 +153,21 @@ impl TaskState {
     }
 }
 
+/// What the engine holds of a task when an event of it is loaded: its
+/// newest version (committed or not) and what a reload must not undo.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    version: u64,
+    counts: TaskCounts,
+    episode: Option<u64>,
+}
+
 /// What the stages before [`LoopGuard::decide`] worked out for one event.
 struct Gathered {
     restored: Option<Restored>,
+    /// Whether a shared store's row lock is held for the event (its commit
+    /// goes through it; without it, the commit waits in the backlog).
+    locked: bool,
     extension_detections: Vec<Detection>,
     extension_states: BTreeMap<String, serde_json::Value>,
     errors: Vec<String>,
@@ -204,6 +222,8 @@ impl LoopGuardBuilder {
             next_sweep: AtomicUsize::new(0),
             next_episode: AtomicU64::new(episode_id_seed()),
             queue: OnceLock::new(),
+            backlog: Arc::new(Backlog::default()),
+            flusher: OnceLock::new(),
         })
     }
 }
@@ -283,9 +303,11 @@ impl LoopGuard {
         };
         let mut shard = shard.lock();
         let before = shard.tasks.len();
-        shard
-            .tasks
-            .retain(|_, state| now_ms.saturating_sub(state.last_seen_ms) <= ttl_ms);
+        // A task whose commits wait in the backlog stays: the engine's copy
+        // is newer than the stored one.
+        shard.tasks.retain(|task, state| {
+            now_ms.saturating_sub(state.last_seen_ms) <= ttl_ms || self.backlog.holds(task)
+        });
         before - shard.tasks.len()
     }
 
@@ -308,6 +330,7 @@ impl LoopGuard {
     async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
         let mut errors = Vec::new();
         let (lock, restored) = self.load(&event.task, line, &mut errors).await;
+        let locked = lock.is_some();
         let topic = self.assign_topic(&event, line, &mut errors).await;
         let mut observed = ObservedEvent::new(line, &event)
             .at(time)
@@ -321,6 +344,7 @@ impl LoopGuard {
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
         let gathered = Gathered {
             restored,
+            locked,
             extension_detections,
             extension_states,
             errors,
@@ -328,7 +352,7 @@ impl LoopGuard {
         let (mut decision, writes) = self.decide(&mut observed, now_ms, gathered);
         decision.task = event.task;
         decision.id = event.id;
-        if let Err(err) = writes.write(self.store.as_ref(), lock).await {
+        if let Err(err) = writes.write(self.store.as_ref(), lock, &self.backlog).await {
             tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
             decision.errors.push(format!("store: {err}"));
         }
@@ -342,6 +366,14 @@ impl LoopGuard {
     /// which the returned guard holds until the commit), and otherwise
     /// when the engine does not hold the task (new, evicted, or from
     /// before a restart).
+    ///
+    /// On a shared store the record replaces the engine's copy only when
+    /// it is newer than the engine's newest version, committed or not
+    /// (another engine moved the task on): a task whose commits wait in
+    /// the backlog, or whose stored row is older, keeps the engine's copy.
+    /// A reload never softens the task ([`policy::counts_on_reload`]).
+    /// While the store does not answer, the event is decided on the
+    /// engine's copy without waiting for it.
     async fn load(
         &self,
         task: &str,
@@ -349,18 +381,32 @@ impl LoopGuard {
         errors: &mut Vec<String>,
     ) -> (Option<Box<dyn TaskLock>>, Option<Restored>) {
         let mut lock: Option<Box<dyn TaskLock>> = None;
+        let mut held = None;
         let stored = if self.persistence.is_shared() {
-            match self.store.lock_task(task).await {
-                Ok(held) => {
-                    let stored = held.record().cloned();
-                    lock = Some(held);
-                    // Only a record newer than the engine's copy replaces it.
-                    stored.filter(|record| self.held_version(task) != Some(record.version))
-                }
-                Err(err) => {
-                    tracing::error!(task = %task, line, error = %err, "task lock failed");
-                    errors.push(format!("store: {err}"));
-                    None
+            self.start_flusher();
+            if self.backlog.unreachable() {
+                errors.push(format!(
+                    "store: {} (decided on the engine's copy of the task)",
+                    self.backlog.last_failure()
+                ));
+                None
+            } else {
+                match self.store.lock_task(task).await {
+                    Ok(taken) => {
+                        let stored = taken.record().cloned();
+                        lock = Some(taken);
+                        held = self.held(task);
+                        // Only a record newer than the engine's newest copy
+                        // replaces it.
+                        stored
+                            .filter(|record| held.is_none_or(|held| record.version > held.version))
+                    }
+                    Err(err) => {
+                        tracing::error!(task = %task, line, error = %err, "task lock failed");
+                        self.backlog.mark_unreachable(&err);
+                        errors.push(format!("store: {err}"));
+                        None
+                    }
                 }
             }
         } else if self.is_live(task) {
@@ -375,10 +421,34 @@ impl LoopGuard {
                 }
             }
         };
-        let restored = match stored {
+        let mut restored = match stored {
             Some(record) => Some(self.restore(record, line, errors).await),
             None => None,
         };
+        if let (Some(held), Some(restored)) = (held, restored.as_mut()) {
+            // A reset in between closes the episode this engine had open
+            // (and is the only way out of an abort).
+            let reset_between = held
+                .episode
+                .is_some_and(|open| restored.episode.as_ref().map(|e| e.id) != Some(open))
+                || (held.counts.status == TaskStatus::AbortedStuck
+                    && restored.snapshot.status != TaskStatus::AbortedStuck);
+            let counts = policy::counts_on_reload(
+                held.counts,
+                TaskCounts {
+                    loop_count: restored.snapshot.loop_count,
+                    status: restored.snapshot.status,
+                },
+                reset_between,
+            );
+            if (counts.loop_count, counts.status)
+                != (restored.snapshot.loop_count, restored.snapshot.status)
+            {
+                tracing::warn!(task = %task, line, stored_loop_count = restored.snapshot.loop_count, stored_status = %restored.snapshot.status, loop_count = counts.loop_count, status = %counts.status, "reloaded task kept at least what this engine wrote");
+            }
+            restored.snapshot.loop_count = counts.loop_count;
+            restored.snapshot.status = counts.status;
+        }
         (lock, restored)
     }
 
@@ -446,6 +516,7 @@ impl LoopGuard {
     ) -> (Decision, Writes) {
         let Gathered {
             restored,
+            locked,
             extension_detections,
             extension_states,
             mut errors,
@@ -520,6 +591,7 @@ impl LoopGuard {
             journal,
             episodes,
             &extension_states,
+            locked,
             &mut errors,
         );
         let decision = Decision {
@@ -583,6 +655,7 @@ impl LoopGuard {
         journal: Journal,
         episodes: Vec<CycleEpisode>,
         extension_states: &BTreeMap<String, serde_json::Value>,
+        locked: bool,
         errors: &mut Vec<String>,
     ) -> Writes {
         let group_commit = match self.persistence {
@@ -619,6 +692,17 @@ impl LoopGuard {
             pivots: journal.pivots,
             episodes,
         };
+        if self.persistence.is_shared() {
+            if locked {
+                return Writes::Shared(Box::new(commit));
+            }
+            // Kept now, under the task's lock, so that a task's commits
+            // wait in the order they were decided.
+            return Writes::Kept(match self.backlog.keep(commit) {
+                Ok(()) => NotWritten::Unreachable,
+                Err(full) => full,
+            });
+        }
         let queue = if group_commit {
             self.commit_queue()
         } else {
@@ -641,13 +725,51 @@ impl LoopGuard {
         }
     }
 
-    /// The stored version of the task this engine holds, if it holds it.
-    fn held_version(&self, task: &str) -> Option<u64> {
+    /// What the engine holds of a task, if it holds it: its newest version
+    /// (committed or waiting in the backlog), its counters and its open
+    /// episode.
+    fn held(&self, task: &str) -> Option<Held> {
         self.shard_of(task)
             .lock()
             .tasks
             .get(task)
-            .map(|state| state.version)
+            .map(|state| Held {
+                version: state.version,
+                counts: state.counts,
+                episode: state.episode.as_ref().map(|episode| episode.id),
+            })
+    }
+
+    /// Starts the shared store's backlog flusher, once, on the tokio
+    /// runtime the engine is driven from (none outside one: the backlog is
+    /// then written before each task's next commit only).
+    fn start_flusher(&self) {
+        if self.flusher.get().is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.flusher.get_or_init(|| {
+            self.backlog
+                .start_flusher(&runtime, Arc::clone(&self.store));
+        });
+    }
+
+    /// Commits of a shared store waiting to be written (the database did
+    /// not answer when their events were decided); they are written in
+    /// the background as it answers again, and before each task's next
+    /// commit.
+    pub fn pending_writes(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Writes the waiting commits now (see [`LoopGuard::pending_writes`]),
+    /// e.g. before shutting down. Returns how many still wait: 0 when all
+    /// are written, else the store's error.
+    pub async fn write_pending(&self) -> Result<usize, StoreError> {
+        self.backlog.flush(self.store.as_ref()).await?;
+        Ok(self.backlog.len())
     }
 
     /// The durable writer's queue, started on first use (on the tokio

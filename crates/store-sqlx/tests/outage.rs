@@ -1,0 +1,444 @@
+//! A PostgreSQL outage during a run (issue 18, "nothing lost, nothing
+//! silently undone"): connections refused for a while (a TCP proxy of the
+//! test's own in front of the server, stopped and restarted), and backends
+//! terminated one by one with `pg_terminate_backend`. Either way every
+//! decision equals the one of a run without an outage (a task escalated
+//! during the outage stays escalated, loop counts exact), and once the
+//! database is back the store holds every event, as that run's store does.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use loopguard_core_types::{Config, Event, TaskStatus, Timestamp};
+use loopguard_host::{AuditEntry, CycleEpisode, LoopGuard, Store, TaskSnapshot};
+use loopguard_store_sqlx::PostgresStore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::postgres::Schema;
+
+type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long the store may take to hold everything once the database is
+/// back (the engine writes what it kept in the background).
+const CATCH_UP: Duration = Duration::from_secs(30);
+
+/// A TCP proxy on a loopback port in front of the PostgreSQL server:
+/// stopped, it refuses connections and cuts the ones it carried.
+struct Proxy {
+    port: u16,
+    target: SocketAddr,
+    running: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Result<Proxy, AnyError> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let mut proxy = Proxy {
+            port,
+            target,
+            running: None,
+        };
+        proxy.serve(listener);
+        Ok(proxy)
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let target = self.target;
+        self.running = Some(tokio::spawn(async move {
+            // Dropping the set (when this task is aborted) aborts every
+            // connection it carries.
+            let mut connections = JoinSet::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                connections.spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Refuses new connections and cuts the open ones.
+    async fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort();
+            let _ = running.await;
+        }
+    }
+
+    /// Listens again on the same port.
+    async fn restart(&mut self) -> Result<(), AnyError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(listener) => {
+                    self.serve(listener);
+                    return Ok(());
+                }
+                Err(err) if Instant::now() > deadline => return Err(err.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+/// The server's address and a schema URL routed through `port` instead.
+fn through_port(url: &str, port: u16) -> Result<(SocketAddr, String), AnyError> {
+    let (scheme, rest) = url.split_once("://").ok_or("a URL")?;
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((user, host)) => (format!("{user}@"), host),
+        None => (String::new(), authority),
+    };
+    let host = if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:5432")
+    };
+    let target: SocketAddr = host.replace("localhost", "127.0.0.1").parse()?;
+    assert!(target.ip().is_loopback(), "the tests use loopback only");
+    Ok((target, format!("{scheme}://{user}127.0.0.1:{port}{tail}")))
+}
+
+/// The events of a run, with their lines: tasks that loop on one failure
+/// (one of them escalates), one reset by `human`, one by `completed`, one
+/// ping-ponging between two agents. `phase` numbers keep each task's
+/// events in their own order across phases.
+fn events(phase: u32, per_task: u32) -> Result<Vec<(u64, Event)>, AnyError> {
+    let mut events = Vec::new();
+    for n in 0..per_task {
+        let step = phase * 1000 + n;
+        let line = u64::from(step) * 10;
+        let human = if n % 4 == 1 {
+            r#"{"type":"human","task":"T-human","note":"go on"}"#.to_owned()
+        } else {
+            r#"{"type":"failure","task":"T-human","agent":"coder","error":"E2"}"#.to_owned()
+        };
+        let done = if n % 5 == 2 {
+            r#"{"type":"completed","task":"T-done"}"#.to_owned()
+        } else {
+            r#"{"type":"failure","task":"T-done","agent":"coder","error":"E3"}"#.to_owned()
+        };
+        let (from, to) = if step % 2 == 0 {
+            ("planner", "coder")
+        } else {
+            ("coder", "planner")
+        };
+        for (offset, json) in [
+            r#"{"type":"failure","task":"T-esc","agent":"coder","error":"E1 mismatched types"}"#
+                .to_owned(),
+            human,
+            done,
+            format!(r#"{{"type":"handoff","task":"T-pair","from":"{from}","to":"{to}"}}"#),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            events.push((line + offset as u64, Event::from_json(&json)?));
+        }
+    }
+    Ok(events)
+}
+
+/// A decision as JSON, without its errors (reported during an outage).
+async fn decide(guard: &LoopGuard, line: u64, event: Event) -> Result<serde_json::Value, AnyError> {
+    let decision = guard.observe_line(line, event).await;
+    let mut value = serde_json::to_value(&decision)?;
+    if let Some(object) = value.as_object_mut() {
+        object.remove("errors");
+    }
+    Ok(value)
+}
+
+/// What the store holds of one task, without what differs between runs by
+/// design (wall-clock times, episode ids).
+#[derive(Debug, PartialEq)]
+struct TaskKept {
+    snapshot: Option<TaskSnapshot>,
+    audit: Vec<AuditEntry>,
+    pivots: usize,
+    episodes: Vec<CycleEpisode>,
+}
+
+async fn kept(store: &dyn Store, tasks: &[&str]) -> Result<Vec<TaskKept>, AnyError> {
+    let mut all = Vec::new();
+    for task in tasks {
+        let mut snapshot = store.load_task(task).await?;
+        if let Some(snapshot) = &mut snapshot {
+            snapshot.last_seen = Timestamp(0);
+        }
+        let mut audit = store.audit(Some(task)).await?;
+        for entry in &mut audit {
+            entry.at = Timestamp(0);
+        }
+        let mut episodes = store.episodes(Some(task)).await?;
+        for episode in &mut episodes {
+            episode.id = 0;
+            episode.opened_at = Timestamp(0);
+            episode.resolved_at = episode.resolved_at.map(|_| Timestamp(0));
+        }
+        all.push(TaskKept {
+            snapshot,
+            audit,
+            pivots: store.pivots(Some(task)).await?.len(),
+            episodes,
+        });
+    }
+    Ok(all)
+}
+
+const TASKS: [&str; 4] = ["T-esc", "T-human", "T-done", "T-pair"];
+
+/// Waits until `store` holds what `reference` holds (the engine writes
+/// what it kept once the database is back), or the time is up.
+async fn catches_up(store: &dyn Store, reference: &[TaskKept]) -> Result<(), AnyError> {
+    let deadline = Instant::now() + CATCH_UP;
+    loop {
+        let now = kept(store, &TASKS).await;
+        if let Ok(now) = &now
+            && now.as_slice() == reference
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let now = now?;
+            for (got, want) in now.iter().zip(reference) {
+                assert_eq!(got, want, "the store after the outage");
+            }
+            return Err("the store does not hold what the run decided".into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One run without an outage on a schema of its own: its decisions and
+/// what its store holds.
+async fn reference_run(
+    phases: &[Vec<(u64, Event)>],
+) -> Result<Option<(Vec<serde_json::Value>, Vec<TaskKept>)>, AnyError> {
+    let Some(schema) = Schema::create("outage_ref")
+        .await
+        .map_err(|err| err.to_string())?
+    else {
+        return Ok(None);
+    };
+    let result = async {
+        let store = Arc::new(PostgresStore::open(&schema.url).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let mut decisions = Vec::new();
+        for (line, event) in phases.iter().flatten() {
+            decisions.push(decide(&guard, *line, event.clone()).await?);
+        }
+        let held = kept(store.as_ref(), &TASKS).await?;
+        Ok::<_, AnyError>((decisions, held))
+    }
+    .await;
+    schema.drop().await.map_err(|err| err.to_string())?;
+    result.map(Some)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_refused_midway_lose_nothing_and_undo_nothing() -> Result<(), AnyError> {
+    let phases = [events(0, 2)?, events(1, 6)?, events(2, 3)?];
+    let Some((expected, reference)) = reference_run(&phases).await? else {
+        return Ok(());
+    };
+    let Some(schema) = Schema::create("outage_refused")
+        .await
+        .map_err(|err| err.to_string())?
+    else {
+        return Ok(());
+    };
+    let result = async {
+        let (target, _) = through_port(&schema.url, 0)?;
+        let mut proxy = Proxy::start(target).await?;
+        let (_, url) = through_port(&schema.url, proxy.port)?;
+        let store = Arc::new(PostgresStore::open(&url).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let mut decisions = Vec::new();
+        for (line, event) in &phases[0] {
+            decisions.push(decide(&guard, *line, event.clone()).await?);
+        }
+        proxy.stop().await;
+        for (line, event) in &phases[1] {
+            let decision = guard.observe_line(*line, event.clone()).await;
+            assert!(
+                decision.errors.iter().any(|e| e.starts_with("store:")),
+                "the outage is reported on the decision: {:?}",
+                decision.errors
+            );
+            let mut value = serde_json::to_value(&decision)?;
+            if let Some(object) = value.as_object_mut() {
+                object.remove("errors");
+            }
+            decisions.push(value);
+        }
+        let escalated_during = decisions
+            .iter()
+            .skip(phases[0].len())
+            .any(|d| d["task"] == "T-esc" && d["status"] == "escalated");
+        assert!(escalated_during, "T-esc escalates during the outage");
+        proxy.restart().await?;
+        for (line, event) in &phases[2] {
+            decisions.push(decide(&guard, *line, event.clone()).await?);
+        }
+        for (at, (got, want)) in decisions.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "decision {at}");
+        }
+        assert_eq!(decisions.len(), expected.len());
+        let last_esc = decisions
+            .iter()
+            .rev()
+            .find(|d| d["task"] == "T-esc")
+            .ok_or("T-esc decided")?;
+        assert_eq!(last_esc["status"], "escalated");
+        assert_eq!(last_esc["loop_count"], 10);
+        catches_up(store.as_ref(), &reference).await?;
+        let esc = store.load_task("T-esc").await?.ok_or("T-esc kept")?;
+        assert_eq!((esc.status, esc.loop_count), (TaskStatus::Escalated, 10));
+        proxy.stop().await;
+        Ok::<(), AnyError>(())
+    }
+    .await;
+    schema.drop().await.map_err(|err| err.to_string())?;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_terminated_one_by_one_lose_no_event_and_keep_loop_counts_exact()
+-> Result<(), AnyError> {
+    const KILLS: usize = 20;
+    let phases = [events(0, 150)?];
+    let Some((expected, reference)) = reference_run(&phases).await? else {
+        return Ok(());
+    };
+    let Some(schema) = Schema::create("outage_killed")
+        .await
+        .map_err(|err| err.to_string())?
+    else {
+        return Ok(());
+    };
+    let result = async {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .subsec_nanos();
+        let name = format!("lg_kill_{}_{nanos}", std::process::id());
+        let url = format!("{}&application_name={name}", schema.url);
+        let store = Arc::new(PostgresStore::open(&url).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let base = std::env::var("LOOPGUARD_TEST_POSTGRES_URL")?;
+        let killer_pool = sqlx::PgPool::connect(&base).await?;
+        let done = Arc::new(AtomicBool::new(false));
+        let kills = Arc::new(AtomicUsize::new(0));
+        let killer = {
+            let (done, kills, name) = (done.clone(), kills.clone(), name.clone());
+            tokio::spawn(async move {
+                // One backend of this test's pool at a time, preferring one
+                // inside a transaction (holding a task's lock).
+                while !done.load(Ordering::Relaxed) {
+                    let killed: Vec<bool> = sqlx::query_scalar(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE application_name = $1 AND pid <> pg_backend_pid() \
+                         ORDER BY (state <> 'idle') DESC LIMIT 1",
+                    )
+                    .bind(&name)
+                    .fetch_all(&killer_pool)
+                    .await
+                    .unwrap_or_default();
+                    if killed.first() == Some(&true) {
+                        kills.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(15)).await;
+                }
+                killer_pool.close().await;
+            })
+        };
+        let mut decisions = Vec::new();
+        for (line, event) in phases.iter().flatten() {
+            decisions.push(decide(&guard, *line, event.clone()).await?);
+            // Paced so that the killer gets its turns.
+            if kills.load(Ordering::Relaxed) < KILLS {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        killer.await?;
+        let kills = kills.load(Ordering::Relaxed);
+        assert!(kills >= KILLS, "{kills} backends terminated");
+        for (at, (got, want)) in decisions.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "decision {at}");
+        }
+        catches_up(store.as_ref(), &reference).await?;
+        Ok::<(), AnyError>(())
+    }
+    .await;
+    schema.drop().await.map_err(|err| err.to_string())?;
+    result
+}
+
+#[tokio::test]
+async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
+-> Result<(), AnyError> {
+    let Some(schema) = Schema::create("outage_floor")
+        .await
+        .map_err(|err| err.to_string())?
+    else {
+        return Ok(());
+    };
+    let result = async {
+        let store = Arc::new(PostgresStore::open(&schema.url).await?);
+        let guard = LoopGuard::builder(Config::default())
+            .store(store.clone())
+            .build()?;
+        let failure =
+            || Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#);
+        for _ in 0..4 {
+            guard.observe(failure()?).await;
+        }
+        // Another replica that worked from an older row (no reset: the same
+        // episode open) wrote a higher version with lower counters.
+        let mut record = store.load_record("T").await?.ok_or("T kept")?;
+        assert_eq!(
+            (record.snapshot.status, record.snapshot.loop_count),
+            (TaskStatus::Escalated, 3)
+        );
+        record.snapshot.status = TaskStatus::Active;
+        record.snapshot.loop_count = 1;
+        record.version += 5;
+        store
+            .commit(&[loopguard_host::TaskCommit {
+                record,
+                audit: Vec::new(),
+                pivots: Vec::new(),
+                episodes: Vec::new(),
+            }])
+            .await?;
+        let decision = guard.observe(failure()?).await;
+        assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+        assert_eq!(decision.status, TaskStatus::Escalated);
+        assert_eq!(decision.loop_count, 4);
+        // A `human` on the other replica resets it: that reset stands.
+        let human = Event::from_json(r#"{"type":"human","task":"T","note":"ok"}"#)?;
+        let other = LoopGuard::builder(Config::default())
+            .store(Arc::new(PostgresStore::open(&schema.url).await?))
+            .build()?;
+        other.observe(human).await;
+        let after = guard.observe(failure()?).await;
+        assert_eq!((after.status, after.loop_count), (TaskStatus::Active, 0));
+        Ok::<(), AnyError>(())
+    }
+    .await;
+    schema.drop().await.map_err(|err| err.to_string())?;
+    result
+}
