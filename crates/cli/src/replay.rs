@@ -57,10 +57,13 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
             replay_into_from(&engine, input, first_line, &name, &mut output).await?
         }
     };
+    // A shared store's commits that failed wait in the engine: written now,
+    // as the database allows, within the settle time.
+    let waiting = store::write_pending(&engine, store.as_ref()).await;
     // Dropping the engine stops the store's writer once it has written (or
     // given up) what it holds; then the failures are summed up.
     drop(engine);
-    let lost = store::settle(store.as_ref(), &failures).await;
+    let lost = store::settle(store.as_ref(), &failures, waiting).await;
     Ok(if lost {
         Outcome::LostWrites
     } else if args.strict && summary.errors > 0 {

@@ -13,7 +13,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use loopguard_core_types::LineError;
 use loopguard_host::{
-    AuditEntry, AuditRecord, CycleEpisode, Durability, PivotRecord, ReplayItem, Store, TaskSnapshot,
+    AuditEntry, AuditRecord, CycleEpisode, Durability, LoopGuard, PivotRecord, ReplayItem, Store,
+    TaskSnapshot,
 };
 use serde_json::json;
 
@@ -449,12 +450,36 @@ pub(crate) async fn begin_run<R: BufRead>(
     Ok((input, next))
 }
 
+/// Writes the commits a shared store's engine keeps after failures (see
+/// `LoopGuard::write_pending`), retrying for up to the settle time while the
+/// database is away. Returns how many still wait (`None` for other
+/// stores, whose writer keeps its own).
+pub(crate) async fn write_pending(engine: &LoopGuard, store: &dyn Store) -> Option<usize> {
+    if store.durability() != Durability::Shared {
+        return None;
+    }
+    let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+    loop {
+        match engine.write_pending().await {
+            Ok(0) => return Some(0),
+            Ok(_) | Err(_) if tokio::time::Instant::now() >= deadline => {
+                return Some(engine.pending_writes());
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
 /// Ends the replay's run on `store` once its engine is dropped: waits for
 /// the store's writer to write (or give up) what it holds, records the last
 /// line when everything decided is committed, and says on stderr how many
 /// commits failed, how many a retry wrote, and how many never reached the
 /// store. Returns whether any never did.
-pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool {
+pub(crate) async fn settle(
+    store: &dyn Store,
+    failures: &StoreFailures,
+    engine_waiting: Option<usize>,
+) -> bool {
     let health = match store.health() {
         Some(health) => Some(health.settled(SETTLE_WAIT).await),
         None => None,
@@ -469,6 +494,17 @@ pub(crate) async fn settle(store: &dyn Store, failures: &StoreFailures) -> bool 
                 .clone()
                 .or_else(|| failures.first.clone()),
         ),
+        // A shared store: the engine kept the failed commits and wrote what
+        // it could; what still waits is lost.
+        _ if let Some(waiting) = engine_waiting => {
+            let lost = u64::try_from(waiting).unwrap_or(u64::MAX);
+            (
+                failures.decisions,
+                failures.decisions.saturating_sub(lost),
+                lost,
+                failures.first.clone(),
+            )
+        }
         // No writer (or no retries): every failed commit is lost.
         _ => (
             failures.decisions,

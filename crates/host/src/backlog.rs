@@ -392,6 +392,8 @@ fn merge(commits: Vec<TaskCommit>) -> Option<TaskCommit> {
     let mut commits = commits.into_iter();
     let mut merged = commits.next()?;
     for commit in commits {
+        // The run's committed line is the furthest one merged.
+        merged.line = merged.line.max(commit.line);
         merged.audit.extend(commit.audit);
         merged.pivots.extend(commit.pivots);
         merged.episodes.extend(commit.episodes);
@@ -410,6 +412,7 @@ mod tests {
 
     fn commit(task: &str, version: u64) -> TaskCommit {
         TaskCommit {
+            line: version,
             record: TaskRecord {
                 snapshot: TaskSnapshot {
                     task: task.into(),

@@ -418,6 +418,7 @@ async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
         record.version += 5;
         store
             .commit(&[loopguard_host::TaskCommit {
+                line: 0,
                 record,
                 audit: Vec::new(),
                 pivots: Vec::new(),
