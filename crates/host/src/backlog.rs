@@ -407,28 +407,8 @@ fn merge(commits: Vec<TaskCommit>) -> Option<TaskCommit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::TaskSnapshot;
-    use loopguard_core_types::{TaskStatus, Timestamp};
-
-    fn commit(task: &str, version: u64) -> TaskCommit {
-        TaskCommit {
-            line: version,
-            record: TaskRecord {
-                snapshot: TaskSnapshot {
-                    task: task.into(),
-                    status: TaskStatus::Active,
-                    loop_count: u32::try_from(version).unwrap_or(u32::MAX),
-                    pivots: 0,
-                    last_seen: Timestamp(0),
-                },
-                version,
-                state: None,
-            },
-            audit: Vec::new(),
-            pivots: Vec::new(),
-            episodes: Vec::new(),
-        }
-    }
+    use crate::test_support::commit;
+    use loopguard_core_types::Timestamp;
 
     fn versions(commits: &[TaskCommit]) -> Vec<u64> {
         commits.iter().map(|commit| commit.record.version).collect()
@@ -485,22 +465,19 @@ mod tests {
 
     #[test]
     fn merged_commits_keep_their_order_and_the_newest_record() {
-        let mut a = commit("T", 1);
-        a.pivots.push(crate::store::PivotRecord {
-            task: "T".into(),
-            line: 1,
-            at: Timestamp(0),
-            number: 1,
-            directive: None,
-        });
-        let mut b = commit("T", 2);
-        b.pivots.push(crate::store::PivotRecord {
-            task: "T".into(),
-            line: 2,
-            at: Timestamp(0),
-            number: 2,
-            directive: None,
-        });
+        // A commit of version `n` with pivot number `n` at line `n`.
+        let with_pivot = |n: u64| {
+            let mut commit = commit("T", n);
+            commit.pivots.push(crate::store::PivotRecord {
+                task: "T".into(),
+                line: n,
+                at: Timestamp(0),
+                number: u32::try_from(n).unwrap_or(u32::MAX),
+                directive: None,
+            });
+            commit
+        };
+        let (a, b) = (with_pivot(1), with_pivot(2));
         let merged = merge(vec![a, b]).unwrap_or_else(|| commit("none", 0));
         assert_eq!(merged.record.version, 2);
         let lines: Vec<_> = merged.pivots.iter().map(|pivot| pivot.line).collect();

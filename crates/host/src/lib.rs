@@ -70,6 +70,8 @@ mod plugins;
 pub mod policy;
 mod replay;
 mod store;
+#[cfg(test)]
+mod test_support;
 mod writer;
 
 /// The README's Rust examples, compiled and run as doctests.

@@ -332,10 +332,10 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use async_trait::async_trait;
-    use loopguard_core_types::{TaskStatus, Timestamp};
 
     use super::*;
     use crate::store::{CycleEpisode, MemoryStore, TaskRecord, TaskSnapshot};
+    use crate::test_support::commit;
 
     /// A durable memory store whose commits fail while `down` is set.
     #[derive(Debug)]
@@ -382,32 +382,28 @@ mod tests {
         }
     }
 
-    fn commit(task: &str, version: u64) -> TaskCommit {
-        TaskCommit {
-            line: version,
-            record: TaskRecord {
-                snapshot: TaskSnapshot {
-                    task: task.into(),
-                    status: TaskStatus::Active,
-                    loop_count: 0,
-                    pivots: 0,
-                    last_seen: Timestamp(0),
-                },
-                version,
-                state: None,
-            },
-            audit: Vec::new(),
-            pivots: Vec::new(),
-            episodes: Vec::new(),
-        }
-    }
-
     fn flaky() -> Arc<Flaky> {
         Arc::new(Flaky {
             inner: MemoryStore::durable(),
             down: AtomicBool::new(true),
             health: StoreHealth::new(),
         })
+    }
+
+    /// A queue on `store` whose first commit (task T, version 1) failed.
+    async fn queue_with_a_failed_commit(store: &Arc<Flaky>) -> CommitQueue {
+        let queue = CommitQueue::start(
+            &tokio::runtime::Handle::current(),
+            Arc::clone(store) as Arc<dyn Store>,
+        );
+        assert!(
+            queue
+                .push(commit("T", 1))
+                .await
+                .expect("an answer")
+                .is_err()
+        );
+        queue
     }
 
     #[tokio::test(start_paused = true)]
@@ -453,17 +449,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_backlog_left_when_the_engine_stops_is_counted_as_lost() {
         let store = flaky();
-        let queue = CommitQueue::start(
-            &tokio::runtime::Handle::current(),
-            Arc::clone(&store) as Arc<dyn Store>,
-        );
-        assert!(
-            queue
-                .push(commit("T", 1))
-                .await
-                .expect("an answer")
-                .is_err()
-        );
+        let queue = queue_with_a_failed_commit(&store).await;
         drop(queue);
         let settled = store.health.settled(FINAL_RETRIES * 4).await;
         assert!(settled.stopped, "{settled:?}");
@@ -478,17 +464,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_writer_retries_its_backlog() {
         let store = flaky();
-        let queue = CommitQueue::start(
-            &tokio::runtime::Handle::current(),
-            Arc::clone(&store) as Arc<dyn Store>,
-        );
-        assert!(
-            queue
-                .push(commit("T", 1))
-                .await
-                .expect("an answer")
-                .is_err()
-        );
+        let queue = queue_with_a_failed_commit(&store).await;
         store.down.store(false, Ordering::Relaxed);
         tokio::time::sleep(RETRY_EVERY * 3).await;
         assert_eq!(store.health.current().recovered, 1);

@@ -428,22 +428,7 @@ impl PostgresStore {
     /// `?options=-c%20search_path%3Dloopguard` keeps the tables in the
     /// `loopguard` schema.
     pub async fn open(url: &str) -> Result<PostgresStore, StoreError> {
-        let backend = redact_url(url);
-        let options =
-            PgConnectOptions::from_str(url).map_err(|err| error(&backend, "open", err))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(PG_ACQUIRE)
-            .connect_with(options)
-            .await
-            .map_err(|err| error(&backend, "connect", err))?;
-        let store = PostgresStore {
-            pool,
-            backend,
-            fault: Fault::default(),
-            run: Arc::default(),
-            health: Arc::default(),
-        };
+        let store = PostgresStore::connect(url, 8, PG_ACQUIRE).await?;
         store.migrate().await?;
         Ok(store)
     }
@@ -451,24 +436,34 @@ impl PostgresStore {
     /// Connects to the database for reading only: never migrated (a schema
     /// newer than this loopguard's is refused).
     pub async fn open_read_only(url: &str) -> Result<PostgresStore, StoreError> {
+        let store = PostgresStore::connect(url, 2, WAIT).await?;
+        store.check_schema().await?;
+        Ok(store)
+    }
+
+    /// Connects a pool of at most `max_connections`, each acquired within
+    /// `acquire_timeout`; neither migrated nor checked.
+    async fn connect(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<PostgresStore, StoreError> {
         let backend = redact_url(url);
         let options =
             PgConnectOptions::from_str(url).map_err(|err| error(&backend, "open", err))?;
         let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(WAIT)
+            .max_connections(max_connections)
+            .acquire_timeout(acquire_timeout)
             .connect_with(options)
             .await
             .map_err(|err| error(&backend, "connect", err))?;
-        let store = PostgresStore {
+        Ok(PostgresStore {
             pool,
             backend,
             fault: Fault::default(),
             run: Arc::default(),
             health: Arc::default(),
-        };
-        store.check_schema().await?;
-        Ok(store)
+        })
     }
 
     async fn check_schema(&self) -> Result<(), StoreError> {

@@ -8,8 +8,8 @@ use loopguard_core_types::{Action, Config, Event, Timestamp};
 use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, LoopGuard, Store, TaskSnapshot};
 use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
 
-use super::TestResult;
 use super::postgres::Schema;
+use super::{TestResult, failure_e1, postgres_guard};
 
 /// The traces replayed split and whole: every built-in kind, resets, the
 /// gate and pivots.
@@ -226,12 +226,10 @@ mod sqlite {
         let guard = LoopGuard::builder(Config::default())
             .store(store.clone())
             .build()?;
-        let failure =
-            || Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#);
-        guard.observe(failure()?).await;
+        guard.observe(failure_e1()?).await;
         store.close().await;
         for expected_count in 1..=3 {
-            let decision = guard.observe(failure()?).await;
+            let decision = guard.observe(failure_e1()?).await;
             assert_eq!(decision.loop_count, expected_count, "detection goes on");
             assert!(
                 decision
@@ -336,10 +334,7 @@ mod postgres {
         let result = async {
             let events = trace_events("repeated_output.jsonl");
             let pivot_at = first_pivot(&events).await?;
-            let store = Arc::new(PostgresStore::open(&schema.url).await?);
-            let guard = LoopGuard::builder(Config::default())
-                .store(store.clone())
-                .build()?;
+            let (store, guard) = postgres_guard::<Box<dyn std::error::Error>>(&schema.url).await?;
             for (line, event) in &events[..pivot_at] {
                 guard.observe_line(*line, event.clone()).await;
             }
@@ -400,19 +395,13 @@ mod postgres {
             return Ok(());
         };
         let result = async {
-            let store = Arc::new(PostgresStore::open(&schema.url).await?);
-            let guard = LoopGuard::builder(Config::default())
-                .store(store.clone())
-                .build()?;
-            let failure = || {
-                Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#)
-            };
-            let first = guard.observe(failure()?).await;
+            let (store, guard) = postgres_guard::<Box<dyn std::error::Error>>(&schema.url).await?;
+            let first = guard.observe(failure_e1()?).await;
             assert!(first.errors.is_empty(), "{:?}", first.errors);
             // The pool is closed: every later read and write fails.
             store.close().await;
             for expected_count in 1..=3 {
-                let decision = guard.observe(failure()?).await;
+                let decision = guard.observe(failure_e1()?).await;
                 assert_eq!(decision.loop_count, expected_count, "detection goes on");
                 assert_eq!(decision.detections.len(), 1);
                 assert!(

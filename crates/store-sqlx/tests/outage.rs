@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::postgres::Schema;
+use super::{failure_e1, postgres_guard};
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -228,10 +229,7 @@ async fn reference_run(
         return Ok(None);
     };
     let result = async {
-        let store = Arc::new(PostgresStore::open(&schema.url).await?);
-        let guard = LoopGuard::builder(Config::default())
-            .store(store.clone())
-            .build()?;
+        let (store, guard) = postgres_guard::<AnyError>(&schema.url).await?;
         let mut decisions = Vec::new();
         for (line, event) in phases.iter().flatten() {
             decisions.push(decide(&guard, *line, event.clone()).await?);
@@ -397,14 +395,9 @@ async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
         return Ok(());
     };
     let result = async {
-        let store = Arc::new(PostgresStore::open(&schema.url).await?);
-        let guard = LoopGuard::builder(Config::default())
-            .store(store.clone())
-            .build()?;
-        let failure =
-            || Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#);
+        let (store, guard) = postgres_guard::<AnyError>(&schema.url).await?;
         for _ in 0..4 {
-            guard.observe(failure()?).await;
+            guard.observe(failure_e1()?).await;
         }
         // Another replica that worked from an older row (no reset: the same
         // episode open) wrote a higher version with lower counters.
@@ -425,7 +418,7 @@ async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
                 episodes: Vec::new(),
             }])
             .await?;
-        let decision = guard.observe(failure()?).await;
+        let decision = guard.observe(failure_e1()?).await;
         assert!(decision.errors.is_empty(), "{:?}", decision.errors);
         assert_eq!(decision.status, TaskStatus::Escalated);
         assert_eq!(decision.loop_count, 4);
@@ -435,7 +428,7 @@ async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
             .store(Arc::new(PostgresStore::open(&schema.url).await?))
             .build()?;
         other.observe(human).await;
-        let after = guard.observe(failure()?).await;
+        let after = guard.observe(failure_e1()?).await;
         assert_eq!((after.status, after.loop_count), (TaskStatus::Active, 0));
         Ok::<(), AnyError>(())
     }

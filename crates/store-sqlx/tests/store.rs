@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, TaskStatus, Timestamp};
-use loopguard_host::{CycleEpisode, Resolution, Store, TaskSnapshot};
+use loopguard_core_types::{Action, Config, Event, EventError, TaskStatus, Timestamp};
+use loopguard_host::{
+    CycleEpisode, HostError, LoopGuard, Resolution, Store, StoreError, TaskSnapshot,
+};
 use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -19,6 +21,24 @@ mod engine;
 /// backends terminated.
 #[path = "outage.rs"]
 mod outage;
+
+/// Task T's failure "E1", the event the engine tests repeat.
+fn failure_e1() -> Result<Event, EventError> {
+    Event::from_json(r#"{"type":"failure","task":"T","agent":"coder","error":"E1"}"#)
+}
+
+/// The engine with the default config on a PostgreSQL store at `url`
+/// (migrated), and that store.
+async fn postgres_guard<E>(url: &str) -> Result<(Arc<PostgresStore>, LoopGuard), E>
+where
+    E: From<StoreError> + From<HostError>,
+{
+    let store = Arc::new(PostgresStore::open(url).await?);
+    let guard = LoopGuard::builder(Config::default())
+        .store(store.clone())
+        .build()?;
+    Ok((store, guard))
+}
 
 fn episode(id: u64, task: &str) -> CycleEpisode {
     CycleEpisode {
