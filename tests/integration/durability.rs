@@ -2,9 +2,10 @@
 //! read-only commands, resuming after the last committed line, and what a
 //! replay says (and exits with) when commits fail.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -25,16 +26,6 @@ fn failures(count: usize) -> Vec<String> {
     (0..count)
         .map(|index| failure(index, &format!("T{}", index % 7)))
         .collect()
-}
-
-fn url_of(path: &Path) -> String {
-    format!("sqlite://{}", path.display())
-}
-
-fn report(url: &str) -> Value {
-    let run = run(["report", "--store", url, "--format", "json"]);
-    assert_eq!(run.code, Some(0), "{run:?}");
-    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {run:?}"))
 }
 
 /// The tasks of a report with their counts and detection lines: what two
@@ -64,19 +55,8 @@ fn outcome(report: &Value) -> Vec<(String, String, u64, Vec<u64>)> {
 
 /// A replay reading standard input, for a test to feed line by line.
 fn replay_from_stdin(url: &str, first_line: u64) -> Child {
-    loopguard()
-        .args([
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            url,
-        ])
+    replay_stdin_command(url)
         .args(["--first-line", &first_line.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the loopguard binary starts")
@@ -195,44 +175,75 @@ impl Drop for SmallDisk {
     }
 }
 
+/// How long a replay may take to answer one fed line.
+const FEED_LIMIT: Duration = Duration::from_secs(10);
+
+/// A replay into a store on a small disk that filled under it.
+struct FilledDisk {
+    disk: SmallDisk,
+    url: String,
+    /// The second replay, still running, its output taken.
+    child: Child,
+    output: BufReader<ChildStdout>,
+}
+
+impl FilledDisk {
+    /// On a disk of `size`: the first 50 of `lines` replayed in one run,
+    /// line 51 fed to a second (its store open, its WAL index allocated),
+    /// then the disk is filled and the rest fed, which must report store
+    /// errors. `None` where no disk can be mounted.
+    fn replay(size: &str, lines: &[String]) -> Option<FilledDisk> {
+        let disk = SmallDisk::mount(size)?;
+        let url = sqlite_url(&disk.path().join("state.db"));
+        let first = replay_stdin_into(&url, &[], lines[..50].concat().as_bytes());
+        assert_eq!(first.code, Some(0), "{first:?}");
+        let mut child = replay_from_stdin(&url, 51);
+        let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let opened = feed(&mut child, &mut output, &lines[50..51], FEED_LIMIT);
+        assert_eq!(store_errors(&opened), 0, "{opened:?}");
+        disk.fill();
+        let full = feed(&mut child, &mut output, &lines[51..], FEED_LIMIT);
+        assert!(
+            store_errors(&full) > 0,
+            "the full disk is reported: {full:?}"
+        );
+        Some(FilledDisk {
+            disk,
+            url,
+            child,
+            output,
+        })
+    }
+}
+
+/// `lines` replayed in one run into a fresh store must end with the
+/// outcome of the report `stored`.
+fn assert_like_one_run(stored: &Value, lines: &[String]) {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let url = sqlite_url(&folder.path().join("one.db"));
+    let one = replay_stdin_into(&url, &[], lines.concat().as_bytes());
+    assert_eq!(one.code, Some(0), "{one:?}");
+    assert_eq!(outcome(stored), outcome(&store_report(&url)));
+}
+
 #[test]
 fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     // Room for the 150 events' WAL (about 3.5 MB) once the disk is freed.
-    let Some(disk) = SmallDisk::mount("8m") else {
+    let lines = failures(150);
+    // Room for the 150 events' WAL (about 3.5 MB) once the disk is freed.
+    let Some(FilledDisk {
+        disk,
+        url,
+        mut child,
+        mut output,
+    }) = FilledDisk::replay("8m", &lines[..100])
+    else {
         return;
     };
-    let url = url_of(&disk.path().join("state.db"));
-    let lines = failures(150);
-    let first = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &url,
-        ],
-        lines[..50].concat().as_bytes(),
-    );
-    assert_eq!(first.code, Some(0), "{first:?}");
-
-    // The store is open (its WAL index allocated) before the disk fills.
-    let mut child = replay_from_stdin(&url, 51);
-    let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
-    let limit = Duration::from_secs(10);
-    let opened = feed(&mut child, &mut output, &lines[50..51], limit);
-    assert_eq!(store_errors(&opened), 0, "{opened:?}");
-    disk.fill();
-    let full = feed(&mut child, &mut output, &lines[51..100], limit);
-    assert!(
-        store_errors(&full) > 0,
-        "the full disk is reported: {full:?}"
-    );
     disk.free();
     // An idle writer retries its backlog within a quarter of a second.
     std::thread::sleep(Duration::from_millis(1000));
-    let after = feed(&mut child, &mut output, &lines[100..], limit);
+    let after = feed(&mut child, &mut output, &lines[100..], FEED_LIMIT);
     let (code, stderr) = finish(child, Duration::from_secs(30));
     // Everything decided was written once space returned: nothing lost.
     assert_eq!(code, Some(0), "{stderr}");
@@ -242,57 +253,22 @@ fn a_full_disk_loses_nothing_decided_and_never_stalls() {
     );
     assert_eq!(store_errors(&after), 0, "{after:?}");
 
-    let stored = report(&url);
+    let stored = store_report(&url);
     assert_eq!(stored["events"], 150, "{stored}");
-    let whole = tempfile::tempdir().expect("a temp folder");
-    let whole_url = url_of(&whole.path().join("whole.db"));
-    let one_run = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &whole_url,
-        ],
-        lines.concat().as_bytes(),
-    );
-    assert_eq!(one_run.code, Some(0), "{one_run:?}");
-    assert_eq!(outcome(&stored), outcome(&report(&whole_url)));
+    assert_like_one_run(&stored, &lines);
 }
 
 #[test]
 fn a_disk_that_stays_full_fails_the_replay_loudly() {
-    let Some(disk) = SmallDisk::mount("3m") else {
+    let Some(FilledDisk {
+        disk,
+        url,
+        child,
+        output: _output,
+    }) = FilledDisk::replay("3m", &failures(100))
+    else {
         return;
     };
-    let url = url_of(&disk.path().join("state.db"));
-    let lines = failures(100);
-    let first = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &url,
-        ],
-        lines[..50].concat().as_bytes(),
-    );
-    assert_eq!(first.code, Some(0), "{first:?}");
-    let mut child = replay_from_stdin(&url, 51);
-    let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
-    let limit = Duration::from_secs(10);
-    let opened = feed(&mut child, &mut output, &lines[50..51], limit);
-    assert_eq!(store_errors(&opened), 0, "{opened:?}");
-    disk.fill();
-    let full = feed(&mut child, &mut output, &lines[51..], limit);
-    assert!(
-        store_errors(&full) > 0,
-        "the full disk is reported: {full:?}"
-    );
     let (code, stderr) = finish(child, Duration::from_secs(60));
     assert_eq!(code, Some(1), "lost commits fail the replay: {stderr}");
     assert!(
@@ -301,7 +277,7 @@ fn a_disk_that_stays_full_fails_the_replay_loudly() {
     );
     disk.free();
     // What was committed is intact and readable: the first 51 events.
-    assert_eq!(report(&url)["events"], 51);
+    assert_eq!(store_report(&url)["events"], 51);
 }
 
 /// Waits until `path` exists (a writer has opened its store).
@@ -321,7 +297,7 @@ fn wait_for(path: &Path) {
 fn a_second_writer_is_refused_and_readers_still_read() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let db = folder.path().join("one.db");
-    let url = url_of(&db);
+    let url = sqlite_url(&db);
     let lines = failures(30);
     let mut first = replay_from_stdin(&url, 1);
     let mut output = BufReader::new(first.stdout.take().expect("stdout is piped"));
@@ -334,18 +310,7 @@ fn a_second_writer_is_refused_and_readers_still_read() {
     assert_eq!(store_errors(&answers), 0, "{answers:?}");
     wait_for(&db);
 
-    let second = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &url,
-        ],
-        lines.concat().as_bytes(),
-    );
+    let second = replay_stdin_into(&url, &[], lines.concat().as_bytes());
     assert_eq!(second.code, Some(2), "{second:?}");
     assert!(
         second.stderr.contains(&db.display().to_string())
@@ -368,24 +333,9 @@ fn a_second_writer_is_refused_and_readers_still_read() {
     let (code, stderr) = finish(first, Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
     // The first writer's results are intact: one run of 30 events.
-    let stored = report(&url);
+    let stored = store_report(&url);
     assert_eq!(stored["events"], 30, "{stored}");
-    let alone = tempfile::tempdir().expect("a temp folder");
-    let alone_url = url_of(&alone.path().join("alone.db"));
-    let one = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &alone_url,
-        ],
-        lines.concat().as_bytes(),
-    );
-    assert_eq!(one.code, Some(0), "{one:?}");
-    assert_eq!(outcome(&stored), outcome(&report(&alone_url)));
+    assert_like_one_run(&stored, &lines);
 }
 
 #[test]
@@ -393,20 +343,9 @@ fn two_processes_migrating_a_fresh_file_at_once_both_succeed() {
     let lines = failures(3).concat();
     for attempt in 0..6 {
         let folder = tempfile::tempdir().expect("a temp folder");
-        let url = url_of(&folder.path().join("fresh.db"));
+        let url = sqlite_url(&folder.path().join("fresh.db"));
         let spawn = || {
-            let mut child = loopguard()
-                .args([
-                    "--no-semantic",
-                    "replay",
-                    "-",
-                    "--format",
-                    "jsonl",
-                    "--store",
-                    &url,
-                ])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
+            let mut child = replay_stdin_command(&url)
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("the loopguard binary starts");
@@ -427,7 +366,7 @@ fn two_processes_migrating_a_fresh_file_at_once_both_succeed() {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        assert_eq!(report(&url)["events"], 6, "attempt {attempt}");
+        assert_eq!(store_report(&url)["events"], 6, "attempt {attempt}");
     }
 }
 
@@ -435,20 +374,9 @@ fn two_processes_migrating_a_fresh_file_at_once_both_succeed() {
 fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let db = folder.path().join("source.db");
-    let url = url_of(&db);
+    let url = sqlite_url(&db);
     let trace: Vec<String> = (0..10).map(|index| failure(index, "T0")).collect();
-    let written = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            &url,
-        ],
-        trace.concat().as_bytes(),
-    );
+    let written = replay_stdin_into(&url, &[], trace.concat().as_bytes());
     assert_eq!(written.code, Some(0), "{written:?}");
 
     // A chmod 0444 copy (of the file and its WAL, if any).
@@ -460,7 +388,7 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
         vec!["log", "--format", "json"],
         vec!["report", "--format", "json"],
     ] {
-        let copy_url = url_of(&copy);
+        let copy_url = sqlite_url(&copy);
         let run = run(args.iter().copied().chain(["--store", copy_url.as_str()]));
         assert_eq!(run.code, Some(0), "{args:?}: {run:?}");
         assert!(run.stdout.contains("T0"), "{args:?}: {run:?}");
@@ -473,7 +401,7 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
 
     // A missing file is not created by a reader.
     let missing = folder.path().join("missing.db");
-    let run_missing = run(["tasks", "--store", &url_of(&missing)]);
+    let run_missing = run(["tasks", "--store", &sqlite_url(&missing)]);
     assert_eq!(run_missing.code, Some(2), "{run_missing:?}");
     assert!(!missing.exists());
 
@@ -483,7 +411,13 @@ fn read_only_commands_work_on_a_read_only_copy_and_never_migrate() {
     };
     let on_disk = copy_store(&db, disk.path());
     assert!(disk.remount_read_only(), "remount read-only");
-    let run_ro = run(["tasks", "--store", &url_of(&on_disk), "--format", "json"]);
+    let run_ro = run([
+        "tasks",
+        "--store",
+        &sqlite_url(&on_disk),
+        "--format",
+        "json",
+    ]);
     assert_eq!(run_ro.code, Some(0), "{run_ro:?}");
     assert!(run_ro.stdout.contains("T0"), "{run_ro:?}");
 }
@@ -539,44 +473,37 @@ fn resume_trace() -> Vec<String> {
     ]
 }
 
+/// `loopguard --no-semantic replay INPUT --format jsonl --store URL`.
+fn replay_file_into(url: &str, input: &[&OsStr]) -> Run {
+    let mut args: Vec<&OsStr> = vec!["--no-semantic".as_ref(), "replay".as_ref()];
+    args.extend_from_slice(input);
+    args.extend::<[&OsStr; 4]>([
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        url.as_ref(),
+    ]);
+    run(args)
+}
+
 /// Replays the first three lines into `url`, then resumes from `file`:
 /// the store's report must equal `whole`'s.
 fn replay_half_then_resume(url: &str, file: &Path, whole: &Value) {
     let trace = resume_trace();
-    let half = run_with_stdin(
-        [
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-            url,
-        ],
-        trace[..3].concat().as_bytes(),
-    );
+    let half = replay_stdin_into(url, &[], trace[..3].concat().as_bytes());
     assert_eq!(half.code, Some(0), "{half:?}");
-    let stored = report(url);
+    let stored = store_report(url);
     // Two events, but the last committed line is 3: resuming at
     // events + 1 = 3 would apply line 3 twice.
     assert_eq!(stored["events"], 2, "{stored}");
     assert_eq!(stored["last_committed_line"], 3, "{stored}");
     assert_eq!(stored["errors"][0]["line"], 2, "{stored}");
 
-    let resumed = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        "--resume".as_ref(),
-        file.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        url.as_ref(),
-    ]);
+    let resumed = replay_file_into(url, &["--resume".as_ref(), file.as_os_str()]);
     assert_eq!(resumed.code, Some(0), "{resumed:?}");
     let decisions = parse_jsonl(&resumed.stdout);
     assert_eq!(decisions.first().map(|d| d["line"].clone()), Some(4.into()));
-    let resumed_report = report(url);
+    let resumed_report = store_report(url);
     assert_eq!(
         task(&resumed_report, "R")["loop_count"],
         3,
@@ -592,45 +519,28 @@ fn resume_continues_after_the_last_committed_line() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let file = folder.path().join("trace.jsonl");
     std::fs::write(&file, resume_trace().concat()).expect("write the trace");
-    let whole_url = url_of(&folder.path().join("whole.db"));
-    let whole = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        file.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        whole_url.as_ref(),
-    ]);
+    let whole_url = sqlite_url(&folder.path().join("whole.db"));
+    let whole = replay_file_into(&whole_url, &[file.as_os_str()]);
     assert_eq!(whole.code, Some(0), "{whole:?}");
-    let whole_report = report(&whole_url);
+    let whole_report = store_report(&whole_url);
     assert_eq!(task(&whole_report, "R")["loop_count"], 3, "{whole_report}");
     assert_eq!(whole_report["errors"][0]["line"], 2, "{whole_report}");
 
     // What resuming at "events + 1" did: line 3 twice, loop count 4.
-    let naive_url = url_of(&folder.path().join("naive.db"));
+    let naive_url = sqlite_url(&folder.path().join("naive.db"));
     let trace = resume_trace();
     for (piece, first) in [(&trace[..3], "1"), (&trace[2..], "3")] {
-        let run = run_with_stdin(
-            [
-                "--no-semantic",
-                "replay",
-                "-",
-                "--format",
-                "jsonl",
-                "--store",
-                &naive_url,
-                "--first-line",
-                first,
-            ],
+        let run = replay_stdin_into(
+            &naive_url,
+            &["--first-line", first],
             piece.concat().as_bytes(),
         );
         assert_eq!(run.code, Some(0), "{run:?}");
     }
-    assert_eq!(task(&report(&naive_url), "R")["loop_count"], 4);
+    assert_eq!(task(&store_report(&naive_url), "R")["loop_count"], 4);
 
     replay_half_then_resume(
-        &url_of(&folder.path().join("halves.db")),
+        &sqlite_url(&folder.path().join("halves.db")),
         &file,
         &whole_report,
     );

@@ -58,6 +58,26 @@ fn replay_stdin(extra: &[&OsStr], trace: &[u8]) -> Run {
     run(args)
 }
 
+/// `replay_stdin` of `trace` in JSON Lines, with `extra` before the format.
+fn jsonl_from(extra: &[&OsStr], trace: &[u8]) -> Run {
+    let mut args = extra.to_vec();
+    args.extend([OsStr::new("--format"), OsStr::new("jsonl")]);
+    replay_stdin(&args, trace)
+}
+
+/// The decisions of `replay_stdin` of `trace` in JSON Lines under a config
+/// of `config_text`, which must exit 0.
+fn jsonl_under(config_text: &str, trace: &str) -> Vec<Value> {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let config = config_file(folder.path(), config_text);
+    let run = jsonl_from(
+        &[OsStr::new("--config"), config.as_os_str()],
+        trace.as_bytes(),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    parse_jsonl(&run.stdout)
+}
+
 /// No run may panic (exit 101) or print Rust's panic message.
 fn assert_no_panic(run: &Run) {
     assert_ne!(run.code, Some(101), "panicked: {}", run.stderr);
@@ -70,16 +90,19 @@ fn a_huge_task_id_is_answered_in_every_format() {
     let config = huge_ids_allowed(folder.path());
     let id = huge_id();
     let trace = failing_trace(&id);
-    let config_args = [OsStr::new("--config"), config.as_os_str()];
+    let in_format = |format: &str| {
+        replay_stdin(
+            &[
+                OsStr::new("--config"),
+                config.as_os_str(),
+                OsStr::new("--format"),
+                OsStr::new(format),
+            ],
+            trace.as_bytes(),
+        )
+    };
 
-    let jsonl = replay_stdin(
-        &[
-            &config_args[..],
-            &[OsStr::new("--format"), OsStr::new("jsonl")],
-        ]
-        .concat(),
-        trace.as_bytes(),
-    );
+    let jsonl = in_format("jsonl");
     assert_no_panic(&jsonl);
     assert_eq!(jsonl.code, Some(0), "{}", jsonl.stderr);
     let decisions = parse_jsonl(&jsonl.stdout);
@@ -91,14 +114,7 @@ fn a_huge_task_id_is_answered_in_every_format() {
     );
     assert_eq!(decisions[1]["detections"][0]["kind"], "exact_failure");
 
-    let json = replay_stdin(
-        &[
-            &config_args[..],
-            &[OsStr::new("--format"), OsStr::new("json")],
-        ]
-        .concat(),
-        trace.as_bytes(),
-    );
+    let json = in_format("json");
     assert_no_panic(&json);
     assert_eq!(json.code, Some(0), "{}", json.stderr);
     let report: Value = serde_json::from_str(&json.stdout).expect("a JSON report");
@@ -108,14 +124,7 @@ fn a_huge_task_id_is_answered_in_every_format() {
         Some(HUGE_ID_BYTES)
     );
 
-    let text = replay_stdin(
-        &[
-            &config_args[..],
-            &[OsStr::new("--format"), OsStr::new("text")],
-        ]
-        .concat(),
-        trace.as_bytes(),
-    );
+    let text = in_format("text");
     assert_no_panic(&text);
     assert_eq!(text.code, Some(0), "{}", text.stderr);
     // The summary is there, and the id is shown cut, with its length.
@@ -201,25 +210,13 @@ fn a_store_holding_a_huge_task_id_is_listed_logged_and_reported() {
 
 #[test]
 fn a_line_longer_than_the_limit_is_a_line_error_naming_its_length() {
-    let folder = tempfile::tempdir().expect("a temp folder");
-    let config = config_file(folder.path(), "[limits]\nmax_line_bytes = 4096\n");
     let good = r#"{"type":"failure","task":"T","agent":"a","error":"boom"}"#;
     let long = format!(
         r#"{{"type":"failure","task":"T","agent":"a","error":"{}"}}"#,
         "x".repeat(10_000)
     );
     let stdin = format!("{good}\n{long}\n{good}\n");
-    let run = replay_stdin(
-        &[
-            OsStr::new("--config"),
-            config.as_os_str(),
-            OsStr::new("--format"),
-            OsStr::new("jsonl"),
-        ],
-        stdin.as_bytes(),
-    );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let output = parse_jsonl(&run.stdout);
+    let output = jsonl_under("[limits]\nmax_line_bytes = 4096\n", &stdin);
     assert_eq!(output.len(), 3);
     assert_eq!(
         at(&output, 2)["error"],
@@ -237,21 +234,9 @@ fn a_line_longer_than_the_limit_is_a_line_error_naming_its_length() {
 
 #[test]
 fn a_task_id_longer_than_the_limit_is_a_line_error_naming_the_field() {
-    let folder = tempfile::tempdir().expect("a temp folder");
-    let config = config_file(folder.path(), "[limits]\nmax_task_id_bytes = 8\n");
     let stdin = "{\"type\":\"completed\",\"task\":\"123456789\"}\n\
                  {\"type\":\"completed\",\"task\":\"12345678\"}\n";
-    let run = replay_stdin(
-        &[
-            OsStr::new("--config"),
-            config.as_os_str(),
-            OsStr::new("--format"),
-            OsStr::new("jsonl"),
-        ],
-        stdin.as_bytes(),
-    );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let output = parse_jsonl(&run.stdout);
+    let output = jsonl_under("[limits]\nmax_task_id_bytes = 8\n", stdin);
     assert_eq!(
         at(&output, 1)["error"],
         "field \"task\" is 9 bytes, longer than the limit of 8 (limits.max_task_id_bytes)"
@@ -263,10 +248,7 @@ fn a_task_id_longer_than_the_limit_is_a_line_error_naming_the_field() {
 fn a_leading_byte_order_mark_is_skipped() {
     let stdin = "\u{feff}{\"type\":\"failure\",\"task\":\"T\",\"agent\":\"a\",\"error\":\"e\"}\n\
                  {\"type\":\"failure\",\"task\":\"T\",\"agent\":\"a\",\"error\":\"e\"}\n";
-    let run = replay_stdin(
-        &[OsStr::new("--format"), OsStr::new("jsonl")],
-        stdin.as_bytes(),
-    );
+    let run = jsonl_from(&[], stdin.as_bytes());
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let output = parse_jsonl(&run.stdout);
     assert!(at(&output, 1).get("error").is_none(), "{output:?}");
@@ -281,12 +263,10 @@ fn a_leading_byte_order_mark_is_skipped() {
 fn a_first_line_that_would_overflow_is_refused() {
     let stdin =
         b"{\"type\":\"completed\",\"task\":\"T\"}\n{\"type\":\"completed\",\"task\":\"T\"}\n";
-    let run = replay_stdin(
+    let run = jsonl_from(
         &[
             OsStr::new("--first-line"),
             OsStr::new("18446744073709551615"),
-            OsStr::new("--format"),
-            OsStr::new("jsonl"),
         ],
         stdin,
     );
@@ -294,13 +274,8 @@ fn a_first_line_that_would_overflow_is_refused() {
     assert!(run.stderr.contains("--first-line"), "{}", run.stderr);
     assert!(run.stderr.contains("9007199254740992"), "{}", run.stderr);
     // The largest first line allowed numbers the lines after it on.
-    let run = replay_stdin(
-        &[
-            OsStr::new("--first-line"),
-            OsStr::new("9007199254740992"),
-            OsStr::new("--format"),
-            OsStr::new("jsonl"),
-        ],
+    let run = jsonl_from(
+        &[OsStr::new("--first-line"), OsStr::new("9007199254740992")],
         stdin,
     );
     assert_eq!(run.code, Some(0), "{}", run.stderr);

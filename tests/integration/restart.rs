@@ -75,12 +75,6 @@ fn replay_with(url: &str, file: &Path, flags: &[&str]) -> Vec<Value> {
     parse_jsonl(&run.stdout)
 }
 
-fn store_report(url: &str) -> Value {
-    let run = run(["report", "--store", url]);
-    assert_eq!(run.code, Some(0), "{run:?}");
-    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {run:?}"))
-}
-
 #[test]
 fn a_trace_replayed_in_two_runs_on_sqlite_reports_like_one_run() {
     let folder = tempfile::tempdir().expect("a temp folder");
@@ -94,8 +88,8 @@ fn a_trace_replayed_in_two_runs_on_sqlite_reports_like_one_run() {
     write_lines(&whole, &lines);
     write_lines(&first, &lines[..half]);
     write_lines(&second, &lines[half..]);
-    let one = format!("sqlite://{}", folder.path().join("one.db").display());
-    let two = format!("sqlite://{}", folder.path().join("two.db").display());
+    let one = sqlite_url(&folder.path().join("one.db"));
+    let two = sqlite_url(&folder.path().join("two.db"));
 
     let whole_decisions = replay_into(&one, &whole, &[]);
     let mut halves = replay_into(&two, &first, &[]);
@@ -173,14 +167,8 @@ fn the_semantic_and_progress_traces_replayed_in_two_runs_report_like_one_run() {
         write_lines(&whole, &lines);
         write_lines(&first, &lines[..half]);
         write_lines(&second, &lines[half..]);
-        let one = format!(
-            "sqlite://{}",
-            folder.path().join(format!("one-{half}.db")).display()
-        );
-        let two = format!(
-            "sqlite://{}",
-            folder.path().join(format!("two-{half}.db")).display()
-        );
+        let one = sqlite_url(&folder.path().join(format!("one-{half}.db")));
+        let two = sqlite_url(&folder.path().join(format!("two-{half}.db")));
         let whole_decisions = replay_with(&one, &whole, &[]);
         let mut halves = replay_with(&two, &first, &[]);
         let first_line = (half + 1).to_string();
@@ -328,19 +316,8 @@ fn two_processes_at_once_on_one_postgres_task_keep_its_count_exact() {
 #[test]
 fn a_writer_killed_with_sigkill_loses_no_row_it_answered_for() {
     let folder = tempfile::tempdir().expect("a temp folder");
-    let url = format!("sqlite://{}", folder.path().join("killed.db").display());
-    let mut child = loopguard()
-        .args([
-            "--no-semantic",
-            "replay",
-            "-",
-            "--format",
-            "jsonl",
-            "--store",
-        ])
-        .arg(&url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let url = sqlite_url(&folder.path().join("killed.db"));
+    let mut child = replay_stdin_command(&url)
         .stderr(Stdio::null())
         .spawn()
         .expect("the command starts");

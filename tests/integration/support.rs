@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -187,6 +187,49 @@ pub(crate) fn task<'a>(report: &'a Value, task: &str) -> &'a Value {
         .as_array()
         .and_then(|tasks| tasks.iter().find(|t| t["task"] == task))
         .unwrap_or_else(|| panic!("no task {task} in {report}"))
+}
+
+/// The URL of a SQLite store in the file `path`.
+pub(crate) fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+/// `loopguard report --store URL --format json`: exit 0 and the report.
+pub(crate) fn store_report(url: &str) -> Value {
+    let run = run(["report", "--store", url, "--format", "json"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {run:?}"))
+}
+
+/// The arguments of a replay of standard input into the store at `url`,
+/// JSON Lines out, exact text only.
+fn replay_stdin_args(url: &str) -> [&str; 7] {
+    [
+        "--no-semantic",
+        "replay",
+        "-",
+        "--format",
+        "jsonl",
+        "--store",
+        url,
+    ]
+}
+
+/// Runs a replay of `stdin` into the store at `url` (JSON Lines out, exact
+/// text only), with `extra` arguments after the store.
+pub(crate) fn replay_stdin_into(url: &str, extra: &[&str], stdin: &[u8]) -> Run {
+    run_with_stdin(replay_stdin_args(url).iter().chain(extra), stdin)
+}
+
+/// That replay as a command to spawn, its standard input and output piped
+/// (its standard error as the caller sets it).
+pub(crate) fn replay_stdin_command(url: &str) -> Command {
+    let mut command = loopguard();
+    command
+        .args(replay_stdin_args(url))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
 }
 
 /// A schema of its own on the server `LOOPGUARD_TEST_POSTGRES_URL` names,

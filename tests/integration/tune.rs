@@ -2,6 +2,7 @@
 //! whose cosines are known), its exit codes, the bundled traces and the
 //! shipped pair file with the real model.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -486,22 +487,41 @@ const JUDGE_PAIRS: &str = r#"{"a": "Review PR #412 for the login bug.", "b": "Re
 {"a": "Check the disk usage on db-1.", "b": "check the disk usage on db-1 again", "same": true, "split": "test"}
 "#;
 
-#[test]
-fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
-    let dir = TempDir::new().expect("a temporary directory");
-    let pairs = pair_file(&dir, JUDGE_PAIRS);
-    let weights = dir.path().join("weights").join("judge.json");
-    let fitted = run([
+/// `tune --pairs PAIRS --embedder lexical EXTRA`.
+fn tune_lexical(pairs: &Path, extra: &[&OsStr]) -> Run {
+    let mut args: Vec<&OsStr> = vec![
         "tune".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--embedder".as_ref(),
         "lexical".as_ref(),
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--weights-out".as_ref(),
-        weights.as_os_str(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    run(args)
+}
+
+/// `tune --pairs PAIRS --embedder lexical --eval-only JUDGE --format json`.
+fn eval_only_json(pairs: &Path, judge: &[&OsStr]) -> Run {
+    let mut extra: Vec<&OsStr> = vec!["--eval-only".as_ref()];
+    extra.extend_from_slice(judge);
+    extra.extend::<[&OsStr; 2]>(["--format".as_ref(), "json".as_ref()]);
+    tune_lexical(pairs, &extra)
+}
+
+#[test]
+fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, JUDGE_PAIRS);
+    let weights = dir.path().join("weights").join("judge.json");
+    let fitted = tune_lexical(
+        &pairs,
+        &[
+            "--judge".as_ref(),
+            "calibrated".as_ref(),
+            "--weights-out".as_ref(),
+            weights.as_os_str(),
+        ],
+    );
     assert_eq!(fitted.code, Some(0), "{fitted:?}");
     assert!(fitted.stdout.contains("calibrated"), "{}", fitted.stdout);
     assert!(
@@ -522,18 +542,7 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     );
     // Scored as they are, on the test split: the contrast is caught, the
     // repeat kept, and the counts come as the documented JSON.
-    let eval = run([
-        "tune".as_ref(),
-        "--pairs".as_ref(),
-        pairs.as_os_str(),
-        "--embedder".as_ref(),
-        "lexical".as_ref(),
-        "--eval-only".as_ref(),
-        "--weights".as_ref(),
-        weights.as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-    ]);
+    let eval = eval_only_json(&pairs, &["--weights".as_ref(), weights.as_os_str()]);
     assert_eq!(eval.code, Some(0), "{eval:?}");
     let scored: Value = serde_json::from_str(eval.stdout.trim()).expect("one JSON object");
     let keys: Vec<&str> = scored
@@ -568,18 +577,7 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     // The cosine judge at the configured 0.85 flags the contrast (lexical
     // cosine 0.8 + a shared build number) or not; either way it is scored
     // at the config's request threshold.
-    let cosine = run([
-        "tune".as_ref(),
-        "--pairs".as_ref(),
-        pairs.as_os_str(),
-        "--embedder".as_ref(),
-        "lexical".as_ref(),
-        "--eval-only".as_ref(),
-        "--judge".as_ref(),
-        "cosine".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-    ]);
+    let cosine = eval_only_json(&pairs, &["--judge".as_ref(), "cosine".as_ref()]);
     let cosine: Value = serde_json::from_str(cosine.stdout.trim()).expect("one JSON object");
     assert_eq!(cosine["judge"], "cosine");
     assert_eq!(cosine["threshold"], 0.85);
@@ -589,21 +587,10 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
 fn judge_cosine_leaves_the_sweep_output_unchanged() {
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = pair_file(&dir, PAIRS);
-    let args = |judge: bool| {
-        let mut args: Vec<&std::ffi::OsStr> = vec![
-            "tune".as_ref(),
-            "--pairs".as_ref(),
-            pairs.as_os_str(),
-            "--embedder".as_ref(),
-            "lexical".as_ref(),
-        ];
-        if judge {
-            args.push("--judge".as_ref());
-            args.push("cosine".as_ref());
-        }
-        run(args)
-    };
-    let (plain, cosine) = (args(false), args(true));
+    let (plain, cosine) = (
+        tune_lexical(&pairs, &[]),
+        tune_lexical(&pairs, &["--judge".as_ref(), "cosine".as_ref()]),
+    );
     assert_eq!(plain.code, Some(0), "{plain:?}");
     assert_eq!(plain.stdout, cosine.stdout);
 }
