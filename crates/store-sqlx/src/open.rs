@@ -14,19 +14,48 @@ use crate::url::redact_url;
 /// `postgres://…`. The SQL backends apply their migrations before this
 /// returns.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    open(url, Access::Write).await
+}
+
+/// Opens the store a URL names for reading only, as `loopguard tasks`,
+/// `log` and `report` do: never created, never migrated, and (SQLite)
+/// never locked, so it reads a store a running engine writes, a read-only
+/// file, or one of an older schema (what that schema lacks reads as empty).
+/// `memory` is an empty store.
+pub async fn open_store_read_only(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    open(url, Access::ReadOnly).await
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Created and migrated when needed; SQLite's writer lock taken.
+    Write,
+    /// Read as it is.
+    ReadOnly,
+}
+
+/// The backend `url` names, opened for `access`.
+async fn open(url: &str, access: Access) -> Result<Arc<dyn Store>, StoreError> {
     let trimmed = url.trim();
     if trimmed == "memory" {
         return Ok(Arc::new(MemoryStore::new()));
     }
     if trimmed.starts_with("sqlite:") {
         #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(SqliteStore::open(trimmed).await?));
+        return Ok(Arc::new(match access {
+            Access::Write => SqliteStore::open(trimmed).await?,
+            Access::ReadOnly => SqliteStore::open_read_only(trimmed).await?,
+        }));
         #[cfg(not(feature = "sqlite"))]
         return Err(left_out(trimmed, "sqlite"));
     }
     if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
-        return Ok(Arc::new(PostgresStore::open(trimmed).await?));
+        return Ok(Arc::new(match access {
+            Access::Write => PostgresStore::open(trimmed).await?,
+            Access::ReadOnly => PostgresStore::open_read_only(trimmed).await?,
+        }));
         #[cfg(not(feature = "postgres"))]
         return Err(left_out(trimmed, "postgres"));
     }
@@ -36,31 +65,6 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
             "not a store URL: expected `memory`, `sqlite://PATH` or `postgres://USER@HOST/DATABASE`"
                 .into(),
     })
-}
-
-/// Opens the store a URL names for reading only, as `loopguard tasks`,
-/// `log` and `report` do: never created, never migrated, and (SQLite)
-/// never locked, so it reads a store a running engine writes, a read-only
-/// file, or one of an older schema (what that schema lacks reads as empty).
-/// `memory` is an empty store.
-pub async fn open_store_read_only(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    let trimmed = url.trim();
-    if trimmed == "memory" {
-        return Ok(Arc::new(MemoryStore::new()));
-    }
-    if trimmed.starts_with("sqlite:") {
-        #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(SqliteStore::open_read_only(trimmed).await?));
-        #[cfg(not(feature = "sqlite"))]
-        return Err(left_out(trimmed, "sqlite"));
-    }
-    if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
-        #[cfg(feature = "postgres")]
-        return Ok(Arc::new(PostgresStore::open_read_only(trimmed).await?));
-        #[cfg(not(feature = "postgres"))]
-        return Err(left_out(trimmed, "postgres"));
-    }
-    open_store(trimmed).await
 }
 
 /// The error for a URL whose backend this build left out.

@@ -62,9 +62,9 @@ pub struct Tokens {
     pub identifiers: Vec<(IdentifierClass, String)>,
     /// Content words (lowercase, stop words out, stemmed), in order.
     pub words: Vec<String>,
-    /// The words as written (lowercase), in order, for directions and the
-    /// residual text.
-    surface: Vec<String>,
+    /// Each content word as written (lowercase), beside its stem in
+    /// `words`: the residual text is made of these.
+    written: Vec<String>,
     /// Every token's key (a word's stem, an identifier's key, a stop word
     /// as written), in order: what direction markers point at.
     keys: Vec<String>,
@@ -160,7 +160,6 @@ pub fn tokenize(text: &str) -> Tokens {
         }
         if let Some((class, key)) = identifier(trimmed) {
             tokens.keys.push(key.clone());
-            tokens.surface.push(trimmed.to_lowercase());
             tokens.identifiers.push((class, key));
             continue;
         }
@@ -180,7 +179,6 @@ pub fn tokenize(text: &str) -> Tokens {
             let word = alias(word);
             if let Some(number) = number_word(word) {
                 tokens.keys.push(number.to_owned());
-                tokens.surface.push(word.to_owned());
                 tokens
                     .identifiers
                     .push((IdentifierClass::Number, number.to_owned()));
@@ -197,7 +195,7 @@ pub fn tokenize(text: &str) -> Tokens {
                 continue;
             }
             tokens.keys.push(stem.clone());
-            tokens.surface.push(word.to_owned());
+            tokens.written.push(word.to_owned());
             tokens.words.push(stem);
         }
     }
@@ -217,8 +215,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
                 .then(|| marker_veto(&ta, &tb))
                 .flatten()
         });
-    let only_a = differing_surface(&ta, &tb);
-    let only_b = differing_surface(&tb, &ta);
+    let only_a = as_written(&ta, &only_a_words);
+    let only_b = as_written(&tb, &only_b_words);
     let (intents_a, intents_b) = (intents(&ta), intents(&tb));
     let intent_mismatch = intents_a != 0 && intents_b != 0 && intents_a & intents_b == 0;
     Contrast {
@@ -616,16 +614,15 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
     None
 }
 
-/// The surface words of `mine` whose stems `theirs` lacks, in order.
-fn differing_surface(mine: &Tokens, theirs: &Tokens) -> Vec<String> {
-    let (only, _) = multiset_difference(&mine.words, &theirs.words);
-    let mut left = only;
-    let mut out = Vec::new();
-    for surface in &mine.surface {
-        let stem = stemmer().stem(surface).into_owned();
+/// The content words of `tokens` whose stems are `stems` (a sub-multiset
+/// of its words), as written and in order.
+fn as_written(tokens: &Tokens, stems: &[String]) -> Vec<String> {
+    let mut left: Vec<&str> = stems.iter().map(String::as_str).collect();
+    let mut out = Vec::with_capacity(stems.len());
+    for (stem, written) in tokens.words.iter().zip(&tokens.written) {
         if let Some(at) = left.iter().position(|word| *word == stem) {
-            left.remove(at);
-            out.push(surface.clone());
+            left.swap_remove(at);
+            out.push(written.clone());
         }
     }
     out
