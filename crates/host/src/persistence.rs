@@ -58,9 +58,16 @@ impl Persistence {
     /// An empty journal for one event: it records only when the store
     /// keeps an audit log.
     pub(crate) fn journal(self, task: &str, line: u64, at: Timestamp) -> Journal {
+        let keeps = self.keeps_state();
         Journal {
-            keeps: self.keeps_state(),
-            task: task.to_owned(),
+            keeps,
+            // A memory store's journal records nothing: no copy of the id
+            // on its hot path.
+            task: if keeps {
+                task.to_owned()
+            } else {
+                String::new()
+            },
             line,
             at,
             audit: Vec::new(),
