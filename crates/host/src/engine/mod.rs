@@ -426,28 +426,7 @@ impl LoopGuard {
             None => None,
         };
         if let (Some(held), Some(restored)) = (held, restored.as_mut()) {
-            // A reset in between closes the episode this engine had open
-            // (and is the only way out of an abort).
-            let reset_between = held
-                .episode
-                .is_some_and(|open| restored.episode.as_ref().map(|e| e.id) != Some(open))
-                || (held.counts.status == TaskStatus::AbortedStuck
-                    && restored.snapshot.status != TaskStatus::AbortedStuck);
-            let counts = policy::counts_on_reload(
-                held.counts,
-                TaskCounts {
-                    loop_count: restored.snapshot.loop_count,
-                    status: restored.snapshot.status,
-                },
-                reset_between,
-            );
-            if (counts.loop_count, counts.status)
-                != (restored.snapshot.loop_count, restored.snapshot.status)
-            {
-                tracing::warn!(task = %task, line, stored_loop_count = restored.snapshot.loop_count, stored_status = %restored.snapshot.status, loop_count = counts.loop_count, status = %counts.status, "reloaded task kept at least what this engine wrote");
-            }
-            restored.snapshot.loop_count = counts.loop_count;
-            restored.snapshot.status = counts.status;
+            keep_what_was_written(&held, restored, task, line);
         }
         (lock, restored)
     }
@@ -816,6 +795,35 @@ impl LoopGuard {
             ),
         }
     }
+}
+
+/// A reloaded task never softens what this engine last held of it
+/// ([`policy::counts_on_reload`]) unless a reset happened in between: the
+/// episode this engine had open is closed in the stored state (or, for an
+/// abort, the stored task is no longer aborted).
+fn keep_what_was_written(held: &Held, restored: &mut Restored, task: &str, line: u64) {
+    // A reset in between closes the episode this engine had open
+    // (and is the only way out of an abort).
+    let reset_between = held
+        .episode
+        .is_some_and(|open| restored.episode.as_ref().map(|e| e.id) != Some(open))
+        || (held.counts.status == TaskStatus::AbortedStuck
+            && restored.snapshot.status != TaskStatus::AbortedStuck);
+    let counts = policy::counts_on_reload(
+        held.counts,
+        TaskCounts {
+            loop_count: restored.snapshot.loop_count,
+            status: restored.snapshot.status,
+        },
+        reset_between,
+    );
+    if (counts.loop_count, counts.status)
+        != (restored.snapshot.loop_count, restored.snapshot.status)
+    {
+        tracing::warn!(task = %task, line, stored_loop_count = restored.snapshot.loop_count, stored_status = %restored.snapshot.status, loop_count = counts.loop_count, status = %counts.status, "reloaded task kept at least what this engine wrote");
+    }
+    restored.snapshot.loop_count = counts.loop_count;
+    restored.snapshot.status = counts.status;
 }
 
 /// Where this engine's episode ids start: a value no other engine writing
