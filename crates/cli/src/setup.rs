@@ -62,8 +62,8 @@ fn apply_no_semantic(mut config: Config, no_semantic: bool) -> Config {
     config
 }
 
-/// `config` with its plugin paths made relative to the config file's
-/// directory, and the `--plugin` libraries added (with no config of their
+/// `config` with its plugin paths and judge weights made relative to the
+/// config file's directory, and the `--plugin` libraries added (with no config of their
 /// own; one the config already names is not added twice).
 pub(crate) fn resolve_plugins(
     mut config: Config,
@@ -75,6 +75,11 @@ pub(crate) fn resolve_plugins(
             if plugin.path.is_relative() {
                 plugin.path = dir.join(&plugin.path);
             }
+        }
+        if let Some(weights) = &mut config.similarity.judge_weights
+            && weights.is_relative()
+        {
+            *weights = dir.join(&*weights);
         }
     }
     for path in flags {

@@ -115,14 +115,49 @@ pub struct GateConfig {
     pub loops_before_gate: u32,
 }
 
-/// `[similarity]`: cosine thresholds, strictly exceeded to count as "same".
+/// Which judge decides "the same request" (`similarity.judge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeKind {
+    /// The embeddings' cosine alone, strictly above
+    /// `similarity.request_threshold`.
+    Cosine,
+    /// Cosine and lexical contrast, combined by fitted weights; the score
+    /// strictly above `similarity.judge_threshold` (by default the weights
+    /// file's own).
+    #[default]
+    Calibrated,
+}
+
+impl std::fmt::Display for JudgeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JudgeKind::Cosine => "cosine",
+            JudgeKind::Calibrated => "calibrated",
+        })
+    }
+}
+
+/// `[similarity]`: how "the same request" and "the same topic" are judged,
+/// and the thresholds, strictly exceeded to count as "same".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimilarityConfig {
-    /// Same-request threshold for collaboration requests and repeated
-    /// queries (default 0.85).
+    /// The same-request judge (default `calibrated`).
+    pub judge: JudgeKind,
+    /// A weights file for the calibrated judge (written by `loopguard tune
+    /// --judge calibrated --weights-out FILE`); unset, the weights shipped
+    /// with loopguard. A relative path is relative to the config file that
+    /// names it.
+    pub judge_weights: Option<PathBuf>,
+    /// The calibrated judge's operating threshold on its score (0..1);
+    /// unset, the weights file's own.
+    pub judge_threshold: Option<f32>,
+    /// The cosine judge's same-request threshold for collaboration
+    /// requests and repeated queries (default 0.85).
     pub request_threshold: f32,
-    /// Same-topic threshold (default 0.85).
+    /// Same-topic threshold (default 0.85): topics are always clustered by
+    /// cosine.
     pub topic_threshold: f32,
     /// Thresholds for one task type, chosen by an event's `task_type` field
     /// (`[similarity.task_types.research]`). A key left out keeps the
@@ -138,6 +173,8 @@ pub struct TaskTypeThresholds {
     pub request_threshold: Option<f32>,
     /// Overrides `similarity.topic_threshold` for this task type.
     pub topic_threshold: Option<f32>,
+    /// Overrides `similarity.judge_threshold` for this task type.
+    pub judge_threshold: Option<f32>,
 }
 
 /// A threshold and the config key it came from, so a report can say which
@@ -160,6 +197,26 @@ impl SimilarityConfig {
             |t| t.request_threshold,
             self.request_threshold,
         )
+    }
+
+    /// The calibrated judge's threshold for a task of type `task_type`, when
+    /// the config sets one (`None`: the weights file's own).
+    pub fn judge_threshold_for(&self, task_type: Option<&str>) -> Option<Threshold> {
+        if let Some(task_type) = task_type
+            && let Some(value) = self
+                .task_types
+                .get(task_type)
+                .and_then(|t| t.judge_threshold)
+        {
+            return Some(Threshold {
+                value,
+                key: format!("similarity.task_types.{task_type}.judge_threshold"),
+            });
+        }
+        self.judge_threshold.map(|value| Threshold {
+            value,
+            key: "similarity.judge_threshold".to_owned(),
+        })
     }
 
     /// The same-topic threshold for a task of type `task_type`.
@@ -324,6 +381,9 @@ impl Default for GateConfig {
 impl Default for SimilarityConfig {
     fn default() -> Self {
         SimilarityConfig {
+            judge: JudgeKind::Calibrated,
+            judge_weights: None,
+            judge_threshold: None,
             request_threshold: 0.85,
             topic_threshold: 0.85,
             task_types: BTreeMap::new(),
@@ -825,6 +885,16 @@ impl Config {
             }
             Ok(())
         }
+        fn score_threshold(key: &str, value: f32) -> Result<(), ConfigError> {
+            if !(value.is_finite() && (0.0..1.0).contains(&value)) {
+                return Err(invalid(
+                    key,
+                    value,
+                    "the judge's score threshold must be at least 0 and below 1",
+                ));
+            }
+            Ok(())
+        }
         at_least_one("gate.loops_before_gate", self.gate.loops_before_gate)?;
         threshold(
             "similarity.request_threshold",
@@ -847,6 +917,15 @@ impl Config {
                     value,
                 )?;
             }
+            if let Some(value) = thresholds.judge_threshold {
+                score_threshold(
+                    &format!("similarity.task_types.{task_type}.judge_threshold"),
+                    value,
+                )?;
+            }
+        }
+        if let Some(value) = self.similarity.judge_threshold {
+            score_threshold("similarity.judge_threshold", value)?;
         }
         if self.semantic.cache_capacity > 10_000_000 {
             return Err(invalid(
@@ -1723,5 +1802,43 @@ mod tests {
             .map(|n| cycles.severity(*n))
             .collect();
         assert_eq!(got, [Low, Medium, Medium, High, High, Critical, Critical]);
+    }
+
+    #[test]
+    fn the_judge_is_calibrated_by_default_and_its_threshold_is_chosen_per_task_type() {
+        let config = Config::default();
+        assert_eq!(config.similarity.judge, JudgeKind::Calibrated);
+        assert_eq!(config.similarity.judge_threshold_for(Some("x")), None);
+        let config = Config::from_toml_str(
+            "[similarity]\njudge = \"cosine\"\njudge_threshold = 0.7\n\
+             [similarity.task_types.research]\njudge_threshold = 0.6\n",
+        )
+        .expect("valid");
+        assert_eq!(config.similarity.judge, JudgeKind::Cosine);
+        let research = config
+            .similarity
+            .judge_threshold_for(Some("research"))
+            .expect("set");
+        assert_eq!(
+            (research.value, research.key.as_str()),
+            (0.6, "similarity.task_types.research.judge_threshold")
+        );
+        let general = config
+            .similarity
+            .judge_threshold_for(Some("coding"))
+            .expect("set");
+        assert_eq!(
+            (general.value, general.key.as_str()),
+            (0.7, "similarity.judge_threshold")
+        );
+        let err = Config::from_toml_str("[similarity]\njudge_threshold = 1.0\n")
+            .expect_err("a score is below 1");
+        assert!(
+            err.to_string().contains("similarity.judge_threshold"),
+            "{err}"
+        );
+        let err = Config::from_toml_str("[similarity]\njudge = \"jaccard\"\n")
+            .expect_err("an unknown judge");
+        assert!(err.to_string().contains("similarity.judge"), "{err}");
     }
 }

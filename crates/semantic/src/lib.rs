@@ -76,8 +76,8 @@ pub use engine::{
 };
 pub use error::{Result, SemanticError};
 pub use judge::{
-    DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights,
-    Pending, Residuals, SameRequestJudge, Verdict,
+    CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind,
+    JudgeWeights, Pending, Residuals, SameRequestJudge, Verdict,
 };
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,

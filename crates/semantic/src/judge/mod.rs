@@ -25,9 +25,10 @@
 
 pub mod lexical;
 
-use std::fmt;
 use std::sync::Arc;
 
+pub use loopguard_core_types::JudgeKind;
+use loopguard_core_types::{SimilarityConfig, Threshold};
 use serde::{Deserialize, Serialize};
 
 pub use self::lexical::{Contrast, IdentifierClass, Veto, compare};
@@ -37,29 +38,13 @@ use crate::{EmbeddingService, Result, SemanticError, cosine};
 /// `data/pairs/requests.jsonl` with the pinned model.
 pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
 
+/// Below this cosine the calibrated judge is not asked: no labelled pair
+/// of one request reworded scores lower with the pinned model.
+pub const CANDIDATE_FLOOR: f32 = 0.5;
+
 /// Below this cosine no residual is computed: the texts are about
 /// different things whatever their differing words are.
 const RESIDUAL_FLOOR: f32 = 0.3;
-
-/// Which judge decides "the same request".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum JudgeKind {
-    /// The embeddings' cosine alone, strictly above the threshold.
-    Cosine,
-    /// Cosine and lexical contrast, combined by fitted weights.
-    #[default]
-    Calibrated,
-}
-
-impl fmt::Display for JudgeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            JudgeKind::Cosine => "cosine",
-            JudgeKind::Calibrated => "calibrated",
-        })
-    }
-}
 
 /// The calibrated judge's weights: a logistic model over the features of
 /// [`Features::vector`], and the score above which two texts are the same
@@ -336,6 +321,58 @@ impl SameRequestJudge {
         match kind {
             JudgeKind::Cosine => SameRequestJudge::cosine(),
             JudgeKind::Calibrated => SameRequestJudge::calibrated(JudgeWeights::shipped()),
+        }
+    }
+
+    /// The judge `similarity` configures: its `judge`, with the weights
+    /// of its `judge_weights` file (the shipped ones when unset). A weights
+    /// file that cannot be read, or is not weights, is an error naming it.
+    pub fn from_config(similarity: &SimilarityConfig) -> Result<SameRequestJudge> {
+        match (similarity.judge, &similarity.judge_weights) {
+            (JudgeKind::Cosine, _) => Ok(SameRequestJudge::cosine()),
+            (JudgeKind::Calibrated, None) => {
+                Ok(SameRequestJudge::calibrated(JudgeWeights::shipped()))
+            }
+            (JudgeKind::Calibrated, Some(path)) => {
+                Ok(SameRequestJudge::calibrated(JudgeWeights::from_file(path)?))
+            }
+        }
+    }
+
+    /// The operating threshold for a task of type `task_type`, and the
+    /// config key (or file) it came from: `similarity.request_threshold`
+    /// (or its task type's) for the cosine judge; for the calibrated one
+    /// `similarity.judge_threshold` (or its task type's) when set, else
+    /// the weights file's own.
+    pub fn threshold_for(
+        &self,
+        similarity: &SimilarityConfig,
+        task_type: Option<&str>,
+    ) -> Threshold {
+        match self.kind {
+            JudgeKind::Cosine => similarity.request_threshold_for(task_type),
+            JudgeKind::Calibrated => {
+                similarity
+                    .judge_threshold_for(task_type)
+                    .unwrap_or_else(|| Threshold {
+                        value: self.weights.threshold,
+                        key: match &similarity.judge_weights {
+                            Some(path) => format!("the judge weights {}", path.display()),
+                            None => "the shipped judge weights".to_owned(),
+                        },
+                    })
+            }
+        }
+    }
+
+    /// The cosine below which a pair is never the same request, so need
+    /// not be judged: the cosine judge's threshold for it, the calibrated
+    /// judge's [`CANDIDATE_FLOOR`] (whatever the words say, texts further
+    /// apart than that are not one request).
+    pub fn candidate_floor(&self, cosine_threshold: f32) -> f32 {
+        match self.kind {
+            JudgeKind::Cosine => cosine_threshold,
+            JudgeKind::Calibrated => CANDIDATE_FLOOR,
         }
     }
 
