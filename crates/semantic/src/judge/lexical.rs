@@ -68,6 +68,14 @@ pub struct Tokens {
     /// Every token's key (a word's stem, an identifier's key, a stop word
     /// as written), in order: what direction markers point at.
     keys: Vec<String>,
+    /// Every word as written (lowercase, stop words too, hyphenated words
+    /// in parts), in order: what compounds ("sign up" for "signup") and
+    /// acronyms ("pull request" for "PR") are spelled from.
+    raw: Vec<String>,
+    /// What may name a party: identifiers and capitalized words, each with
+    /// its place in `keys`, its key, and whether it surely is a name (an
+    /// identifier, or capitalized inside a sentence).
+    parties: Vec<(usize, String, bool)>,
 }
 
 /// Why two texts are different requests, found without a model.
@@ -90,6 +98,14 @@ pub enum Veto {
         /// The second text's.
         b: Vec<String>,
     },
+    /// The same words, with two parties trading places ("Bob reviews
+    /// Alice's PR" vs "Alice reviews Bob's PR").
+    Roles {
+        /// One party.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// The same words, with a direction marker pointing at different ones
     /// ("UTC to local" vs "local to UTC").
     Direction {
@@ -111,6 +127,7 @@ impl fmt::Display for Veto {
             Veto::Words { a, b } => {
                 write!(f, "different words ({} vs {})", a.join(" "), b.join(" "))
             }
+            Veto::Roles { a, b } => write!(f, "swapped roles ({a} and {b})"),
             Veto::Direction { marker, a, b } => {
                 write!(f, "opposite direction ({marker} {a} vs {marker} {b})")
             }
@@ -143,40 +160,54 @@ pub struct Contrast {
 pub fn tokenize(text: &str) -> Tokens {
     let mut tokens = Tokens::default();
     // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
+    // Each piece with whether its raw token ends a sentence.
     let pieces = text.split_whitespace().flat_map(|raw| {
         let trimmed = trim_punctuation(raw);
-        let parts: Vec<&str> = if is_word_pair(trimmed) {
-            trimmed.split('/').collect()
+        let ends_sentence = raw.ends_with(['.', '?', '!', ':', ';']);
+        let parts: Vec<(&str, bool)> = if is_word_pair(trimmed) {
+            trimmed.split('/').map(|part| (part, false)).collect()
         } else {
-            vec![trimmed]
+            vec![(trimmed, false)]
         };
+        let last = parts.len().saturating_sub(1);
         parts
+            .into_iter()
+            .enumerate()
+            .map(move |(at, (part, _))| (part, at == last && ends_sentence))
     });
     let mut sentence_start = true;
-    for (trimmed, raw_end) in pieces.map(|piece| (piece, piece.ends_with(['.', '?', '!']))) {
+    for (trimmed, raw_end) in pieces {
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
+        let trimmed = strip_possessive(trimmed);
         if trimmed.is_empty() {
             continue;
         }
         if let Some((class, key)) = identifier(trimmed) {
+            if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
+                tokens.parties.push((tokens.keys.len(), key.clone(), true));
+            }
             tokens.keys.push(key.clone());
             tokens.identifiers.push((class, key));
             continue;
         }
-        let lower: String = trimmed
+        let lower: String = without_contraction(&trimmed.to_lowercase())
             .chars()
             .filter(|c| *c != '\'' && *c != '’')
-            .flat_map(char::to_lowercase)
             .collect();
         // A capitalized word inside a sentence is a name ("Go", "Notion"),
-        // and the parts of a hyphenated word ("prod-us") are its own: never
-        // stop words.
+        // as is a word with a capital inside ("iOS", "HubSpot"), and the
+        // parts of a hyphenated word ("prod-us") are its own: never stop
+        // words. "I" is a pronoun wherever it stands.
         let compound = lower.contains('-');
-        let name = !first_of_sentence && trimmed.starts_with(char::is_uppercase);
+        let name = lower != "i"
+            && ((!first_of_sentence && trimmed.starts_with(char::is_uppercase))
+                || trimmed.chars().skip(1).any(char::is_uppercase));
         // Words joined by a hyphen without digits ("read-only") are taken
         // word by word.
         for word in lower.split('-').filter(|w| !w.is_empty()) {
-            let word = alias(word);
+            tokens.raw.push(word.to_owned());
+            let spelled = american_spelling(word);
+            let word = alias(&spelled);
             if let Some(number) = number_word(word) {
                 tokens.keys.push(number.to_owned());
                 tokens
@@ -194,6 +225,9 @@ pub fn tokenize(text: &str) -> Tokens {
                 tokens.keys.push(stem);
                 continue;
             }
+            if trimmed.starts_with(char::is_uppercase) && !compound {
+                tokens.parties.push((tokens.keys.len(), stem.clone(), name));
+            }
             tokens.keys.push(stem.clone());
             tokens.written.push(word.to_owned());
             tokens.words.push(stem);
@@ -205,11 +239,32 @@ pub fn tokenize(text: &str) -> Tokens {
 /// Compares two texts: their vetoes, differing words and intents.
 pub fn compare(a: &str, b: &str) -> Contrast {
     let (ta, tb) = (tokenize(a), tokenize(b));
-    let (only_a_words, only_b_words) = multiset_difference(&ta.words, &tb.words);
+    let (mut only_a_words, mut only_b_words) = multiset_difference(&ta.words, &tb.words);
+    // One word on one side, spelled as two on the other ("signup", "sign
+    // up"): no difference.
+    join_compounds(&mut only_a_words, &mut only_b_words, &tb);
+    join_compounds(&mut only_b_words, &mut only_a_words, &ta);
+    shortened_forms(&mut only_a_words, &mut only_b_words, &ta, &tb);
+    let (mut extra_a, mut extra_b) = unmatched_identifiers(&ta, &tb);
+    // An acronym on one side, its words on the other ("PR", "pull
+    // request"): no difference.
+    spell_out_acronyms(&mut extra_a, &mut only_b_words, &tb);
+    spell_out_acronyms(&mut extra_b, &mut only_a_words, &ta);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     let veto = identifier_veto(&ta, &tb)
-        .or_else(|| words_veto(&only_a_words, &only_b_words, word_jaccard))
+        .or_else(|| {
+            // A word may stand against an identifier of any class ("unit"
+            // tests, "e2e" tests): both count as what a side swapped.
+            let swapped_a: Vec<String> = only_a_words.iter().chain(&extra_a).cloned().collect();
+            let swapped_b: Vec<String> = only_b_words.iter().chain(&extra_b).cloned().collect();
+            words_veto(&swapped_a, &swapped_b, word_jaccard)
+        })
         .or_else(|| direction_veto(&ta, &tb, &only_a_words, &only_b_words))
+        .or_else(|| {
+            (only_a_words.is_empty() && only_b_words.is_empty())
+                .then(|| roles_veto(&ta, &tb))
+                .flatten()
+        })
         .or_else(|| {
             (only_a_words.is_empty() && only_b_words.is_empty())
                 .then(|| marker_veto(&ta, &tb))
@@ -229,41 +284,144 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     }
 }
 
-/// Whether `text` reads as a report (of work done or a cause found)
-/// rather than a request or a topic: it asks nothing (no question mark, no
-/// "please"/"can you") and states a cause, an outcome or what someone
-/// did.
+/// Whether `text` reads as a report (of work done, a cause found or a
+/// figure measured) rather than a request or a topic: it asks nothing
+/// (no question mark, no "please", no "can you", no "I need", no
+/// imperative first word) and states a cause, an outcome, what someone
+/// did, or what a figure was.
 pub fn reads_as_report(text: &str) -> bool {
     let lower = text.to_lowercase();
     if lower.contains('?') {
         return false;
     }
     let words: Vec<&str> = lower
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
         .filter(|w| !w.is_empty())
         .collect();
-    if matches!(
-        words.first().copied(),
-        Some("please" | "can" | "could" | "would" | "will" | "pls" | "kindly")
-    ) {
+    let asks = |w: &[&str]| {
+        matches!(
+            w.first().copied(),
+            Some("please" | "can" | "could" | "would" | "will" | "pls" | "kindly" | "let's")
+        ) || w
+            .first()
+            .is_some_and(|first| IMPERATIVE_STEMS.contains(&stemmer().stem(first).as_ref()))
+    };
+    if asks(&words)
+        || words.iter().any(|w| matches!(*w, "please" | "pls" | "plz"))
+        || words.windows(2).any(|pair| {
+            matches!(pair[0], "i" | "we") && matches!(pair[1], "need" | "want" | "would")
+        })
+    {
         return false;
     }
-    const CAUSES: [&str; 9] = [
+    const CAUSES: [&str; 10] = [
         "because", "caused", "turned", "found", "root", "fixed", "done", "resolved", "due",
+        "explains",
     ];
     if words.iter().any(|w| CAUSES.contains(w)) {
         return true;
     }
-    // "I rotated", "we merged", "I've added": a first person and a past.
-    words.windows(2).any(|pair| {
-        matches!(pair[0], "i" | "we" | "i've" | "we've" | "ive")
-            && (pair[1].ends_with("ed")
-                || matches!(
-                    pair[1],
-                    "ran" | "made" | "wrote" | "took" | "put" | "set" | "got" | "did"
-                ))
-    })
+    // "p99 was 412 ms", "spend in May was $48,300": a figure measured.
+    let measured = words.windows(2).any(|pair| {
+        matches!(pair[0], "was" | "were" | "is" | "are")
+            && pair[1].starts_with(|c: char| c.is_ascii_digit())
+    });
+    // "is live", "is now on", "are still rolling out": a state reached.
+    let state = words.windows(2).any(|pair| {
+        matches!(pair[0], "is" | "are" | "was" | "were")
+            && matches!(pair[1], "live" | "now" | "ready" | "complete" | "finished")
+    });
+    // "I rotated", "we merged", "I've added", "I couldn't": a first
+    // person and a past.
+    let did = words.windows(2).any(|pair| {
+        matches!(
+            pair[0],
+            "i" | "we" | "i've" | "we've" | "ive" | "i’ve" | "we’ve"
+        ) && (pair[1].ends_with("ed")
+            || matches!(
+                pair[1],
+                "ran"
+                    | "made"
+                    | "wrote"
+                    | "took"
+                    | "put"
+                    | "set"
+                    | "got"
+                    | "did"
+                    | "gave"
+                    | "couldn't"
+                    | "couldnt"
+                    | "didn't"
+                    | "didnt"
+                    | "found"
+                    | "sent"
+            ))
+    });
+    measured || state || did
 }
+
+/// Stems of the verbs a request starts with ("Summarize ...", "Close out
+/// ..."): a text starting with one asks for work.
+const IMPERATIVE_STEMS: &[&str] = &[
+    "add",
+    "analyz",
+    "archiv",
+    "audit",
+    "build",
+    "chang",
+    "check",
+    "clean",
+    "close",
+    "compar",
+    "creat",
+    "debug",
+    "delet",
+    "deploy",
+    "draft",
+    "estim",
+    "explain",
+    "find",
+    "fix",
+    "get",
+    "help",
+    "identifi",
+    "implement",
+    "improv",
+    "investig",
+    "list",
+    "make",
+    "merg",
+    "migrat",
+    "mov",
+    "optim",
+    "prepar",
+    "pull",
+    "refactor",
+    "remov",
+    "renam",
+    "replac",
+    "reproduc",
+    "research",
+    "review",
+    "rewrit",
+    "roll",
+    "rotat",
+    "run",
+    "schedul",
+    "set",
+    "show",
+    "speed",
+    "split",
+    "start",
+    "summar",
+    "summari",
+    "switch",
+    "test",
+    "tri",
+    "updat",
+    "upgrad",
+    "write",
+];
 
 fn stemmer() -> &'static Stemmer {
     static STEMMER: OnceLock<Stemmer> = OnceLock::new();
@@ -346,13 +504,70 @@ fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
         .chars()
         .zip(token.chars().skip(1))
         .any(|(x, y)| x.is_lowercase() && y.is_uppercase());
-    if token.contains('_') || token.ends_with("()") || inner_dot || camel {
+    // A word with a capital inside and nothing else of code ("iOS",
+    // "HubSpot", "WebSocket") is a name, compared as a word.
+    let plain_word = token.chars().all(char::is_alphabetic);
+    if token.contains('_') || token.ends_with("()") || inner_dot || (camel && !plain_word) {
         return Some((
             IdentifierClass::Code,
             lower.trim_end_matches("()").to_owned(),
         ));
     }
     None
+}
+
+/// `token` without a possessive `'s` ("GitHub's" is GitHub).
+fn strip_possessive(token: &str) -> &str {
+    token
+        .strip_suffix("'s")
+        .or_else(|| token.strip_suffix("’s"))
+        .filter(|rest| rest.chars().count() > 1)
+        .unwrap_or(token)
+}
+
+/// A lowercase word without the contracted auxiliary it carries ("i've",
+/// "we're", "you'll": the pronoun alone). Negations ("don't") stay.
+fn without_contraction(lower: &str) -> &str {
+    for suffix in [
+        "'ve", "'re", "'ll", "'d", "'m", "’ve", "’re", "’ll", "’d", "’m",
+    ] {
+        if let Some(rest) = lower.strip_suffix(suffix)
+            && !rest.is_empty()
+        {
+            return rest;
+        }
+    }
+    lower
+}
+
+/// British spellings the American way, the same on both sides of every
+/// comparison ("summarise", "prioritising", "behaviour", "analyse"), so
+/// spelling is never a differing word.
+fn american_spelling(word: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    const ENDINGS: [(&str, &str); 12] = [
+        ("isations", "izations"),
+        ("isation", "ization"),
+        ("ising", "izing"),
+        ("ised", "ized"),
+        ("ises", "izes"),
+        ("iser", "izer"),
+        ("isers", "izers"),
+        ("ise", "ize"),
+        ("ysing", "yzing"),
+        ("ysed", "yzed"),
+        ("yse", "yze"),
+        ("our", "or"),
+    ];
+    if word.len() < 6 {
+        return Cow::Borrowed(word);
+    }
+    for (british, american) in ENDINGS {
+        if let Some(stem) = word.strip_suffix(british) {
+            return Cow::Owned(format!("{stem}{american}"));
+        }
+    }
+    Cow::Borrowed(word)
 }
 
 /// Words joined by a slash ("and/or", "read/write"): not a path.
@@ -378,6 +593,11 @@ fn has_file_extension(token: &str) -> bool {
 /// point), optionally with a unit or `%` (`30s`, `5GB`, `2x`), as a key of
 /// digits.
 fn number_key(token: &str) -> Option<String> {
+    // "v1.8" and "v16" are the versions 1.8 and 16.
+    let token = match token.strip_prefix(['v', 'V']) {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => token,
+    };
     let digits_end = token
         .char_indices()
         .find(|(_, c)| !(c.is_ascii_digit() || *c == ',' || *c == '.'))
@@ -449,6 +669,20 @@ fn alias(word: &str) -> &str {
         "deps" => "dependencies",
         "info" => "information",
         "pls" | "plz" => "please",
+        "jan" => "january",
+        "feb" => "february",
+        "mar" => "march",
+        "apr" => "april",
+        "jun" => "june",
+        "jul" => "july",
+        "aug" => "august",
+        "sep" | "sept" => "september",
+        "oct" => "october",
+        "nov" => "november",
+        "dec" => "december",
+        "min" | "mins" => "minutes",
+        "sec" | "secs" => "seconds",
+        "hr" | "hrs" => "hours",
         other => other,
     }
 }
@@ -546,13 +780,133 @@ fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
     None
 }
 
+/// The identifier keys each side has that the other lacks, class by
+/// class.
+fn unmatched_identifiers(a: &Tokens, b: &Tokens) -> (Vec<String>, Vec<String>) {
+    let keys = |tokens: &Tokens, class: IdentifierClass| -> Vec<String> {
+        tokens
+            .identifiers
+            .iter()
+            .filter(|(c, _)| *c == class)
+            .map(|(_, key)| key.clone())
+            .collect()
+    };
+    let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
+    for class in [
+        IdentifierClass::Reference,
+        IdentifierClass::Number,
+        IdentifierClass::Path,
+        IdentifierClass::Code,
+        IdentifierClass::Acronym,
+    ] {
+        let (a_only, b_only) = multiset_difference(&keys(a, class), &keys(b, class));
+        only_a.extend(a_only);
+        only_b.extend(b_only);
+    }
+    (only_a, only_b)
+}
+
+/// Whether two words (or stems) are one, or one is the other shortened
+/// by at most four letters ("postgres", "postgresql").
+fn same_or_shortened(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short == long || (short.len() >= 5 && long.starts_with(short) && long.len() - short.len() <= 4)
+}
+
+/// Drops the pairs of differing words where one is the other shortened
+/// ([`same_or_shortened`]: "postgres" and "postgresql"), as written.
+fn shortened_forms(only_a: &mut Vec<String>, only_b: &mut Vec<String>, a: &Tokens, b: &Tokens) {
+    let written = |tokens: &Tokens, stem: &str| -> Option<String> {
+        tokens
+            .words
+            .iter()
+            .zip(&tokens.written)
+            .find(|(s, _)| *s == stem)
+            .map(|(_, w)| w.clone())
+    };
+    let mut i = 0;
+    while i < only_a.len() {
+        let Some(wa) = written(a, &only_a[i]) else {
+            i += 1;
+            continue;
+        };
+        let partner = only_b
+            .iter()
+            .position(|stem| written(b, stem).is_some_and(|wb| same_or_shortened(&wa, &wb)));
+        match partner {
+            Some(at) => {
+                only_b.remove(at);
+                only_a.remove(i);
+            }
+            None => i += 1,
+        }
+    }
+}
+
+/// Drops from `mine` each word the other text writes as two adjacent
+/// words ("signup" against "sign up" or "sign-up", "cronjobs" against "cron
+/// jobs"), and those two words from `theirs`.
+fn join_compounds(mine: &mut Vec<String>, theirs: &mut Vec<String>, their_tokens: &Tokens) {
+    if mine.is_empty() {
+        return;
+    }
+    for pair in their_tokens.raw.windows(2) {
+        let joined = stemmer()
+            .stem(&format!("{}{}", pair[0], pair[1]))
+            .into_owned();
+        if let Some(at) = mine.iter().position(|word| *word == joined) {
+            mine.remove(at);
+            for part in pair {
+                let stem = stemmer().stem(part);
+                if let Some(at) = theirs.iter().position(|word| *word == stem) {
+                    theirs.remove(at);
+                }
+            }
+        }
+    }
+}
+
+/// Drops from `acronyms` (one side's unmatched identifier keys) each
+/// acronym the other text spells out as adjacent words ("pr": "pull
+/// request") or writes as a word, and those words from `their_words`.
+fn spell_out_acronyms(
+    acronyms: &mut Vec<String>,
+    their_words: &mut Vec<String>,
+    their_tokens: &Tokens,
+) {
+    acronyms.retain(|acronym| {
+        let letters = acronym.chars().count();
+        if !(2..=5).contains(&letters) || !acronym.chars().all(char::is_alphabetic) {
+            return true;
+        }
+        let spelled = their_tokens.raw.windows(letters).find(|words| {
+            words
+                .iter()
+                .zip(acronym.chars())
+                .all(|(word, letter)| word.starts_with(letter))
+        });
+        let parts: Vec<&str> = match spelled {
+            Some(words) => words.iter().map(String::as_str).collect(),
+            None if their_tokens.raw.iter().any(|word| word == acronym) => vec![acronym.as_str()],
+            None => return true,
+        };
+        for part in parts {
+            let stem = stemmer().stem(part);
+            if let Some(at) = their_words.iter().position(|word| *word == stem) {
+                their_words.remove(at);
+            }
+        }
+        false
+    });
+}
+
 /// One or two words swapped for one or two others in much the same words,
 /// unless the swapped words ask for the same thing (both in one intent:
 /// "review" and "audit").
 fn words_veto(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto> {
     let swapped = (1..=2).contains(&only_a.len()) && (1..=2).contains(&only_b.len());
     let synonyms = intents_of(only_a) & intents_of(only_b) != 0;
-    (swapped && jaccard >= 0.4 && !synonyms).then(|| Veto::Words {
+    (swapped && jaccard >= 0.3 && !synonyms).then(|| Veto::Words {
         a: only_a.to_vec(),
         b: only_b.to_vec(),
     })
@@ -602,13 +956,69 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
                 .cloned()
         };
         if let (Some(ta), Some(tb)) = (target(a), target(b))
-            && ta != tb
+            && !same_or_shortened(&ta, &tb)
         {
             return Some(Veto::Direction {
                 marker,
                 a: ta,
                 b: tb,
             });
+        }
+    }
+    None
+}
+
+/// The same words, with two parties trading places across a word that
+/// relates them ("Bob reviews Alice's PR" vs "Alice reviews Bob's PR",
+/// "promote db-2 and demote db-1" vs the other way round). Parties joined
+/// only by "and", "or" or a comma ("compare X and Y") may trade places.
+fn roles_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let once = |tokens: &Tokens, key: &str| {
+        let mut at = tokens
+            .parties
+            .iter()
+            .filter(|(_, k, _)| k == key)
+            .map(|(at, _, _)| *at);
+        match (at.next(), at.next()) {
+            (Some(at), None) => Some(at),
+            _ => None,
+        }
+    };
+    let surely = |key: &str| {
+        a.parties
+            .iter()
+            .chain(&b.parties)
+            .any(|(_, k, sure)| k == key && *sure)
+    };
+    let parties: Vec<&str> = a
+        .parties
+        .iter()
+        .map(|(_, key, _)| key.as_str())
+        .filter(|key| surely(key))
+        .collect();
+    for (i, x) in parties.iter().enumerate() {
+        for y in &parties[i + 1..] {
+            if x == y {
+                continue;
+            }
+            let (Some(ax), Some(ay), Some(bx), Some(by)) =
+                (once(a, x), once(a, y), once(b, x), once(b, y))
+            else {
+                continue;
+            };
+            if (ax < ay) == (bx < by) {
+                continue;
+            }
+            let (from, to) = (ax.min(ay), ax.max(ay));
+            let related = a.keys[from + 1..to].iter().any(|key| {
+                !is_stop_word(key) && !matches!(key.as_str(), "and" | "or" | "vs" | "versus")
+            });
+            if related {
+                return Some(Veto::Roles {
+                    a: (*x).to_owned(),
+                    b: (*y).to_owned(),
+                });
+            }
         }
     }
     None
@@ -694,7 +1104,7 @@ mod tests {
     #[test]
     fn identifiers_are_classified() {
         let tokens = tokenize(
-            "Fix INC-4471 in src/api/list.rs: paginate() and user_id, @alice, #412, 30s, UTC, fooBar",
+            "Fix INC-4471 in src/api/list.rs: paginate() and user_id, @alice, #412, 30s, UTC, iOS, fooBar()",
         );
         let classes: Vec<(IdentifierClass, &str)> = tokens
             .identifiers
@@ -715,7 +1125,8 @@ mod tests {
                 (IdentifierClass::Code, "foobar"),
             ]
         );
-        assert_eq!(tokens.words, ["fix"]);
+        // A word with a capital inside and nothing else of code is a name.
+        assert_eq!(tokens.words, ["fix", "io"]);
     }
 
     #[test]
@@ -853,5 +1264,131 @@ mod tests {
         assert!(
             !compare("the SQL in get_orders", "Speed up the SQL in get_orders").intent_mismatch
         );
+    }
+
+    #[test]
+    fn spelling_compounds_acronyms_possessives_and_versions_are_no_difference() {
+        for (a, b) in [
+            (
+                "Can you summarise the pricing tiers?",
+                "Can you summarize the pricing tiers?",
+            ),
+            (
+                "Review accessibility of the new signup modal.",
+                "Review the accessibility of the new sign-up modal.",
+            ),
+            (
+                "migrating the remaining cronjobs",
+                "migrating the remaining cron jobs",
+            ),
+            (
+                "Review the PR for the cache layer",
+                "Review the pull request for the cache layer",
+            ),
+            (
+                "Move the runners off GitHub's machines",
+                "Move the runners off GitHub machines",
+            ),
+            (
+                "Upgrade the notifications service to v1.8.",
+                "Upgrade the notifications service to 1.8.",
+            ),
+            (
+                "Re-review PR #903 now that I addressed your comments.",
+                "Re-review PR #903 now that I've addressed your comments.",
+            ),
+            (
+                "Pull the DAU numbers for Jan and Mar.",
+                "Pull the DAU numbers for January and March.",
+            ),
+            ("upgrading to PostgreSQL 16", "upgrading to Postgres 16"),
+        ] {
+            let contrast = compare(a, b);
+            assert_eq!(contrast.veto, None, "{a} / {b}");
+            assert!(
+                contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+                "{a} / {b}: {contrast:?}"
+            );
+        }
+        // "I" is a pronoun, and "Please" in a later sentence a stop word.
+        let contrast = compare(
+            "Look into why the websocket drops messages. Reproduce it.",
+            "Look into why the WebSocket drops messages. Reproduce it. Please.",
+        );
+        assert!(
+            contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+            "{contrast:?}"
+        );
+    }
+
+    #[test]
+    fn a_word_swapped_for_an_identifier_or_a_name_is_a_contrast() {
+        for (a, b) in [
+            (
+                "Review the Android release build of the app.",
+                "Review the iOS release build of the app.",
+            ),
+            (
+                "customer interviews for the enterprise segment",
+                "customer interviews for the SMB segment",
+            ),
+            (
+                "investigating flaky CI unit tests",
+                "investigating flaky CI e2e tests",
+            ),
+            (
+                "importing contacts from the CSV into the CRM",
+                "exporting contacts from the CRM into a CSV",
+            ),
+        ] {
+            assert!(veto(a, b).is_some(), "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn parties_trading_places_across_a_relation_is_a_contrast() {
+        assert_eq!(
+            veto(
+                "Bob should review Alice's PR for the cache layer.",
+                "Alice should review Bob's PR for the cache layer."
+            ),
+            Some("swapped roles (bob and alic)".to_owned())
+        );
+        assert!(
+            veto(
+                "Promote the replica db-2 to primary and demote db-1.",
+                "Promote db-1 to primary and demote the replica db-2."
+            )
+            .is_some()
+        );
+        // Listed, not related: the order does not matter.
+        assert_eq!(
+            veto(
+                "Compare Pinecone and Weaviate for our vector search.",
+                "Compare Weaviate and Pinecone for our vector search."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn reports_and_requests_are_told_apart() {
+        for report in [
+            "The nightly export failed because the S3 credentials expired; I rotated them.",
+            "p99 for the recommendations API over the last 7 days was 412 ms.",
+            "2.7.0 is live in us-east-1; ap-southeast-2 is still rolling out.",
+            "I couldn't reproduce #2231 on macOS 14.4; I've asked the reporter for a log.",
+        ] {
+            assert!(reads_as_report(report), "{report}");
+        }
+        for request in [
+            "Can you check why the nightly export failed?",
+            "Summarize the main findings of the papers I shared.",
+            "We got another complaint today: the reset email isn't arriving. Please investigate.",
+            "I need a list of accounts that moved to a paid plan.",
+            "Close out the Slack channels for the projects we finished in 2023.",
+        ] {
+            assert!(!reads_as_report(request), "{request}");
+        }
     }
 }
