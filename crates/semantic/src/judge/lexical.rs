@@ -695,18 +695,112 @@ fn alias(word: &str) -> &str {
 /// quantities and directions such as up/down are NOT stop words: they
 /// change the work.
 fn is_stop_word(word: &str) -> bool {
-    const STOP: &[&str] = &[
-        "a", "an", "the", "this", "that", "these", "those", "it", "its", "it's", "i", "me", "my",
-        "we", "us", "our", "you", "your", "he", "she", "they", "them", "their", "is", "are", "was",
-        "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had",
-        "can", "could", "would", "will", "shall", "should", "may", "might", "must", "please",
-        "kindly", "thanks", "thank", "again", "also", "just", "quick", "quickly", "now", "then",
-        "so", "of", "for", "in", "on", "at", "by", "with", "and", "or", "as", "if", "there",
-        "here", "what", "which", "who", "whom", "how", "why", "when", "where", "some", "any",
-        "let", "lets", "let's", "go", "ahead", "hey", "hi", "ok", "okay", "sure", "another",
-        "look", "take", "give", "to", "from", "into", "onto", "before", "after", "than",
-    ];
-    STOP.contains(&word)
+    // A match, not a list scan: the compiler dispatches on length and bytes.
+    matches!(
+        word,
+        "a" | "an"
+            | "the"
+            | "this"
+            | "that"
+            | "these"
+            | "those"
+            | "it"
+            | "its"
+            | "it's"
+            | "i"
+            | "me"
+            | "my"
+            | "we"
+            | "us"
+            | "our"
+            | "you"
+            | "your"
+            | "he"
+            | "she"
+            | "they"
+            | "them"
+            | "their"
+            | "is"
+            | "are"
+            | "was"
+            | "were"
+            | "be"
+            | "been"
+            | "being"
+            | "am"
+            | "do"
+            | "does"
+            | "did"
+            | "done"
+            | "have"
+            | "has"
+            | "had"
+            | "can"
+            | "could"
+            | "would"
+            | "will"
+            | "shall"
+            | "should"
+            | "may"
+            | "might"
+            | "must"
+            | "please"
+            | "kindly"
+            | "thanks"
+            | "thank"
+            | "again"
+            | "also"
+            | "just"
+            | "quick"
+            | "quickly"
+            | "now"
+            | "then"
+            | "so"
+            | "of"
+            | "for"
+            | "in"
+            | "on"
+            | "at"
+            | "by"
+            | "with"
+            | "and"
+            | "or"
+            | "as"
+            | "if"
+            | "there"
+            | "here"
+            | "what"
+            | "which"
+            | "who"
+            | "whom"
+            | "how"
+            | "why"
+            | "when"
+            | "where"
+            | "some"
+            | "any"
+            | "let"
+            | "lets"
+            | "let's"
+            | "go"
+            | "ahead"
+            | "hey"
+            | "hi"
+            | "ok"
+            | "okay"
+            | "sure"
+            | "another"
+            | "look"
+            | "take"
+            | "give"
+            | "to"
+            | "from"
+            | "into"
+            | "onto"
+            | "before"
+            | "after"
+            | "than"
+    )
 }
 
 /// What each of the two multisets has that the other lacks.
@@ -851,9 +945,19 @@ fn join_compounds(mine: &mut Vec<String>, theirs: &mut Vec<String>, their_tokens
         return;
     }
     for pair in their_tokens.raw.windows(2) {
-        let joined = stemmer()
-            .stem(&format!("{}{}", pair[0], pair[1]))
-            .into_owned();
+        // Only a word that starts with the first part and goes on with the
+        // second's first letter can be the two joined: stem the joined form
+        // only then.
+        let (first, second) = (pair[0].as_str(), pair[1].as_str());
+        let could_be = |word: &String| {
+            word.len() > first.len()
+                && word.starts_with(first)
+                && second.as_bytes().first() == word.as_bytes().get(first.len())
+        };
+        if !mine.iter().any(could_be) {
+            continue;
+        }
+        let joined = stemmer().stem(&format!("{first}{second}")).into_owned();
         if let Some(at) = mine.iter().position(|word| *word == joined) {
             mine.remove(at);
             for part in pair {
