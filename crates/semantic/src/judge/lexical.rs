@@ -98,6 +98,14 @@ pub enum Veto {
         /// The second text's.
         b: Vec<String>,
     },
+    /// A word on one side and its opposite on the other ("up" vs "down",
+    /// "enable" vs "disable"), whatever else differs.
+    Opposites {
+        /// The first text's word (as a stem).
+        a: String,
+        /// Its opposite in the second.
+        b: String,
+    },
     /// The same words, with two parties trading places ("Bob reviews
     /// Alice's PR" vs "Alice reviews Bob's PR").
     Roles {
@@ -128,6 +136,7 @@ impl fmt::Display for Veto {
                 write!(f, "different words ({} vs {})", a.join(" "), b.join(" "))
             }
             Veto::Roles { a, b } => write!(f, "swapped roles ({a} and {b})"),
+            Veto::Opposites { a, b } => write!(f, "opposite words ({a} vs {b})"),
             Veto::Direction { marker, a, b } => {
                 write!(f, "opposite direction ({marker} {a} vs {marker} {b})")
             }
@@ -252,6 +261,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     spell_out_acronyms(&mut extra_b, &mut only_a_words, &ta);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     let veto = identifier_veto(&ta, &tb)
+        .or_else(|| opposites_veto(&only_a_words, &only_b_words))
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
@@ -874,6 +884,93 @@ fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
     None
 }
 
+/// Pairs of words that ask for opposite work, as Snowball stems: one on
+/// each side is a contrast whatever else differs ("scale the brokers up to
+/// handle the load" vs "scale the brokers down to save cost").
+const OPPOSITES: &[(&str, &str)] = &[
+    ("up", "down"),
+    ("open", "close"),
+    ("enabl", "disabl"),
+    ("start", "stop"),
+    ("increas", "decreas"),
+    ("add", "remov"),
+    ("import", "export"),
+    ("upload", "download"),
+    ("instal", "uninstal"),
+    ("lock", "unlock"),
+    ("show", "hide"),
+    ("expand", "collaps"),
+    ("inbound", "outbound"),
+    ("ingress", "egress"),
+    ("input", "output"),
+    ("encrypt", "decrypt"),
+    ("grant", "revok"),
+    ("accept", "reject"),
+    ("approv", "reject"),
+    ("allow", "deni"),
+    ("allow", "block"),
+    ("includ", "exclud"),
+    ("attach", "detach"),
+    ("connect", "disconnect"),
+    ("mount", "unmount"),
+    ("subscrib", "unsubscrib"),
+    ("follow", "unfollow"),
+    ("pin", "unpin"),
+    ("archiv", "unarchiv"),
+    ("pass", "fail"),
+    ("success", "failur"),
+    ("buy", "sell"),
+    ("credit", "debit"),
+    ("ascend", "descend"),
+    ("asc", "desc"),
+    ("horizont", "vertic"),
+    ("left", "right"),
+    ("intern", "extern"),
+    ("public", "privat"),
+    ("synchron", "asynchron"),
+    ("sync", "async"),
+    ("min", "max"),
+    ("minimum", "maximum"),
+    ("upper", "lower"),
+    ("higher", "lower"),
+    ("more", "less"),
+    ("more", "fewer"),
+    ("first", "last"),
+    ("oldest", "newest"),
+    ("earliest", "latest"),
+    ("upgrad", "downgrad"),
+    ("promot", "demot"),
+    ("merg", "split"),
+    ("read", "write"),
+    ("push", "pull"),
+    ("send", "receiv"),
+    ("encod", "decod"),
+    ("serial", "deseri"),
+    ("compress", "decompress"),
+    ("zip", "unzip"),
+    ("freez", "unfreez"),
+    ("mute", "unmut"),
+    ("hire", "fire"),
+    ("win", "loss"),
+    ("gain", "loss"),
+    ("profit", "loss"),
+];
+
+/// A word on one side whose opposite ([`OPPOSITES`]) is on the other.
+fn opposites_veto(only_a: &[String], only_b: &[String]) -> Option<Veto> {
+    OPPOSITES.iter().find_map(|(x, y)| {
+        let has = |words: &[String], stem: &str| words.iter().any(|word| word == stem);
+        if has(only_a, x) && has(only_b, y) {
+            Some(((*x).to_owned(), (*y).to_owned()))
+        } else if has(only_a, y) && has(only_b, x) {
+            Some(((*y).to_owned(), (*x).to_owned()))
+        } else {
+            None
+        }
+        .map(|(a, b)| Veto::Opposites { a, b })
+    })
+}
+
 /// The identifier keys each side has that the other lacks, class by
 /// class.
 fn unmatched_identifiers(a: &Tokens, b: &Tokens) -> (Vec<String>, Vec<String>) {
@@ -1260,12 +1357,12 @@ mod tests {
     #[test]
     fn one_word_contrasts_are_vetoed() {
         assert_eq!(
-            veto("List the open P1 bugs", "List the closed P1 bugs"),
-            Some("different words (open vs close)".into())
+            veto("List the open P1 bugs", "List the urgent P1 bugs"),
+            Some("different words (open vs urgent)".into())
         );
         assert_eq!(
-            veto("Scale the Kafka brokers up", "Scale the Kafka brokers down"),
-            Some("different words (up vs down)".into())
+            veto("Scale the Kafka brokers up", "Scale the Kafka brokers out"),
+            Some("different words (up vs out)".into())
         );
         assert!(
             veto(
@@ -1493,6 +1590,43 @@ mod tests {
             "Close out the Slack channels for the projects we finished in 2023.",
         ] {
             assert!(!reads_as_report(request), "{request}");
+        }
+    }
+
+    #[test]
+    fn opposite_words_are_a_contrast_whatever_else_differs() {
+        for (a, b, words) in [
+            (
+                "Scale the Kafka brokers up to handle the load.",
+                "Scale the Kafka brokers down to save cost.",
+                "up vs down",
+            ),
+            (
+                "List the open P1 bugs in payments.",
+                "List the closed P1 bugs in payments.",
+                "open vs close",
+            ),
+            (
+                "Enable the new_checkout flag in production.",
+                "Disable the new_checkout flag in production.",
+                "enabl vs disabl",
+            ),
+            (
+                "Serialize the order events as Avro.",
+                "Deserialize the order events from Avro.",
+                "serial vs deseri",
+            ),
+            (
+                "Sort the results in ascending order.",
+                "Sort the results in descending order.",
+                "ascend vs descend",
+            ),
+        ] {
+            assert_eq!(
+                veto(a, b),
+                Some(format!("opposite words ({words})")),
+                "{a} / {b}"
+            );
         }
     }
 }
