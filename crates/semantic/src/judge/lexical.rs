@@ -191,7 +191,11 @@ pub fn tokenize(text: &str) -> Tokens {
         if trimmed.is_empty() {
             continue;
         }
-        if let Some((class, key)) = identifier(trimmed) {
+        // An acronym with a common long form ("DB", "PROD") is that word.
+        let identified = identifier(trimmed).filter(|(class, key)| {
+            *class != IdentifierClass::Acronym || alias(key) == key.as_str()
+        });
+        if let Some((class, key)) = identified {
             if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
                 tokens.parties.push((tokens.keys.len(), key.clone(), true));
             }
@@ -810,6 +814,20 @@ fn is_stop_word(word: &str) -> bool {
             | "before"
             | "after"
             | "than"
+            | "about"
+            | "through"
+            | "across"
+            | "whether"
+            | "all"
+            | "every"
+            | "each"
+            | "other"
+            | "via"
+            | "per"
+            | "instead"
+            | "rather"
+            | "such"
+            | "very"
     )
 }
 
