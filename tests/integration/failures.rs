@@ -138,3 +138,68 @@ fn completed_resets_counters_and_more_events_make_the_task_active() {
     assert_eq!(t1["detections"].as_array().map(Vec::len), Some(2));
     assert_eq!(task(&report, "T2")["status"], "completed");
 }
+
+#[test]
+fn a_failing_tool_call_is_a_failure_at_its_tool_and_a_successful_one_detects_nothing() {
+    let decisions = replay_jsonl("tool_call_failures.jsonl", &[]);
+    assert_eq!(decisions.len(), 7, "one decision per event line");
+    // Ruling 14: the same error from three calls of `exec` (whatever the
+    // arguments) and then from a `failure` event are one failure repeated.
+    assert_eq!(lines_with(&decisions, "T1", "exact_failure"), [2, 4, 6]);
+    let first = detection(&decisions, 2, "exact_failure");
+    assert_eq!(first["action"], "warn");
+    assert_eq!(numbers(&first["evidence"]), [1, 2]);
+    assert_eq!(first["signature"]["location"], "exec");
+    assert_eq!(first["signature"]["error_type"], "FileNotFoundError");
+    assert_eq!(
+        detection(&decisions, 4, "exact_failure")["action"],
+        "inject_context"
+    );
+    // An outside-world error never loops.
+    let external = detection(&decisions, 5, "external_failure");
+    assert_eq!(external["action"], "warn");
+    assert_eq!(at(&decisions, 5)["loop_count"], 2);
+    let third = detection(&decisions, 6, "exact_failure");
+    assert_eq!(third["action"], "escalate");
+    assert_eq!(numbers(&third["evidence"]), [1, 2, 4, 6]);
+    // A successful call is no failure (the stale-call kinds are not built
+    // yet): nothing on lines 3 and 7.
+    for line in [3, 7] {
+        assert_eq!(at(&decisions, line)["detections"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn a_tool_call_without_its_agent_or_tool_is_a_line_error_naming_the_field() {
+    let input = concat!(
+        r#"{"type":"tool_call","task":"T","agent":"a"}"#,
+        "\n",
+        r#"{"type":"tool_call","task":"T","tool":"grep","args":{"q":"x"}}"#,
+        "\n",
+        r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"3 hits"}"#,
+        "\n",
+    );
+    let run = run_with_stdin(["replay", "-", "--format", "jsonl"], input.as_bytes());
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let lines = parse_jsonl(&run.stdout);
+    assert_eq!(lines.len(), 3, "one line out per line in: {}", run.stdout);
+    assert_eq!(
+        (&lines[0]["line"], &lines[0]["error"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("missing field \"tool\" for event type \"tool_call\"")
+        )
+    );
+    assert_eq!(
+        (&lines[1]["line"], &lines[1]["error"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!("missing field \"agent\" for event type \"tool_call\"")
+        )
+    );
+    // The good line goes on.
+    assert_eq!(
+        (&lines[2]["line"], &lines[2]["action"]),
+        (&serde_json::json!(3), &serde_json::json!("none"))
+    );
+}

@@ -97,6 +97,26 @@ pub enum EventKind {
         /// What the human said, if anything.
         note: Option<String>,
     },
+    /// An agent called a tool (trace format 1.1). A call with `error`
+    /// failed: it is also a failure of its agent, at its tool
+    /// ([`EventKind::failure`]; ruling 14).
+    ToolCall {
+        /// The agent that made the call.
+        agent: String,
+        /// The tool's name.
+        tool: String,
+        /// Its arguments, any JSON (`null` when absent; `{}` is not
+        /// `null`).
+        args: Value,
+        /// What came back: text or any JSON. Ignored when `error` is set.
+        result: Option<Value>,
+        /// The call failed, with this message.
+        error: Option<String>,
+        /// The error's type or class, as for a `failure`.
+        error_type: Option<String>,
+        /// The orchestrator's id of the call.
+        call_id: Option<String>,
+    },
     /// An event type newer than this build of the contract, read by
     /// [`Event::from_json_forward`]: its `type` and its own fields, kept as
     /// they were. The engine never receives one from `replay` (an unknown
@@ -136,13 +156,77 @@ impl EventKind {
             EventKind::Progress(_) => "progress",
             EventKind::Completed => "completed",
             EventKind::Human { .. } => "human",
+            EventKind::ToolCall { .. } => "tool_call",
             EventKind::Unknown { event_type, .. } => event_type,
         }
     }
 }
 
+/// A failure as the failure rules read it: a `failure` event, or a
+/// `tool_call` whose call failed (ruling 14: its tool is the location).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureView<'a> {
+    /// The agent whose attempt failed.
+    pub agent: &'a str,
+    /// The error message.
+    pub error: &'a str,
+    /// The error's type or class, if given.
+    pub error_type: Option<&'a str>,
+    /// Where it happened: the failure's `location`, or the failing call's
+    /// tool.
+    pub location: Option<&'a str>,
+    /// A stack trace, if given.
+    pub stack: Option<&'a str>,
+}
+
+impl EventKind {
+    /// The failure this event reports, if it reports one: a `failure`, or
+    /// a `tool_call` with `error` (ruling 14).
+    ///
+    /// ```
+    /// use loopguard_core_types::Event;
+    /// let call = Event::from_json(
+    ///     r#"{"type":"tool_call","task":"T","agent":"coder","tool":"exec","error":"No such file"}"#,
+    /// )?;
+    /// let failure = call.kind.failure().expect("a failing call is a failure");
+    /// assert_eq!((failure.agent, failure.location), ("coder", Some("exec")));
+    /// # Ok::<(), loopguard_core_types::EventError>(())
+    /// ```
+    pub fn failure(&self) -> Option<FailureView<'_>> {
+        match self {
+            EventKind::Failure {
+                agent,
+                error,
+                error_type,
+                location,
+                stack,
+            } => Some(FailureView {
+                agent,
+                error,
+                error_type: error_type.as_deref(),
+                location: location.as_deref(),
+                stack: stack.as_deref(),
+            }),
+            EventKind::ToolCall {
+                agent,
+                tool,
+                error: Some(error),
+                error_type,
+                ..
+            } => Some(FailureView {
+                agent,
+                error,
+                error_type: error_type.as_deref(),
+                location: Some(tool),
+                stack: None,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Every event type the contract knows, in the order the spec lists them.
-pub const EVENT_TYPES: [&str; 8] = [
+pub const EVENT_TYPES: [&str; 9] = [
     "handoff",
     "collaboration",
     "failure",
@@ -151,6 +235,7 @@ pub const EVENT_TYPES: [&str; 8] = [
     "progress",
     "completed",
     "human",
+    "tool_call",
 ];
 
 /// Why a line could not become an [`Event`].
@@ -347,7 +432,9 @@ impl Event {
     pub fn agent(&self) -> Option<&str> {
         match &self.kind {
             EventKind::Handoff { from, .. } | EventKind::Collaboration { from, .. } => Some(from),
-            EventKind::Failure { agent, .. } | EventKind::Turn { agent, .. } => Some(agent),
+            EventKind::Failure { agent, .. }
+            | EventKind::Turn { agent, .. }
+            | EventKind::ToolCall { agent, .. } => Some(agent),
             _ => None,
         }
     }
@@ -434,6 +521,25 @@ impl Serialize for Event {
             }
             EventKind::Completed => {}
             EventKind::Human { note } => opt(&mut map, "note", note)?,
+            EventKind::ToolCall {
+                agent,
+                tool,
+                args,
+                result,
+                error,
+                error_type,
+                call_id,
+            } => {
+                map.serialize_entry("agent", agent)?;
+                map.serialize_entry("tool", tool)?;
+                if !args.is_null() {
+                    map.serialize_entry("args", args)?;
+                }
+                opt(&mut map, "result", result)?;
+                opt(&mut map, "error", error)?;
+                opt(&mut map, "error_type", error_type)?;
+                opt(&mut map, "call_id", call_id)?;
+            }
             EventKind::Unknown { fields, .. } => {
                 for (key, value) in fields {
                     map.serialize_entry(key, value)?;
@@ -469,6 +575,11 @@ struct RawEvent<'a> {
     output: Option<Cow<'a, str>>,
     success: Option<bool>,
     note: Option<Cow<'a, str>>,
+    tool: Option<Cow<'a, str>>,
+    call_id: Option<Cow<'a, str>>,
+    /// `args` and `result`: any JSON, kept as written (`null` included).
+    args: Option<Value>,
+    result: Option<Value>,
     progress: ProgressSnapshot,
     extra: Map<String, Value>,
 }
@@ -546,6 +657,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
                         "stack" => string!(stack),
                         "output" => string!(output),
                         "note" => string!(note),
+                        "tool" => string!(tool),
+                        "call_id" => string!(call_id),
+                        "args" => raw.args = Some(map.next_value()?),
+                        "result" => raw.result = Some(map.next_value()?),
                         "success" => typed!(raw.success),
                         "tests_total" => typed!(raw.progress.tests_total),
                         "tests_failed" => typed!(raw.progress.tests_failed),
@@ -581,7 +696,7 @@ fn owned(value: Option<Cow<'_, str>>) -> Option<String> {
 }
 
 impl RawEvent<'_> {
-    fn into_event(self) -> Result<Event, EventError> {
+    fn into_event(mut self) -> Result<Event, EventError> {
         let event_type = self.event_type.ok_or(EventError::MissingType)?;
         let event_type: &'static str = EVENT_TYPES
             .iter()
@@ -634,6 +749,19 @@ impl RawEvent<'_> {
                 EventKind::Progress(self.progress)
             }
             "completed" => EventKind::Completed,
+            "tool_call" => EventKind::ToolCall {
+                agent: required(self.agent, "agent")?,
+                tool: required(self.tool.take(), "tool")?,
+                args: self.args.take().unwrap_or(Value::Null),
+                // A failed call's result is ignored.
+                result: self
+                    .result
+                    .take()
+                    .filter(|result| !result.is_null() && self.error.is_none()),
+                error: owned(self.error),
+                error_type: owned(self.error_type),
+                call_id: owned(self.call_id.take()),
+            },
             _ => EventKind::Human {
                 note: owned(self.note),
             },
@@ -641,12 +769,31 @@ impl RawEvent<'_> {
         // Fields of other event types are ignored, not errors: a line may
         // carry more than its type needs.
         let ts = parse_ts(self.ts.as_deref())?;
+        // Tool-call fields on another type are that line's own extras,
+        // kept like any unknown field.
+        let mut extra = self.extra;
+        for (key, value) in [
+            (
+                "tool",
+                self.tool.map(|tool| Value::String(tool.into_owned())),
+            ),
+            (
+                "call_id",
+                self.call_id.map(|id| Value::String(id.into_owned())),
+            ),
+            ("args", self.args),
+            ("result", self.result),
+        ] {
+            if let Some(value) = value {
+                extra.insert(key.to_owned(), value);
+            }
+        }
         Ok(Event {
             task,
             ts,
             id: owned(self.id),
             kind,
-            extra: self.extra,
+            extra,
         })
     }
 }
@@ -666,6 +813,7 @@ mod tests {
             r#"{"type":"progress","task":"T","tests_total":10,"tests_failed":2,"coverage":0.5,"files_changed":3,"deps_added":1}"#,
             r#"{"type":"completed","task":"T"}"#,
             r#"{"type":"human","task":"T","note":"carry on"}"#,
+            r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":{"hits":[1,2]},"call_id":"c"}"#,
         ];
         for (line, expected) in lines.iter().zip(EVENT_TYPES) {
             let event = Event::from_json(line).expect(line);
@@ -740,6 +888,90 @@ mod tests {
     }
 
     #[test]
+    fn tool_calls_are_read_with_any_json_and_a_failing_call_is_a_failure() {
+        let call = Event::from_json(
+            r#"{"type":"tool_call","task":"T","agent":"coder","tool":"web_search","args":{"q":"rust"},"result":"3 hits","call_id":"c1"}"#,
+        )
+        .expect("valid");
+        let EventKind::ToolCall {
+            agent,
+            tool,
+            args,
+            result,
+            error,
+            call_id,
+            ..
+        } = &call.kind
+        else {
+            panic!("{:?}", call.kind);
+        };
+        assert_eq!((agent.as_str(), tool.as_str()), ("coder", "web_search"));
+        assert_eq!(args["q"], "rust");
+        assert_eq!(result.as_ref(), Some(&Value::from("3 hits")));
+        assert_eq!((error, call_id.as_deref()), (&None, Some("c1")));
+        assert_eq!(call.agent(), Some("coder"));
+        assert_eq!(call.kind.failure(), None, "a successful call is no failure");
+        // Absent args are null; {} is not null; both round-trip.
+        let bare = Event::from_json(r#"{"type":"tool_call","task":"T","agent":"a","tool":"ls"}"#)
+            .expect("valid");
+        assert!(matches!(
+            &bare.kind,
+            EventKind::ToolCall {
+                args: Value::Null,
+                result: None,
+                ..
+            }
+        ));
+        assert_eq!(Event::from_json(&bare.to_json()), Ok(bare.clone()));
+        let empty = Event::from_json(
+            r#"{"type":"tool_call","task":"T","agent":"a","tool":"ls","args":{}}"#,
+        )
+        .expect("valid");
+        assert_ne!(empty, bare);
+        assert_eq!(Event::from_json(&empty.to_json()), Ok(empty));
+        // A failing call: its result is ignored, and it is a failure at its tool.
+        let failed = Event::from_json(
+            r#"{"type":"tool_call","task":"T","agent":"a","tool":"exec","args":{"cmd":"cat x"},"result":"partial","error":"FileNotFoundError: x","error_type":"FileNotFoundError"}"#,
+        )
+        .expect("valid");
+        assert!(matches!(
+            &failed.kind,
+            EventKind::ToolCall { result: None, .. }
+        ));
+        let failure = failed.kind.failure().expect("a failure");
+        assert_eq!(
+            failure,
+            FailureView {
+                agent: "a",
+                error: "FileNotFoundError: x",
+                error_type: Some("FileNotFoundError"),
+                location: Some("exec"),
+                stack: None,
+            }
+        );
+        // A missing agent or tool names the field.
+        assert_eq!(
+            Event::from_json(r#"{"type":"tool_call","task":"T","tool":"ls"}"#),
+            Err(EventError::MissingField {
+                event_type: "tool_call",
+                field: "agent"
+            })
+        );
+        assert_eq!(
+            Event::from_json(r#"{"type":"tool_call","task":"T","agent":"a"}"#)
+                .map_err(|err| err.to_string()),
+            Err("missing field \"tool\" for event type \"tool_call\"".to_owned())
+        );
+        // Tool-call fields on another type are kept as that line's extras.
+        let handoff = Event::from_json(
+            r#"{"type":"handoff","task":"T","from":"a","to":"b","tool":"grep","args":[1]}"#,
+        )
+        .expect("valid");
+        assert_eq!(handoff.extra["tool"], "grep");
+        assert_eq!(handoff.extra["args"], serde_json::json!([1]));
+    }
+
+    #[test]
     fn escaped_strings_are_unescaped() {
         let event = Event::from_json(
             r#"{"type":"failure","task":"T\u00e9","agent":"a","error":"line1\nline2 \"quoted\""}"#,
@@ -754,16 +986,16 @@ mod tests {
 
     #[test]
     fn newer_event_types_are_kept_whole_by_forward_parsing() {
-        let line = r#"{"type":"tool_call","task":"T","ts":"2026-11-22T10:00:00Z","id":"c1","agent":"a","tool":"grep","args":{"q":"x"},"result":null}"#;
+        let line = r#"{"type":"tool_result_v9","task":"T","ts":"2026-11-22T10:00:00Z","id":"c1","agent":"a","tool":"grep","args":{"q":"x"},"result":null}"#;
         assert_eq!(
             Event::from_json(line),
-            Err(EventError::UnknownType("tool_call".into()))
+            Err(EventError::UnknownType("tool_result_v9".into()))
         );
         let event = Event::from_json_forward(line).expect("kept");
         assert_eq!(event.task, "T");
         assert_eq!(event.id.as_deref(), Some("c1"));
         assert!(event.ts.is_some());
-        assert_eq!(event.kind.type_name(), "tool_call");
+        assert_eq!(event.kind.type_name(), "tool_result_v9");
         let EventKind::Unknown { fields, .. } = &event.kind else {
             panic!("{:?}", event.kind);
         };
@@ -781,11 +1013,12 @@ mod tests {
             Ok(EventKind::Completed)
         ));
         assert_eq!(
-            Event::from_json_forward(r#"{"type":"tool_call","agent":"a"}"#),
+            Event::from_json_forward(r#"{"type":"tool_result_v9","agent":"a"}"#),
             Err(EventError::MissingTask)
         );
         assert!(
-            Event::from_json_forward(r#"{"type":"tool_call","task":"T","ts":"noon"}"#).is_err()
+            Event::from_json_forward(r#"{"type":"tool_result_v9","task":"T","ts":"noon"}"#)
+                .is_err()
         );
         assert!(Event::from_json_forward(r#"{"type":"completed"}"#).is_err());
     }

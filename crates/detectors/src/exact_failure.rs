@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use loopguard_core_types::{
-    Action, Config, Detection, EventKind, FailureSignature, Severity, kinds,
+    Action, Config, Detection, FailureSignature, FailureView, Severity, kinds,
 };
 use sha2::{Digest, Sha256};
 
@@ -76,17 +76,18 @@ impl Detector for ExactFailure {
         event: &ObservedEvent<'_>,
         out: &mut Vec<Detection>,
     ) {
-        let EventKind::Failure {
+        // A `failure`, or a `tool_call` that failed (ruling 14).
+        let Some(FailureView {
             error,
             error_type,
             location,
             stack,
             ..
-        } = &event.event.kind
+        }) = event.event.kind.failure()
         else {
             return;
         };
-        if crate::failure_class::classify(error_type.as_deref(), error).is_external() {
+        if crate::failure_class::classify(error_type, error).is_external() {
             return;
         }
         let message = hash128(error);
@@ -133,17 +134,17 @@ impl Detector for ExactFailure {
 /// The failure's signature for the report, or `None` when the event gave
 /// neither a type, a location nor a stack (an empty signature says nothing).
 fn signature(
-    error_type: &Option<String>,
-    location: &Option<String>,
-    stack: &Option<String>,
+    error_type: Option<&str>,
+    location: Option<&str>,
+    stack: Option<&str>,
 ) -> Option<FailureSignature> {
     if error_type.is_none() && location.is_none() && stack.is_none() {
         return None;
     }
     Some(FailureSignature {
-        error_type: error_type.clone(),
-        location: location.clone(),
-        stack_hash: stack.as_deref().map(stack_hash),
+        error_type: error_type.map(str::to_owned),
+        location: location.map(str::to_owned),
+        stack_hash: stack.map(stack_hash),
     })
 }
 

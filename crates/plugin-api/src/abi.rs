@@ -45,7 +45,7 @@
 //! | 1.0 | the header, `describe`, `create`, `destroy`, `observe`, `free_buffer` |
 //! | 1.1 | `reset_task`: the host tells the plugin when a task was reset (`completed`, `human`) |
 //! | 1.2 | `export_task`, `import_task`: a task's state as JSON, kept by a durable store so that a restart continues the task; either slot may be null (the plugin keeps no state) |
-//! | 1.3 | no new slot: the plugin handles event types newer than itself. `observe` answers an event whose `type` its SDK does not know (such as the trace format 1.1's `tool_call` before the SDK has a variant for it) with no detections and no error, without calling the detector. The host sends an event to a plugin only if the plugin's minor carries its type (`tool_call`: 1.3; the eight types of trace format 1.0: every minor), since a plugin of 1.0 to 1.2 answers an unknown type with an error |
+//! | 1.3 | no new slot: the plugin handles event types newer than itself. `observe` answers an event whose `type` its SDK does not know (such as the trace format 1.1's `tool_call` for a 1.3 SDK built before `EventKind::ToolCall` existed; a later SDK hands it to the detector) with no detections and no error, without calling the detector. The host sends an event to a plugin only if the plugin's minor carries its type (`tool_call`: 1.3; the eight types of trace format 1.0: every minor), since a plugin of 1.0 to 1.2 answers an unknown type with an error |
 //!
 //! # Ownership
 //!

@@ -275,24 +275,28 @@ mod tests {
             .clone()
     }
 
+    const NEWER: &str = r#"{"type":"tool_result_v9","task":"T","agent":"a","tool":"grep"}"#;
     const TOOL_CALL: &str = r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}"#;
 
     #[test]
     fn an_event_type_newer_than_the_sdk_is_skipped_without_an_error() {
         let mut harness = Harness::<Recording>::new("").expect("created");
-        let tool_call = Event::from_json_forward(TOOL_CALL).expect("read forward");
-        assert_eq!(harness.observe(1, &tool_call), Ok(Vec::new()));
+        let newer = Event::from_json_forward(NEWER).expect("read forward");
+        assert_eq!(harness.observe(1, &newer), Ok(Vec::new()));
         assert!(seen(&harness).is_empty(), "the detector was not called");
-        // The instance goes on with the types it knows.
+        // The instance goes on with the types it knows, `tool_call` among
+        // them (trace format 1.1).
         let found = harness.observe(2, &turn("fine")).expect("observes");
         assert_eq!(found[0].evidence, [2]);
-        assert_eq!(seen(&harness), ["turn"]);
+        let tool_call = Event::from_json(TOOL_CALL).expect("a tool call");
+        harness.observe(3, &tool_call).expect("observes");
+        assert_eq!(seen(&harness), ["turn", "tool_call"]);
     }
 
     #[test]
     fn the_exported_observe_answers_a_newer_type_with_nothing_and_status_ok() {
         let harness = Harness::<Recording>::new("").expect("created");
-        let request = format!(r#"{{"format":1,"line":7,"event":{TOOL_CALL}}}"#);
+        let request = format!(r#"{{"format":1,"line":7,"event":{NEWER}}}"#);
         let mut out = Buffer::EMPTY;
         // SAFETY: a live instance of `Recording`; the request is borrowed
         // for the call; `out` is writable.

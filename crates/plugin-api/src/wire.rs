@@ -173,21 +173,21 @@ mod tests {
 
     #[test]
     fn an_event_type_newer_than_this_sdk_is_read_as_unknown_not_refused() {
-        let bytes = br#"{"format":1,"line":4,"event":{"type":"tool_call","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}}"#;
+        let bytes = br#"{"format":1,"line":4,"event":{"type":"tool_result_v9","task":"T","agent":"a","tool":"grep","args":{"q":"x"},"result":"..."}}"#;
         let request = decode_observe(bytes).expect("decodes");
         assert_eq!((request.line, request.event.task.as_str()), (4, "T"));
         let loopguard_core_types::EventKind::Unknown { event_type, fields } = &request.event.kind
         else {
             panic!("{:?}", request.event.kind);
         };
-        assert_eq!(event_type, "tool_call");
+        assert_eq!(event_type, "tool_result_v9");
         assert_eq!(fields["args"]["q"], "x");
         // A known type with a missing field is still an error, naming it.
         let err = decode_observe(br#"{"format":1,"line":1,"event":{"type":"turn","task":"T"}}"#)
             .expect_err("no agent");
         assert!(err.0.contains("missing field \"agent\""), "{err}");
         // And so is an unknown type without a task.
-        let err = decode_observe(br#"{"format":1,"line":1,"event":{"type":"tool_call"}}"#)
+        let err = decode_observe(br#"{"format":1,"line":1,"event":{"type":"tool_result_v9"}}"#)
             .expect_err("no task");
         assert!(err.0.contains("task"), "{err}");
     }

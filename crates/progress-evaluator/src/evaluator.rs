@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use loopguard_core_types::{
-    Action, Config, Detection, EventKind, ProgressSnapshot, Severity, kinds,
+    Action, Config, Detection, EventKind, FailureView, ProgressSnapshot, Severity, kinds,
 };
 use loopguard_detectors::{
     Evidence, ExternalKind, FailureClass, ObservedEvent, classify, evidence_of, hash128,
@@ -257,21 +257,26 @@ impl ProgressEvaluator {
                         .collect(),
                 )
             }
-            EventKind::Failure {
-                agent,
-                error,
-                error_type,
-                ..
-            } => {
+            kind if kind.failure().is_some() => {
+                // A `failure`, or a `tool_call` that failed (ruling 14).
+                let Some(FailureView {
+                    agent,
+                    error,
+                    error_type,
+                    ..
+                }) = kind.failure()
+                else {
+                    return Next::Done(Vec::new());
+                };
                 let state =
                     tasks.get_or_insert_mut_ref(event.event.task.as_str(), TaskState::default);
                 self.remember_goal(state, goal);
-                match classify(error_type.as_deref(), error) {
+                match classify(error_type, error) {
                     FailureClass::External(kind) => {
                         Next::Done(vec![self.on_external(state, event, kind)])
                     }
                     FailureClass::Agent => {
-                        self.on_agent_failure(state, event, agent, error, error_type.as_deref())
+                        self.on_agent_failure(state, event, agent, error, error_type)
                     }
                 }
             }

@@ -54,7 +54,7 @@ mod tests {
 
     #[test]
     fn the_types_of_format_1_0_reach_every_plugin_and_tool_call_from_1_3() {
-        for event_type in EVENT_TYPES {
+        for event_type in EVENT_TYPES.iter().filter(|t| **t != "tool_call") {
             assert_eq!(first_minor_carrying(event_type), 0, "{event_type}");
             assert!(plugin_reads(ABI_OLDEST_SUPPORTED_MINOR, event_type));
         }

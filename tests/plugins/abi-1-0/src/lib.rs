@@ -91,7 +91,28 @@ unsafe extern "C" fn observe_strictly(
         // SAFETY: the host lends `input_len` bytes at `input` for the call.
         unsafe { std::slice::from_raw_parts(input, input_len) }
     };
-    if let Err(err) = serde_json::from_slice::<ObserveRequest>(bytes) {
+    // The 1.0 SDK knew the eight event types of trace format 1.0 only.
+    const TYPES_1_0: [&str; 8] = [
+        "handoff",
+        "collaboration",
+        "failure",
+        "turn",
+        "transition",
+        "progress",
+        "completed",
+        "human",
+    ];
+    let event_type = serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|request| request["event"]["type"].as_str().map(str::to_owned));
+    let unknown = match &event_type {
+        Some(event_type) if !TYPES_1_0.contains(&event_type.as_str()) => {
+            Some(format!("unknown event type {event_type:?}"))
+        }
+        _ => None,
+    };
+    let strict = serde_json::from_slice::<ObserveRequest>(bytes).map_err(|err| err.to_string());
+    if let Some(err) = unknown.or(strict.err()) {
         if !out.is_null() {
             let message = format!("the event is not valid JSON of the trace format: {err}");
             // SAFETY: the host hands a writable buffer; it frees it with this
