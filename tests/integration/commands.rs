@@ -592,3 +592,79 @@ fn similarity_without_embeddings_says_the_judge_needs_them() {
          same topic: yes, 1.000 > 0.85 (similarity.topic_threshold)\n"
     );
 }
+
+/// The demo's "Same request?" section: each pair's two verdict lines, the
+/// cosine judge's then the calibrated judge's, as (same, line).
+fn demo_verdicts(stdout: &str) -> Vec<(String, bool)> {
+    let section = stdout
+        .split_once("== Same request? cosine vs calibrated judge")
+        .map(|(_, section)| section)
+        .unwrap_or_else(|| panic!("no judges section in {stdout}"));
+    section
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let (judge, rest) = line.split_once(" judge:")?;
+            let same = rest.trim_start().strip_prefix("same request: ")?;
+            Some((judge.to_owned(), same.starts_with("yes")))
+        })
+        .collect()
+}
+
+#[test]
+fn demo_judges_a_number_contrast_and_a_rewording_with_both_judges() {
+    let out = run(["demo"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let verdicts = demo_verdicts(&out.stdout);
+    let expected = [
+        // PR #412 vs #418: close by cosine, vetoed by the calibrated judge.
+        ("cosine", true),
+        ("calibrated", false),
+        // A rewording: the same to both.
+        ("cosine", true),
+        ("calibrated", true),
+    ];
+    let expected: Vec<(String, bool)> = expected
+        .iter()
+        .map(|(judge, same)| ((*judge).to_owned(), *same))
+        .collect();
+    assert_eq!(verdicts, expected, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("different numbers (412 vs 418)"),
+        "{}",
+        out.stdout
+    );
+
+    // The same verdicts in the JSON.
+    let out = run(["demo", "--format", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let demo: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let judges = demo["judges"].as_array().expect("judges");
+    let same: Vec<(bool, bool)> = judges
+        .iter()
+        .map(|pair| {
+            (
+                pair["verdicts"]["cosine"]["same"] == true,
+                pair["verdicts"]["calibrated"]["same"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(same, [(true, false), (true, true)], "{judges:?}");
+    assert!(
+        judges
+            .iter()
+            .all(|pair| pair["cosine"].as_f64().is_some_and(|c| c > 0.85)),
+        "{judges:?}"
+    );
+
+    // Without the model the section is skipped, and says why.
+    let out = run(["--no-semantic", "demo"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(demo_verdicts(&out.stdout).is_empty(), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("skipped: judging needs the embedding model"),
+        "{}",
+        out.stdout
+    );
+}
