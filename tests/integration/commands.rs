@@ -424,3 +424,247 @@ fn every_command_reports_config_errors_alike() {
         );
     }
 }
+
+/// A different PR number, and a clear rewording: what `loopguard
+/// similarity` tells the two judges apart with.
+const NUMBER_CONTRAST: (&str, &str) = (
+    "Review PR #412 for security issues",
+    "Review PR #418 for security issues",
+);
+const REWORDING: (&str, &str) = (
+    "Can you review this authentication code?",
+    "Could you review this authentication code again?",
+);
+
+/// `loopguard similarity A B [--config F]`, its stdout.
+fn similarity(pair: (&str, &str), config: Option<&std::path::Path>) -> String {
+    let mut args = vec![
+        OsStr::new("similarity"),
+        OsStr::new(pair.0),
+        OsStr::new(pair.1),
+    ];
+    if let Some(config) = config {
+        args.extend([OsStr::new("--config"), config.as_os_str()]);
+    }
+    let out = run(args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out.stdout
+}
+
+/// The cosine on the first line of `loopguard similarity`'s output.
+fn cosine_of(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("cosine "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no cosine in {stdout:?}"))
+}
+
+#[test]
+fn similarity_prints_the_calibrated_judges_verdict_and_every_feature() {
+    let contrast = similarity(NUMBER_CONTRAST, None);
+    // Close by cosine, yet another PR.
+    assert!(cosine_of(&contrast) > 0.85, "{contrast}");
+    let lines: Vec<&str> = contrast.lines().collect();
+    assert!(
+        lines[1].starts_with("same request: no (calibrated judge, score ")
+            && lines[1].contains(" from the shipped judge weights): ")
+            && lines[1].contains("412")
+            && lines[1].contains("418"),
+        "{contrast}"
+    );
+    assert!(
+        lines[2].starts_with("same topic: yes, ")
+            && lines[2].ends_with("(similarity.topic_threshold)"),
+        "{contrast}"
+    );
+    let features = lines
+        .iter()
+        .find_map(|line| line.strip_prefix("features: "))
+        .unwrap_or_else(|| panic!("no features line in {contrast}"));
+    let names: Vec<&str> = features
+        .split(", ")
+        .filter_map(|pair| pair.split_whitespace().next())
+        .collect();
+    assert_eq!(names, loopguard_semantic::FEATURE_NAMES, "{features}");
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("differing words: a-only ")),
+        "{contrast}"
+    );
+
+    let rewording = similarity(REWORDING, None);
+    assert!(cosine_of(&rewording) > 0.85, "{rewording}");
+    assert!(
+        rewording
+            .lines()
+            .nth(1)
+            .is_some_and(|line| line.starts_with("same request: yes (calibrated judge, score ")),
+        "{rewording}"
+    );
+
+    // The JSON names every feature the text does, with a value each.
+    let out = run([
+        "similarity",
+        NUMBER_CONTRAST.0,
+        NUMBER_CONTRAST.1,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let document: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(document["judge"], "calibrated");
+    assert_eq!(document["same"], false);
+    assert_eq!(document["threshold_key"], "the shipped judge weights");
+    assert!(
+        document["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("412"))
+    );
+    let json_features = document["features"].as_object().expect("features");
+    assert_eq!(json_features.len(), names.len(), "{document}");
+    for name in &names {
+        assert!(json_features[*name].is_number(), "{name}: {document}");
+    }
+    assert!(
+        document["score"]
+            .as_f64()
+            .is_some_and(|s| (0.0..=1.0).contains(&s))
+    );
+}
+
+#[test]
+fn similarity_with_the_cosine_judge_prints_todays_verdict() {
+    let cosine = config("similarity_judge_cosine.toml");
+    for pair in [NUMBER_CONTRAST, REWORDING] {
+        let stdout = similarity(pair, Some(&cosine));
+        let value = cosine_of(&stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        // Exactly today's three lines: no judge details.
+        assert_eq!(lines.len(), 3, "{stdout}");
+        assert_eq!(
+            lines[1],
+            format!("same request: yes, {value:.3} > 0.85 (similarity.request_threshold)"),
+            "{stdout}"
+        );
+        assert_eq!(
+            lines[2],
+            format!("same topic: yes, {value:.3} > 0.85 (similarity.topic_threshold)"),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn similarity_without_embeddings_says_the_judge_needs_them() {
+    let out = run([
+        "--no-semantic",
+        "similarity",
+        NUMBER_CONTRAST.0,
+        NUMBER_CONTRAST.1,
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(
+            "similarity 0.000 (exact normalized text: semantic matching is off)\nsame request: no"
+        ) && out.stdout.contains("the calibrated judge needs embeddings"),
+        "{}",
+        out.stdout
+    );
+    // The cosine judge needs nothing more than the exact text.
+    let cosine = config("similarity_judge_cosine.toml");
+    let out = run([
+        OsStr::new("--no-semantic"),
+        OsStr::new("similarity"),
+        OsStr::new("Fix the parser!"),
+        OsStr::new("fix THE parser"),
+        OsStr::new("--config"),
+        cosine.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout,
+        "similarity 1.000 (exact normalized text: semantic matching is off)\n\
+         same request: yes, 1.000 > 0.85 (similarity.request_threshold)\n\
+         same topic: yes, 1.000 > 0.85 (similarity.topic_threshold)\n"
+    );
+}
+
+/// The demo's "Same request?" section: each pair's two verdict lines, the
+/// cosine judge's then the calibrated judge's, as (same, line).
+fn demo_verdicts(stdout: &str) -> Vec<(String, bool)> {
+    let section = stdout
+        .split_once("== Same request? cosine vs calibrated judge")
+        .map(|(_, section)| section)
+        .unwrap_or_else(|| panic!("no judges section in {stdout}"));
+    section
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let (judge, rest) = line.split_once(" judge:")?;
+            let same = rest.trim_start().strip_prefix("same request: ")?;
+            Some((judge.to_owned(), same.starts_with("yes")))
+        })
+        .collect()
+}
+
+#[test]
+fn demo_judges_a_number_contrast_and_a_rewording_with_both_judges() {
+    let out = run(["demo"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let verdicts = demo_verdicts(&out.stdout);
+    let expected = [
+        // PR #412 vs #418: close by cosine, vetoed by the calibrated judge.
+        ("cosine", true),
+        ("calibrated", false),
+        // A rewording: the same to both.
+        ("cosine", true),
+        ("calibrated", true),
+    ];
+    let expected: Vec<(String, bool)> = expected
+        .iter()
+        .map(|(judge, same)| ((*judge).to_owned(), *same))
+        .collect();
+    assert_eq!(verdicts, expected, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("different numbers (412 vs 418)"),
+        "{}",
+        out.stdout
+    );
+
+    // The same verdicts in the JSON.
+    let out = run(["demo", "--format", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let demo: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let judges = demo["judges"].as_array().expect("judges");
+    let same: Vec<(bool, bool)> = judges
+        .iter()
+        .map(|pair| {
+            (
+                pair["verdicts"]["cosine"]["same"] == true,
+                pair["verdicts"]["calibrated"]["same"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(same, [(true, false), (true, true)], "{judges:?}");
+    assert!(
+        judges
+            .iter()
+            .all(|pair| pair["cosine"].as_f64().is_some_and(|c| c > 0.85)),
+        "{judges:?}"
+    );
+
+    // Without the model the section is skipped, and says why.
+    let out = run(["--no-semantic", "demo"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(demo_verdicts(&out.stdout).is_empty(), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("skipped: judging needs the embedding model"),
+        "{}",
+        out.stdout
+    );
+}

@@ -594,3 +594,62 @@ fn judge_cosine_leaves_the_sweep_output_unchanged() {
     assert_eq!(plain.code, Some(0), "{plain:?}");
     assert_eq!(plain.stdout, cosine.stdout);
 }
+
+#[test]
+fn the_judge_fit_draws_both_judges_curves_in_one_picture() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, JUDGE_PAIRS);
+    let out = dir.path().join("out");
+    let fitted = tune_lexical(
+        &pairs,
+        &[
+            "--judge".as_ref(),
+            "calibrated".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ],
+    );
+    assert_eq!(fitted.code, Some(0), "{fitted:?}");
+    let png = fs::read(out.join("judge_pr_curve.png")).expect("the PNG");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    let svg = fs::read_to_string(out.join("judge_pr_curve.svg")).expect("the SVG");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for label in ["cosine judge (threshold", "calibrated judge (threshold"] {
+        assert!(svg.contains(label), "no legend {label:?} in the SVG");
+    }
+    // The curve points are in the report, on stdout and in judge.json, on
+    // the held-out split, each judge at its own operating threshold.
+    let report: Value = serde_json::from_str(&fitted.stdout).expect("JSON");
+    let written: Value = serde_json::from_str(
+        &fs::read_to_string(out.join("judge.json")).expect("judge.json written"),
+    )
+    .expect("JSON");
+    let curves = &report["held_out_pr_curves"];
+    assert_eq!(&written["held_out_pr_curves"], curves);
+    assert_eq!(curves["split"], "test");
+    assert_eq!(curves["pairs"], 2);
+    assert_eq!(curves["cosine"]["threshold"], 0.85);
+    let (operating, fitted) = (
+        curves["calibrated"]["threshold"]
+            .as_f64()
+            .expect("a threshold"),
+        report["weights"]["threshold"]
+            .as_f64()
+            .expect("a threshold"),
+    );
+    assert!((operating - fitted).abs() < 1e-6, "{operating} vs {fitted}");
+    for judge in ["cosine", "calibrated"] {
+        let points = curves[judge]["points"].as_array().expect("points");
+        assert!(!points.is_empty(), "{judge}: {curves}");
+        assert!(
+            points.iter().all(|p| {
+                let in_range =
+                    |key: &str| p[key].as_f64().is_some_and(|v| (0.0..=1.0).contains(&v));
+                in_range("precision") && in_range("recall")
+            }),
+            "{judge}: {curves}"
+        );
+    }
+}

@@ -46,13 +46,17 @@ pub(crate) enum Command {
     /// Each scenario is explained in plain words, then replayed and reported
     /// like `loopguard replay` would. Needs no files.
     Demo(DemoArgs),
-    /// How similar two texts are to loopguard: their cosine, and whether it
-    /// is above the same-request and same-topic thresholds.
+    /// How similar two texts are to loopguard: their cosine, the configured
+    /// same-request judge's verdict, and whether the cosine is above the
+    /// same-topic threshold.
     ///
     /// Uses the local embedding model, like the detectors (with
-    /// --no-semantic: exact normalized text, 1 or 0). Handy to choose
-    /// thresholds for your own traces: a pair counts as "the same" only
-    /// when its cosine is strictly above the threshold.
+    /// --no-semantic: exact normalized text, 1 or 0). With the calibrated
+    /// judge (`similarity.judge`, the default) it prints the judge's score,
+    /// threshold and reason, every feature it weighed, the differing words
+    /// and the residual texts; with the cosine judge, whether the cosine is
+    /// strictly above `similarity.request_threshold`. Handy to choose
+    /// thresholds for your own traces.
     Similarity(SimilarityArgs),
     /// Choose the similarity thresholds on your own data: sweep a range of
     /// thresholds over labelled pairs (or recorded traces) and see, for each
@@ -209,6 +213,20 @@ pub(crate) struct SimilarityArgs {
     /// `task_type` would.
     #[arg(long, value_name = "NAME")]
     pub(crate) task_type: Option<String>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = SimilarityFormat::Text)]
+    pub(crate) format: SimilarityFormat,
+}
+
+/// `loopguard similarity --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SimilarityFormat {
+    /// For people: the cosine, the verdicts and what the judge looked at.
+    Text,
+    /// One JSON document: {"cosine", "judge", "same", "score", "threshold",
+    /// "threshold_key", "reason", "features": {NAME: VALUE}, ...}.
+    Json,
 }
 
 /// `loopguard tune`.

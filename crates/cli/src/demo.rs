@@ -11,6 +11,8 @@
 use std::io::{self, BufWriter, Write};
 
 use anstyle::{AnsiColor, Style};
+use anyhow::Context;
+use loopguard_semantic::{JudgeKind, SameRequestJudge, Verdict};
 
 use crate::cli::{DemoArgs, Format};
 use crate::outcome::Outcome;
@@ -209,6 +211,92 @@ pub(crate) const SCENARIOS: [Scenario; 15] = [
     },
 ];
 
+/// A pair of requests the judges section compares, and what it shows.
+#[derive(Debug)]
+pub(crate) struct JudgePair {
+    /// What the pair shows, in a few words.
+    pub(crate) title: &'static str,
+    /// The first request.
+    pub(crate) a: &'static str,
+    /// The second request.
+    pub(crate) b: &'static str,
+}
+
+/// The judges section's heading.
+const JUDGES_TITLE: &str = "Same request? cosine vs calibrated judge";
+
+/// What the judges section shows, in plain words.
+const JUDGES_STORY: &str = "Two requests can be close by cosine and still ask for \
+    different things: another PR, another number, the opposite direction. The cosine judge \
+    (similarity.judge = \"cosine\") calls a pair the same request when the cosine is above \
+    similarity.request_threshold; the calibrated judge (the default) also weighs what the two \
+    texts differ in, word by word, and vetoes a differing identifier or number. Both judge \
+    these two pairs live:";
+
+/// The pairs both judges compare, live.
+pub(crate) const JUDGE_PAIRS: [JudgePair; 2] = [
+    JudgePair {
+        title: "one number apart",
+        a: "Review PR #412 for security issues",
+        b: "Review PR #418 for security issues",
+    },
+    JudgePair {
+        title: "a rewording",
+        a: "Can you review this authentication code?",
+        b: "Could you review this authentication code again?",
+    },
+];
+
+/// One pair as both judges saw it.
+struct Judged {
+    pair: &'static JudgePair,
+    cosine: f32,
+    /// The cosine judge's verdict, then the calibrated judge's.
+    verdicts: [Verdict; 2],
+}
+
+/// Judges every pair of [`JUDGE_PAIRS`] with the cosine and the calibrated
+/// judge at the configured thresholds; `None` without the model.
+async fn judge_pairs(demo: &Setup) -> anyhow::Result<Option<Vec<Judged>>> {
+    let Some(service) = &demo.service else {
+        return Ok(None);
+    };
+    let detectors = demo.detectors();
+    let similarity = &demo.config.similarity;
+    let judges = [JudgeKind::Cosine, JudgeKind::Calibrated].map(SameRequestJudge::of_kind);
+    let mut judged = Vec::with_capacity(JUDGE_PAIRS.len());
+    for pair in &JUDGE_PAIRS {
+        let cosine = detectors
+            .similarity(pair.a, pair.b)
+            .await
+            .context("cannot compare the demo's requests")?;
+        let mut verdicts = Vec::with_capacity(judges.len());
+        for judge in &judges {
+            let threshold = judge.threshold_for(similarity, None).value;
+            verdicts.push(
+                judge
+                    .judge(service, pair.a, pair.b, cosine, threshold)
+                    .await
+                    .context("cannot judge the demo's requests")?,
+            );
+        }
+        let verdicts: [Verdict; 2] = verdicts
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("two judges, two verdicts"))?;
+        judged.push(Judged {
+            pair,
+            cosine,
+            verdicts,
+        });
+    }
+    Ok(Some(judged))
+}
+
+/// "yes" or "no".
+fn yes_no(same: bool) -> &'static str {
+    if same { "yes" } else { "no" }
+}
+
 /// Runs `loopguard demo`.
 pub(crate) async fn run(args: &DemoArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
     // The default settings (with `--no-semantic` applied) and the embedding
@@ -287,6 +375,42 @@ async fn text(demo: &Setup) -> anyhow::Result<()> {
             )?;
         }
     }
+    writeln!(out)?;
+    writeln!(out, "{heading}== {JUDGES_TITLE}{heading:#}")?;
+    for line in wrap(JUDGES_STORY, 78) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    match judge_pairs(demo).await? {
+        None => writeln!(
+            out,
+            "{}(skipped: judging needs the embedding model, and semantic matching is off){:#}",
+            AnsiColor::Yellow.on_default(),
+            AnsiColor::Yellow.on_default(),
+        )?,
+        Some(judged) => {
+            for Judged {
+                pair,
+                cosine,
+                verdicts,
+            } in &judged
+            {
+                writeln!(out)?;
+                writeln!(out, "{bold}{}{bold:#}, cosine {cosine:.3}:", pair.title)?;
+                writeln!(out, "  A: {}", pair.a)?;
+                writeln!(out, "  B: {}", pair.b)?;
+                for verdict in verdicts {
+                    writeln!(
+                        out,
+                        "  {:<17} same request: {}, {}",
+                        format!("{} judge:", verdict.judge),
+                        yes_no(verdict.same),
+                        verdict.reason()
+                    )?;
+                }
+            }
+        }
+    }
     out.flush()?;
     Ok(())
 }
@@ -312,8 +436,40 @@ async fn json(demo: &Setup) -> anyhow::Result<()> {
             "report": report,
         }));
     }
+    let judges = judge_pairs(demo).await?.map(|judged| {
+        judged
+            .iter()
+            .map(|j| {
+                let verdicts: serde_json::Map<String, serde_json::Value> = j
+                    .verdicts
+                    .iter()
+                    .map(|v| {
+                        (
+                            v.judge.to_string(),
+                            serde_json::json!({
+                                "same": v.same,
+                                "score": v.score,
+                                "threshold": v.threshold,
+                                "reason": v.reason(),
+                            }),
+                        )
+                    })
+                    .collect();
+                serde_json::json!({
+                    "title": j.pair.title,
+                    "a": j.pair.a,
+                    "b": j.pair.b,
+                    "cosine": j.cosine,
+                    "verdicts": verdicts,
+                })
+            })
+            .collect::<Vec<_>>()
+    });
     let mut out = BufWriter::new(io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "scenarios": scenarios }))?;
+    serde_json::to_writer_pretty(
+        &mut out,
+        &serde_json::json!({ "scenarios": scenarios, "judges": judges }),
+    )?;
     writeln!(out)?;
     out.flush()?;
     Ok(())

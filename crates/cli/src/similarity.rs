@@ -1,12 +1,15 @@
 //! `loopguard similarity`: how similar two texts are to the detectors, and
-//! which thresholds that similarity exceeds.
+//! what the configured same-request judge and the topic threshold make of
+//! them.
 
 use std::io::{self, Write};
 
 use anyhow::Context;
 use loopguard_core_types::Threshold;
+use loopguard_semantic::{FEATURE_NAMES, FirstLook, JudgeKind, SameRequestJudge, Verdict};
+use serde_json::{Map, Value, json};
 
-use crate::cli::SimilarityArgs;
+use crate::cli::{SimilarityArgs, SimilarityFormat};
 use crate::outcome::Outcome;
 use crate::setup::{self, ConfigSource, Setup};
 
@@ -25,29 +28,126 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
         .await
         .context("cannot compare the texts")?;
     let task_type = args.task_type.as_deref();
-    let mut out = io::stdout().lock();
-    match detectors.service() {
-        Some(service) => writeln!(
-            out,
-            "cosine {similarity:.3} ({}, {} dimensions)",
-            service.model_id(),
-            service.dimension()
-        )?,
-        None => writeln!(
-            out,
-            "similarity {similarity:.3} (exact normalized text: semantic matching is off)"
-        )?,
-    }
-    let request = config.similarity.request_threshold_for(task_type);
+    let judge =
+        SameRequestJudge::from_config(&config.similarity).context("cannot build the judge")?;
     let topic = config.similarity.topic_threshold_for(task_type);
-    writeln!(out, "{}", verdict("same request", similarity, &request))?;
-    writeln!(out, "{}", verdict("same topic", similarity, &topic))?;
+    let request = config.similarity.request_threshold_for(task_type);
+
+    let Some(service) = detectors.service() else {
+        // No embeddings: exact normalized text decides, as in the
+        // detectors; the calibrated judge has nothing to weigh.
+        let needs = (judge.kind() == JudgeKind::Calibrated).then_some(
+            "the calibrated judge needs embeddings: semantic matching is off, so exact text \
+             decides",
+        );
+        return print_exact(args.format, similarity, &request, &topic, needs);
+    };
+
+    let header = format!(
+        "cosine {similarity:.3} ({}, {} dimensions)",
+        service.model_id(),
+        service.dimension()
+    );
+    let threshold = judge.threshold_for(&config.similarity, task_type);
+    let residual_texts = match judge.first_look(&args.a, &args.b, similarity, threshold.value) {
+        FirstLook::Pending(pending) => Some(pending.residual_texts()),
+        FirstLook::Decided(_) => None,
+    };
+    let verdict = judge
+        .judge(service, &args.a, &args.b, similarity, threshold.value)
+        .await
+        .context("cannot judge the texts")?;
+
+    let mut out = io::stdout().lock();
+    match args.format {
+        SimilarityFormat::Json => {
+            let mut document = judged_json(&verdict, &threshold, residual_texts.as_ref());
+            document["model"] = json!(service.model_id());
+            document["same_topic"] = json!(similarity > topic.value);
+            document["topic_threshold"] = json!(rounded(topic.value));
+            document["topic_threshold_key"] = json!(topic.key);
+            serde_json::to_writer_pretty(&mut out, &document)?;
+            writeln!(out)?;
+        }
+        SimilarityFormat::Text => {
+            writeln!(out, "{header}")?;
+            match verdict.judge {
+                // Today's line, exactly.
+                JudgeKind::Cosine => {
+                    writeln!(
+                        out,
+                        "{}",
+                        cosine_verdict("same request", similarity, &threshold)
+                    )?;
+                }
+                JudgeKind::Calibrated => {
+                    writeln!(out, "{}", judged_line(&verdict, &threshold))?;
+                }
+            }
+            writeln!(out, "{}", cosine_verdict("same topic", similarity, &topic))?;
+            if verdict.judge == JudgeKind::Calibrated {
+                for line in details(&verdict, residual_texts.as_ref()) {
+                    writeln!(out, "{line}")?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// Without embeddings: the exact-text similarity (1 or 0) against the
+/// thresholds, and, when the calibrated judge is configured, why it did
+/// not answer.
+fn print_exact(
+    format: SimilarityFormat,
+    similarity: f32,
+    request: &Threshold,
+    topic: &Threshold,
+    needs: Option<&str>,
+) -> anyhow::Result<Outcome> {
+    let mut out = io::stdout().lock();
+    match format {
+        SimilarityFormat::Text => {
+            writeln!(
+                out,
+                "similarity {similarity:.3} (exact normalized text: semantic matching is off)"
+            )?;
+            writeln!(
+                out,
+                "{}",
+                cosine_verdict("same request", similarity, request)
+            )?;
+            writeln!(out, "{}", cosine_verdict("same topic", similarity, topic))?;
+            if let Some(needs) = needs {
+                writeln!(out, "({needs})")?;
+            }
+        }
+        SimilarityFormat::Json => {
+            let document = json!({
+                "cosine": Value::Null,
+                "similarity": rounded(similarity),
+                "judge": "exact",
+                "same": similarity > request.value,
+                "score": rounded(similarity),
+                "threshold": rounded(request.value),
+                "threshold_key": request.key,
+                "reason": needs.unwrap_or("exact normalized text: semantic matching is off"),
+                "features": {},
+                "same_topic": similarity > topic.value,
+                "topic_threshold": rounded(topic.value),
+                "topic_threshold_key": topic.key,
+            });
+            serde_json::to_writer_pretty(&mut out, &document)?;
+            writeln!(out)?;
+        }
+    }
     out.flush()?;
     Ok(Outcome::Clean)
 }
 
 /// "same request: yes, 0.889 > 0.85 (similarity.request_threshold)".
-fn verdict(what: &str, similarity: f32, threshold: &Threshold) -> String {
+fn cosine_verdict(what: &str, similarity: f32, threshold: &Threshold) -> String {
     // Compared exactly as the detectors compare: strictly above.
     let (answer, relation) = if similarity > threshold.value {
         ("yes", ">")
@@ -60,9 +160,101 @@ fn verdict(what: &str, similarity: f32, threshold: &Threshold) -> String {
     )
 }
 
+/// "same request: no (calibrated judge, score 0.031 <= 0.74 from the
+/// shipped judge weights): different numbers (412 vs 418) (score 0.03,
+/// cosine 0.95)".
+fn judged_line(verdict: &Verdict, threshold: &Threshold) -> String {
+    let (answer, relation) = if verdict.same {
+        ("yes", ">")
+    } else {
+        ("no", "<=")
+    };
+    format!(
+        "same request: {answer} ({} judge, score {:.3} {relation} {} from {}): {}",
+        verdict.judge,
+        verdict.score,
+        threshold.value,
+        threshold.key,
+        verdict.reason()
+    )
+}
+
+/// What the calibrated judge looked at: every feature with its value, the
+/// differing words, and the residual texts when they were embedded.
+fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<String> {
+    let features: Vec<String> = FEATURE_NAMES
+        .iter()
+        .zip(verdict.features.vector())
+        .map(|(name, value)| format!("{name} {}", compact(value)))
+        .collect();
+    let contrast = &verdict.features.contrast;
+    let mut lines = vec![
+        format!("features: {}", features.join(", ")),
+        format!(
+            "differing words: a-only {:?}, b-only {:?}",
+            contrast.only_a, contrast.only_b
+        ),
+    ];
+    if let (Some((a, b)), Some(residuals)) = (residual_texts, verdict.features.residuals) {
+        lines.push(format!(
+            "residual texts: {a:?} / {b:?} (cosine {:.3}; each against the other text {:.3}, {:.3})",
+            residuals.between, residuals.a_to_b, residuals.b_to_a
+        ));
+    }
+    lines
+}
+
+/// The verdict as JSON: `{"cosine", "judge", "same", "score", "threshold",
+/// "threshold_key", "reason", "features": {name: value}, "only_a",
+/// "only_b", "residual_texts"}`.
+fn judged_json(
+    verdict: &Verdict,
+    threshold: &Threshold,
+    residual_texts: Option<&(String, String)>,
+) -> Value {
+    let features: Map<String, Value> = FEATURE_NAMES
+        .iter()
+        .zip(verdict.features.vector())
+        .map(|(name, value)| ((*name).to_owned(), json!(rounded(value))))
+        .collect();
+    let residual_texts = match (residual_texts, verdict.features.residuals) {
+        (Some((a, b)), Some(_)) => json!([a, b]),
+        _ => Value::Null,
+    };
+    json!({
+        "cosine": rounded(verdict.features.cosine),
+        "judge": verdict.judge.to_string(),
+        "same": verdict.same,
+        "score": rounded(verdict.score),
+        "threshold": rounded(threshold.value),
+        "threshold_key": threshold.key,
+        "reason": verdict.reason(),
+        "features": features,
+        "only_a": verdict.features.contrast.only_a,
+        "only_b": verdict.features.contrast.only_b,
+        "residual_texts": residual_texts,
+    })
+}
+
+/// An f32 as the f64 it reads as (0.85, not 0.8500000238418579).
+fn rounded(value: f32) -> f64 {
+    format!("{value}").parse().unwrap_or_default()
+}
+
+/// "1", "0", "0.949": three decimals without trailing zeros.
+fn compact(value: f32) -> String {
+    let text = format!("{value:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    match text {
+        "" | "-" | "-0" => "0".to_owned(),
+        text => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopguard_semantic::JudgeWeights;
 
     #[test]
     fn verdicts_are_strictly_above_and_name_the_key() {
@@ -71,12 +263,62 @@ mod tests {
             key: "similarity.request_threshold".into(),
         };
         assert_eq!(
-            verdict("same request", 0.889, &threshold),
+            cosine_verdict("same request", 0.889, &threshold),
             "same request: yes, 0.889 > 0.85 (similarity.request_threshold)"
         );
         assert_eq!(
-            verdict("same request", 0.85, &threshold),
+            cosine_verdict("same request", 0.85, &threshold),
             "same request: no, 0.850 <= 0.85 (similarity.request_threshold)"
+        );
+    }
+
+    #[test]
+    fn compact_numbers_drop_trailing_zeros() {
+        assert_eq!(compact(1.0), "1");
+        assert_eq!(compact(0.0), "0");
+        assert_eq!(compact(-0.0001), "0");
+        assert_eq!(compact(0.9491), "0.949");
+        assert_eq!(compact(0.25), "0.25");
+    }
+
+    #[test]
+    fn a_vetoed_pair_reads_as_its_reason_with_every_feature() {
+        let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        let threshold = Threshold {
+            value: judge.weights().threshold,
+            key: "the shipped judge weights".into(),
+        };
+        let FirstLook::Decided(verdict) = judge.first_look(
+            "Review PR #412 for security issues",
+            "Review PR #418 for security issues",
+            0.95,
+            threshold.value,
+        ) else {
+            panic!("a veto decides at once");
+        };
+        let line = judged_line(&verdict, &threshold);
+        assert!(
+            line.starts_with("same request: no (calibrated judge, score ")
+                && line.contains(" from the shipped judge weights): different numbers"),
+            "{line}"
+        );
+        let details = details(&verdict, None);
+        for name in FEATURE_NAMES {
+            assert!(
+                details[0].contains(&format!("{name} ")),
+                "{name}: {details:?}"
+            );
+        }
+        assert!(line.contains("412") && line.contains("418"), "{line}");
+        assert!(
+            details[1].starts_with("differing words: a-only "),
+            "{details:?}"
+        );
+        let document = judged_json(&verdict, &threshold, None);
+        assert_eq!(document["same"], false);
+        assert_eq!(
+            document["features"].as_object().map(Map::len),
+            Some(FEATURE_NAMES.len())
         );
     }
 }

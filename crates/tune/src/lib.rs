@@ -24,6 +24,10 @@
 //! - [`TraceSet`] and [`tune_traces`]: the same on recorded traces, each
 //!   replayed through the real engine at every threshold and scored against
 //!   the detections a sidecar file expects.
+//! - [`judge_curves`]: the precision-recall curves of both same-request
+//!   judges (cosine, calibrated) on the held-out pairs, each with its
+//!   operating point, drawn in one picture by `write_judge_plot` (feature
+//!   `plots`).
 //! - [`write_outputs`]: the table as CSV and JSON and, with the `plots`
 //!   feature (on by default), a precision-recall curve and a histogram of
 //!   cosines as PNG and SVG.
@@ -75,6 +79,7 @@ pub use cache::EmbeddingCache;
 pub use embed::{DEFAULT_BATCH, EmbedOptions, EmbedStats, Vectors, embed_texts};
 pub use embedders::EmbedderChoice;
 pub use error::{LineIssue, Result, TuneError};
+pub use judge_curve::{CurvePoint, JudgeCurve, JudgeCurves, judge_curves, pr_curve, pr_point};
 pub use judge_fit::{
     JudgeReport, JudgeScore, PairFeatures, evaluate, fit_and_score, fit_logistic, judge_features,
 };
@@ -82,7 +87,7 @@ pub use lexical::{LEXICAL_DIMENSION, LEXICAL_MODEL_ID, LexicalEmbedder};
 pub use output::write_outputs;
 pub use pairs::{Pair, PairSet, Split};
 #[cfg(feature = "plots")]
-pub use plots::write_plots;
+pub use plots::{write_judge_plot, write_plots};
 pub use report::{
     Choice, Configured, Counts, EmbedderInfo, Example, MinPrecision, Mistakes, Mode, ScoredPair,
     TraceDetection, TuneOptions, TuneReport, tune_pairs,
@@ -96,6 +101,7 @@ mod cache;
 mod embed;
 mod embedders;
 mod error;
+mod judge_curve;
 mod judge_fit;
 mod lexical;
 mod output;

@@ -1,6 +1,7 @@
 //! The two pictures of a sweep (cargo feature `plots`): the
 //! precision-recall curve and the histogram of cosines, each as PNG and
-//! SVG.
+//! SVG; and the picture of `tune --judge calibrated`: both same-request
+//! judges' precision-recall curves on the held-out pairs.
 //!
 //! Text is drawn with DejaVu Sans (regular and bold), embedded in the
 //! binary from the crates.io package `dejavu` 2.37.0 (its code MIT or
@@ -19,6 +20,7 @@ use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
 use crate::error::{Result, TuneError};
+use crate::judge_curve::{JudgeCurve, JudgeCurves};
 use crate::pairs::Split;
 use crate::report::{Choice, Mode, TuneReport};
 
@@ -34,6 +36,8 @@ const BEST: RGBColor = RGBColor(214, 39, 40);
 const CONFIGURED: RGBColor = RGBColor(40, 40, 40);
 const FLOOR: RGBColor = RGBColor(44, 160, 44);
 const GRID: RGBColor = RGBColor(200, 200, 200);
+/// The calibrated judge's curve, next to [`CURVE`] for the cosine judge.
+const CALIBRATED: RGBColor = RGBColor(214, 39, 40);
 
 /// Writes `pr_curve.png`, `pr_curve.svg`, `histogram.png` and
 /// `histogram.svg` into `dir` (which must exist) and returns their paths.
@@ -55,6 +59,126 @@ pub fn write_plots(report: &TuneReport, dir: &Path) -> Result<Vec<PathBuf>> {
         written.push(svg);
     }
     Ok(written)
+}
+
+/// Writes `judge_pr_curve.png` and `judge_pr_curve.svg` into `dir`
+/// (which must exist): both judges' precision-recall curves, each with its
+/// operating point. Returns their paths.
+pub fn write_judge_plot(curves: &JudgeCurves, dir: &Path) -> Result<Vec<PathBuf>> {
+    fonts().map_err(|detail| TuneError::Plot {
+        path: dir.to_path_buf(),
+        detail,
+    })?;
+    let png = dir.join("judge_pr_curve.png");
+    write_png(&png, |area| match area {
+        Area::Png(root) => draw_judge_curves(curves, root),
+        Area::Svg(root) => draw_judge_curves(curves, root),
+    })?;
+    let svg = dir.join("judge_pr_curve.svg");
+    write_svg(&svg, |area| match area {
+        Area::Png(root) => draw_judge_curves(curves, root),
+        Area::Svg(root) => draw_judge_curves(curves, root),
+    })?;
+    Ok(vec![png, svg])
+}
+
+/// The legend label of a judge's curve.
+fn judge_label(curve: &JudgeCurve) -> String {
+    match curve.judge {
+        loopguard_semantic::JudgeKind::Cosine => "cosine judge (threshold over the cosine)".into(),
+        loopguard_semantic::JudgeKind::Calibrated => {
+            "calibrated judge (threshold over its score)".into()
+        }
+    }
+}
+
+fn draw_judge_curves<DB: DrawingBackend>(
+    curves: &JudgeCurves,
+    root: DrawingArea<DB, Shift>,
+) -> std::result::Result<(), String> {
+    let e = |err: DrawingAreaErrorKind<DB::ErrorType>| err.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (title_area, body) = root.split_vertically(70);
+    let which = match curves.split {
+        "test" => "held-out test split",
+        _ => "all pairs (no split)",
+    };
+    title_area
+        .draw_text(
+            &format!("Same request? Precision vs recall of both judges ({which})"),
+            &(FONT, 26).into_font().style(FontStyle::Bold).color(&BLACK),
+            (20, 12),
+        )
+        .map_err(e)?;
+    title_area
+        .draw_text(
+            &format!(
+                "{} pairs ({} same, {} different); each judge's operating point marked",
+                curves.pairs,
+                curves.same,
+                curves.pairs - curves.same
+            ),
+            &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
+            (20, 46),
+        )
+        .map_err(e)?;
+    let mut chart = ChartBuilder::on(&body)
+        .margin(20)
+        .margin_top(10)
+        .x_label_area_size(55)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..1.0f64, 0f64..1.0f64)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("recall: share of the same pairs called the same")
+        .y_desc("precision: share of the pairs called the same that are")
+        .axis_desc_style((FONT, 17))
+        .label_style((FONT, 14))
+        .bold_line_style(GRID.mix(0.6))
+        .light_line_style(GRID.mix(0.2))
+        .x_labels(11)
+        .y_labels(11)
+        .draw()
+        .map_err(e)?;
+    for (curve, color) in [(&curves.cosine, CURVE), (&curves.calibrated, CALIBRATED)] {
+        let style = color.stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(
+                curve.points.iter().map(|p| (p.recall, p.precision)),
+                style,
+            ))
+            .map_err(e)?
+            .label(judge_label(curve))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        let Some(at) = curve.operating else {
+            continue;
+        };
+        let fill = color.filled();
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (at.recall, at.precision),
+                8,
+                fill,
+            )))
+            .map_err(e)?
+            .label(format!(
+                "{} judge at {}: precision {:.2}, recall {:.2}",
+                curve.judge, curve.threshold, at.precision, at.recall
+            ))
+            .legend(move |(x, y)| Circle::new((x + 12, y), 6, fill));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .margin(12)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.5))
+        .label_font((FONT, 14))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
 }
 
 /// A picture drawn on either backend. Generic functions cannot be passed

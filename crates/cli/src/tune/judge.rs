@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use loopguard_core_types::Config;
 use loopguard_semantic::{Features, JudgeKind, JudgeWeights, SameRequestJudge};
-use loopguard_tune::{Confusion, JudgeScore, PairSet, evaluate, fit_and_score};
+use loopguard_tune::{
+    Confusion, JudgeCurves, JudgeReport, JudgeScore, PairSet, evaluate, fit_and_score,
+    judge_curves, write_judge_plot,
+};
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
 use crate::outcome::Outcome;
@@ -54,17 +57,28 @@ pub(crate) fn run(
         std::fs::write(path, format!("{text}\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    // Both judges on the held-out pairs: the cosine judge at the
+    // configured request threshold, the calibrated one at its own.
+    let curves = judge_curves(
+        pairs,
+        features,
+        &report.weights,
+        config.similarity.request_threshold,
+    );
+    let document = report_json(&report, &curves)?;
     let mut written: Vec<PathBuf> = weights_path.into_iter().collect();
     if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let json = dir.join("judge.json");
-        std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        std::fs::write(&json, serde_json::to_string_pretty(&document)?)
             .with_context(|| format!("cannot write {}", json.display()))?;
         written.push(json);
+        written.extend(write_judge_plot(&curves, dir)?);
     }
     let mut out = io::stdout().lock();
     match args.format {
         TuneFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
+            serde_json::to_writer_pretty(&mut out, &document)?;
             writeln!(out)?;
         }
         TuneFormat::Text => {
@@ -105,6 +119,16 @@ pub(crate) fn run(
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// The report as JSON, with both judges' precision-recall curves on the
+/// held-out pairs under `held_out_pr_curves`.
+fn report_json(report: &JudgeReport, curves: &JudgeCurves) -> anyhow::Result<serde_json::Value> {
+    let mut document = serde_json::to_value(report)?;
+    if let Some(object) = document.as_object_mut() {
+        object.insert("held_out_pr_curves".into(), serde_json::to_value(curves)?);
+    }
+    Ok(document)
 }
 
 /// Scores the configured judge (or the one `--judge` names) as it is.
