@@ -283,7 +283,15 @@ fn similarity_prints_the_measured_cosines_against_the_thresholds() {
             "no",
         ),
     ] {
-        let out = run(["similarity", a, b]);
+        // The cosine judge: its verdict is the cosine against the threshold.
+        let cosine_judge = config("similarity_judge_cosine.toml");
+        let out = run([
+            OsStr::new("similarity"),
+            OsStr::new(a),
+            OsStr::new(b),
+            OsStr::new("--config"),
+            cosine_judge.as_os_str(),
+        ]);
         assert_eq!(out.code, Some(0), "{out:?}");
         let mut lines = out.stdout.lines();
         let cosine: f64 = lines
