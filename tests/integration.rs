@@ -39,5 +39,7 @@ mod restart;
 mod semantic;
 #[path = "integration/store.rs"]
 mod store;
+#[path = "integration/tools.rs"]
+mod tools;
 #[path = "integration/tune.rs"]
 mod tune;

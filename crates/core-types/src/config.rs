@@ -37,6 +37,9 @@ pub struct Config {
     pub oscillation: OscillationConfig,
     /// Repeated failed output and strategy pivots.
     pub entropy: EntropyConfig,
+    /// Stale tool calls (`tool_repeat`, `tool_cycle`, `tool_no_new_info`;
+    /// ruling 15).
+    pub tools: ToolsConfig,
     /// The engine's own bookkeeping.
     pub engine: EngineConfig,
     /// Progress evaluation of differing failures (`regression`,
@@ -359,6 +362,100 @@ pub struct EntropyConfig {
     pub threshold: u32,
     /// Pivots before the task is paused (`MAX_PIVOTS`, default 2).
     pub max_pivots: u32,
+}
+
+/// `[tools]`: stale tool calls (ruling 15). A successful call is stale when
+/// it brings nothing new: a result already returned to its agent in its
+/// task, or, without an informative result, the same call again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// The stale call of a run that is the first detection, an
+    /// `inject_context` (default 2: for one call repeated, its third
+    /// occurrence).
+    pub nudge_after: u32,
+    /// The stale call of a run from which every one `escalate`s (default
+    /// 4).
+    pub escalate_after: u32,
+    /// Characters a normalized result needs to be informative (default 16).
+    pub min_result_chars: u32,
+    /// Argument keys ignored when comparing calls (request ids, timestamps),
+    /// at any depth of the arguments.
+    pub volatile_args: Vec<String>,
+    /// Calls and results remembered per task and agent, the least recently
+    /// seen forgotten first (default 256).
+    pub history: u32,
+    /// Settings for one tool (`[tools.per_tool.NAME]`).
+    pub per_tool: BTreeMap<String, PerToolConfig>,
+}
+
+/// `[tools.per_tool.NAME]`: one tool's own settings; a key left out keeps
+/// the `[tools]` one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerToolConfig {
+    /// Overrides `tools.nudge_after` (a polling tool may allow 20).
+    pub nudge_after: Option<u32>,
+    /// Overrides `tools.escalate_after`.
+    pub escalate_after: Option<u32>,
+    /// Overrides `tools.min_result_chars`.
+    pub min_result_chars: Option<u32>,
+    /// Argument keys ignored for this tool, besides `tools.volatile_args`.
+    pub volatile_args: Vec<String>,
+    /// Calls of this tool are never stale and never end a run.
+    pub exclude: bool,
+}
+
+/// The settings that apply to one tool's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// See [`ToolsConfig::nudge_after`].
+    pub nudge_after: u32,
+    /// See [`ToolsConfig::escalate_after`].
+    pub escalate_after: u32,
+    /// See [`ToolsConfig::min_result_chars`].
+    pub min_result_chars: u32,
+    /// See [`PerToolConfig::exclude`].
+    pub exclude: bool,
+}
+
+impl ToolsConfig {
+    /// The settings for calls of `tool`.
+    pub fn limits_for(&self, tool: &str) -> ToolLimits {
+        let own = self.per_tool.get(tool);
+        ToolLimits {
+            nudge_after: own.and_then(|t| t.nudge_after).unwrap_or(self.nudge_after),
+            escalate_after: own
+                .and_then(|t| t.escalate_after)
+                .unwrap_or(self.escalate_after),
+            min_result_chars: own
+                .and_then(|t| t.min_result_chars)
+                .unwrap_or(self.min_result_chars),
+            exclude: own.is_some_and(|t| t.exclude),
+        }
+    }
+
+    /// Whether `key` is ignored in the arguments of `tool`.
+    pub fn is_volatile(&self, tool: &str, key: &str) -> bool {
+        self.volatile_args.iter().any(|k| k == key)
+            || self
+                .per_tool
+                .get(tool)
+                .is_some_and(|t| t.volatile_args.iter().any(|k| k == key))
+    }
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            nudge_after: 2,
+            escalate_after: 4,
+            min_result_chars: 16,
+            volatile_args: Vec::new(),
+            history: 256,
+            per_tool: BTreeMap::new(),
+        }
+    }
 }
 
 /// `[engine]`: the engine's own bookkeeping.
@@ -935,6 +1032,32 @@ impl Config {
             ));
         }
         at_least_one("failures.history", self.failures.history)?;
+        at_least_one("tools.history", self.tools.history)?;
+        if self.tools.history > 100_000 {
+            return Err(invalid(
+                "tools.history",
+                self.tools.history,
+                "at most 100000 calls are remembered per agent",
+            ));
+        }
+        let tool_ladders = std::iter::once(("tools".to_owned(), self.tools.limits_for(""))).chain(
+            self.tools.per_tool.keys().map(|tool| {
+                (
+                    format!("tools.per_tool.{tool}"),
+                    self.tools.limits_for(tool),
+                )
+            }),
+        );
+        for (section, limits) in tool_ladders {
+            at_least_one(&format!("{section}.nudge_after"), limits.nudge_after)?;
+            if limits.escalate_after < limits.nudge_after {
+                return Err(invalid(
+                    &format!("{section}.escalate_after"),
+                    limits.escalate_after,
+                    "must be at least nudge_after",
+                ));
+            }
+        }
         if self.failures.history > 1000 {
             return Err(invalid(
                 "failures.history",

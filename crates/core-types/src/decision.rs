@@ -183,9 +183,15 @@ pub mod kinds {
     pub const REGRESSION: &str = "regression";
     /// Failures from outside the agents (network, timeout, auth, dependency).
     pub const EXTERNAL_FAILURE: &str = "external_failure";
+    /// The same tool call again with nothing new (trace format 1.1).
+    pub const TOOL_REPEAT: &str = "tool_repeat";
+    /// A sequence of 2 to 5 tool calls repeated with nothing new.
+    pub const TOOL_CYCLE: &str = "tool_cycle";
+    /// Tool calls with varying arguments whose results repeat.
+    pub const TOOL_NO_NEW_INFO: &str = "tool_no_new_info";
 
     /// Every built-in kind, in the order the spec lists them.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 17] = [
         EXACT_FAILURE,
         COLLABORATION_LOOP,
         AGENT_PAIR,
@@ -200,6 +206,9 @@ pub mod kinds {
         NO_PROGRESS,
         REGRESSION,
         EXTERNAL_FAILURE,
+        TOOL_REPEAT,
+        TOOL_CYCLE,
+        TOOL_NO_NEW_INFO,
     ];
 }
 

@@ -56,6 +56,7 @@ pub use registry::{BuiltinDetectors, BuiltinState, KEYS_ADDED_SINCE_FORMAT_1, RE
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
 };
+pub use tool_calls::{ToolCalls, ToolCallsState};
 pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
 pub mod agent_pair;
@@ -71,6 +72,7 @@ pub mod phase_visits;
 pub mod progress;
 pub mod registry;
 pub mod repeated_output;
+pub mod tool_calls;
 pub mod topic_cycle;
 
 use std::sync::OnceLock;

@@ -16,7 +16,8 @@ use loopguard_core_types::{Config, Detection};
 use crate::clock::TaskClock;
 use crate::{
     AgentPair, Detector, EdgeLimit, ExactFailure, MultiAgent, ObservedEvent, Oscillation,
-    PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, TopicCycle, TransitionLimit,
+    PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, ToolCalls, TopicCycle,
+    TransitionLimit,
 };
 
 /// Declares the built-in detectors: `field: Type` per detector, in the
@@ -108,6 +109,7 @@ builtin_detectors! {
     transition_limit: TransitionLimit,
     oscillation: Oscillation,
     repeated_output: RepeatedOutput,
+    tool_calls: ToolCalls,
 }
 
 /// Keys of the saved built-in state added since format 1 beyond the
