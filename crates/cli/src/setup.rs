@@ -13,7 +13,9 @@ use anyhow::Context;
 use loopguard_core_types::{Config, PluginConfig};
 use loopguard_host::{LoopGuard, LoopGuardBuilder, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, OpenAiSettings, ProgressEvaluator};
-use loopguard_semantic::{EmbeddingService, FetchPlan, SemanticDetectors};
+use loopguard_semantic::{
+    EmbeddingService, FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits,
+};
 
 /// The note every report and text header carries when semantic matching is
 /// off.
@@ -116,6 +118,8 @@ pub(crate) struct Setup {
     pub(crate) config: Config,
     /// The model's service; `None` when semantic matching is off.
     pub(crate) service: Option<Arc<EmbeddingService>>,
+    /// The same-request judge `[similarity]` configures, its weights read.
+    pub(crate) judge: SameRequestJudge,
 }
 
 impl Setup {
@@ -124,6 +128,10 @@ impl Setup {
     /// run, which is announced on stderr), then the model is loaded. A
     /// failure is the command's start-up error, never a silent fallback.
     pub(crate) fn start(config: Config) -> anyhow::Result<Setup> {
+        // The judge's weights first: a bad file stops the command before
+        // the model loads.
+        let judge = SameRequestJudge::from_config(&config.similarity)
+            .context("the same-request judge cannot start")?;
         let service = if config.semantic.enabled {
             let service = loopguard_semantic::load_service(&config, announce_fetch).context(
                 "semantic matching cannot start (run with --no-semantic, or set \
@@ -133,13 +141,22 @@ impl Setup {
         } else {
             None
         };
-        Ok(Setup { config, service })
+        Ok(Setup {
+            config,
+            service,
+            judge,
+        })
     }
 
     /// The semantic detectors: over the model, or the exact fallback.
     pub(crate) fn detectors(&self) -> SemanticDetectors {
         match &self.service {
-            Some(service) => SemanticDetectors::with_service(&self.config, Arc::clone(service)),
+            Some(service) => SemanticDetectors::with_judge(
+                &self.config,
+                Some(Arc::clone(service)),
+                SemanticLimits::default(),
+                self.judge.clone(),
+            ),
             None => SemanticDetectors::exact(&self.config),
         }
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use loopguard_core_types::{Action, Config, Decision, Event, Severity, TaskStatus};
 use loopguard_host::LoopGuard;
 use loopguard_semantic::{
-    EmbeddingService, ProvisionOptions, Result, SemanticDetectors, SemanticError, ServiceOptions,
+    EmbeddingService, JudgeKind, ProvisionOptions, Result, SemanticDetectors, SemanticError,
+    ServiceOptions,
 };
 
 use crate::common::{embedder, service};
@@ -45,6 +46,14 @@ fn handoff(task: &str, from: &str, to: &str, content: &str) -> Event {
     ))
 }
 
+/// The default config with the cosine judge: the tests that pin cosine
+/// figures and thresholds.
+fn cosine() -> Config {
+    let mut config = Config::default();
+    config.similarity.judge = JudgeKind::Cosine;
+    config
+}
+
 fn semantic_engine(config: Config) -> (SemanticDetectors, LoopGuard) {
     let detectors = SemanticDetectors::with_service(&config, service());
     let guard = detectors
@@ -68,7 +77,7 @@ fn of_kind<'a>(decision: &'a Decision, kind: &str) -> Option<&'a loopguard_core_
 
 #[tokio::test]
 async fn reworded_requests_are_loops_and_the_third_escalates() {
-    let (detectors, guard) = semantic_engine(Config::default());
+    let (detectors, guard) = semantic_engine(cosine());
     assert!(detectors.is_semantic());
     let mut events = vec![collab("T", "planner", "coder", AUTH)];
     events.extend(
@@ -108,7 +117,7 @@ async fn reworded_requests_are_loops_and_the_third_escalates() {
 
 #[tokio::test]
 async fn different_requests_between_one_pair_never_count() {
-    let (_, guard) = semantic_engine(Config::default());
+    let (_, guard) = semantic_engine(cosine());
     let events: Vec<Event> = UNRELATED
         .iter()
         .map(|text| collab("T", "planner", "coder", text))
@@ -314,7 +323,7 @@ async fn a_topic_cycle_in_other_words_is_caught_with_its_match() {
 
 #[tokio::test]
 async fn a_query_repeats_only_without_new_information() {
-    let (_, guard) = semantic_engine(Config::default());
+    let (_, guard) = semantic_engine(cosine());
     let ask = |text| handoff("T", "planner", "researcher", text);
     let events = [
         ask("Find recent papers on retrieval augmented generation"),
@@ -366,7 +375,7 @@ async fn a_query_repeats_only_without_new_information() {
 #[tokio::test]
 async fn a_task_type_uses_its_own_threshold_and_names_its_key() {
     let config =
-        Config::from_toml_str("[similarity.task_types.research]\nrequest_threshold = 0.6\n")
+        Config::from_toml_str("[similarity]\njudge = \"cosine\"\n[similarity.task_types.research]\nrequest_threshold = 0.6\n")
             .unwrap_or_else(|e| panic!("{e}"));
     let (_, guard) = semantic_engine(config);
     let looser = "Please take another look at the login code for security issues";

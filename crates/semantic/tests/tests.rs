@@ -13,6 +13,8 @@ mod common;
 mod engine;
 #[cfg(feature = "engine")]
 mod engine_exact;
+#[cfg(all(feature = "fastembed", feature = "engine"))]
+mod engine_judged;
 #[cfg(feature = "engine")]
 mod golden_state;
 #[cfg(feature = "engine")]

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loopguard_core_types::{Config, Event, EventKind, kinds};
 use loopguard_host::{LoopGuard, ReplayItem, replay_each};
-use loopguard_semantic::{Embedder, EmbeddingService, SemanticDetectors, ServiceOptions};
+use loopguard_semantic::{
+    Embedder, EmbeddingService, JudgeKind, SemanticDetectors, ServiceOptions,
+};
 use serde_json::Value;
 
 use crate::embed::{EmbedStats, Prepared, Vectors};
@@ -276,11 +278,15 @@ impl Scope {
 
     /// `base` with the swept thresholds set to `threshold` everywhere
     /// (task-type overrides of those keys are cleared, so one threshold
-    /// applies to every event).
+    /// applies to every event). A swept request threshold is the cosine
+    /// judge's, so every replay runs with `similarity.judge = "cosine"`
+    /// (the calibrated judge does not decide by that threshold, and its
+    /// residual texts are not among the prepared vectors).
     fn config_at(self, base: &Config, threshold: f64) -> Config {
         let mut config = base.clone();
         let t = threshold as f32;
         let similarity = &mut config.similarity;
+        similarity.judge = JudgeKind::Cosine;
         if self.request {
             similarity.request_threshold = t;
             for task_type in similarity.task_types.values_mut() {

@@ -1,18 +1,26 @@
 //! Collaboration loops: the same request from one agent to another, again
 //! (Decision 74; kind `collaboration_loop`).
 //!
-//! A `collaboration` event whose `request` is more similar than the request
-//! threshold (`similarity.request_threshold_for(task_type)`, strictly
-//! exceeded) to an earlier request of the same task, from the same agent to
-//! the same agent, is one detection. The engine counts it as one loop of
+//! A `collaboration` event whose `request` the same-request judge
+//! (`similarity.judge`) calls the same as an earlier request of the same
+//! task, from the same agent to the same agent, is one detection. With the
+//! cosine judge, the same is a cosine strictly above the request threshold
+//! (`similarity.request_threshold_for(task_type)`); with the calibrated
+//! judge (the default), the judge's score strictly above its threshold
+//! (`SameRequestJudge::threshold_for`), asked only about the earlier
+//! requests whose cosine is above its candidate floor, outside the task's
+//! lock. The engine counts it as one loop of
 //! the task (a loop-feeding kind: ruling 4), and sets its severity and
 //! action from the task's loop count (ruling 11): the 3rd loop takes the
 //! task to the human gate.
 //!
 //! - Unrelated requests between the same pair never count, however many.
 //! - The same request to another agent is another pair: not a repeat.
-//! - The detection cites the best match: `similarity`, `threshold`,
-//!   `matched_line`, and evidence `[matched line, this line]` (with ids).
+//! - The detection cites the best match (the highest cosine, or with the
+//!   calibrated judge the highest score): `similarity` (the cosine),
+//!   `threshold` (the cosine's or the judge's), `matched_line`, and
+//!   evidence `[matched line, this line]` (with ids); the reason names the
+//!   threshold's config key and, with the calibrated judge, its verdict.
 //! - Per task, each ordered pair remembers its last
 //!   [`SemanticLimits::rows_per_history`] requests, and a task its last
 //!   [`SemanticLimits::histories_per_task`] pairs.
@@ -33,9 +41,13 @@ use lru::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::history::{
-    History, Matcher, SavedRow, Seen, TaskStates, import_error, newest, parse_saved, restore_probes,
+    History, Matcher, Probe, SavedRow, Seen, TaskStates, import_error, newest, parse_saved,
+    restore_probes,
 };
+use super::judged::{best, judge_candidates};
 use super::{EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, task_type};
+use crate::judge::{JudgeKind, SameRequestJudge};
+use crate::service::EmbeddingService;
 
 /// Per task: one history of requests per ordered pair (`from`, `to`), the
 /// least recently used pair first to be forgotten.
@@ -67,6 +79,7 @@ struct SavedPair {
 #[derive(Debug)]
 pub struct CollaborationLoop {
     matcher: Matcher,
+    judge: SameRequestJudge,
     similarity: SimilarityConfig,
     limits: SemanticLimits,
     tasks: TaskStates<PairHistories>,
@@ -85,10 +98,12 @@ impl CollaborationLoop {
         matcher: Matcher,
         similarity: SimilarityConfig,
         limits: SemanticLimits,
+        judge: SameRequestJudge,
     ) -> CollaborationLoop {
         CollaborationLoop {
             tasks: TaskStates::new(limits.max_tasks),
             matcher,
+            judge,
             similarity,
             limits,
         }
@@ -103,6 +118,61 @@ impl CollaborationLoop {
         PairHistories {
             pairs: LruCache::new(non_zero(self.limits.histories_per_task)),
         }
+    }
+
+    /// `observe` with the calibrated judge: the earlier requests of the
+    /// pair above the judge's candidate floor are collected under the
+    /// task's lock, then judged outside it; the best one judged the same
+    /// request is the match.
+    async fn observe_judged(
+        &self,
+        event: &ObservedEvent<'_>,
+        (from, to, request): (&str, &str, &str),
+        probe: Probe,
+        this: Seen,
+        service: &EmbeddingService,
+    ) -> Result<Vec<Detection>, ExtensionError> {
+        let task_type = task_type(event.event);
+        let cosine_threshold = self.similarity.request_threshold_for(task_type);
+        let threshold = self.judge.threshold_for(&self.similarity, task_type);
+        let floor = self.judge.candidate_floor(cosine_threshold.value);
+        let pair = (from.to_owned(), to.to_owned());
+        let (matcher, limits) = (&self.matcher, &self.limits);
+        let candidates = self.tasks.with(
+            &event.event.task,
+            || self.fresh(),
+            |state| {
+                let history = state
+                    .pairs
+                    .get_or_insert_mut(pair, || matcher.history(limits.rows_per_history));
+                let candidates = history.all_above_with_texts(&probe, floor)?;
+                history.push(this.clone(), &probe)?;
+                Ok::<_, crate::SemanticError>(candidates)
+            },
+        );
+        let candidates =
+            candidates.map_err(|err| extension_error("cannot compare the request", &err))?;
+        let judged = judge_candidates(&self.judge, service, request, candidates, threshold.value)
+            .await
+            .map_err(|err| extension_error("cannot judge the request", &err))?;
+        let Some(best) = best(&judged) else {
+            return Ok(Vec::new());
+        };
+        let earlier = &best.key;
+        let reason = format!(
+            "request from '{from}' to '{to}' is the same as line {}'s: {} (threshold {} from {})",
+            earlier.line,
+            best.verdict.reason(),
+            threshold.value,
+            threshold.key
+        );
+        Ok(vec![loop_detection(
+            earlier,
+            this,
+            reason,
+            best.cosine,
+            threshold.value,
+        )])
     }
 
     /// [`ExtensionDetector::import_task`] without the clean-up on error.
@@ -137,6 +207,34 @@ impl CollaborationLoop {
     }
 }
 
+/// The detection of a request that repeats `earlier`'s, citing both. Its
+/// severity and action are the engine's: it counts the loop.
+fn loop_detection(
+    earlier: &Seen,
+    this: Seen,
+    reason: String,
+    similarity: f32,
+    threshold: f32,
+) -> Detection {
+    let mut detection = Detection::new(
+        kinds::COLLABORATION_LOOP,
+        kinds::COLLABORATION_LOOP,
+        Severity::Low,
+        Action::Warn,
+        vec![earlier.line, this.line],
+        reason,
+    );
+    detection.evidence_ids = [earlier.id.clone(), this.id]
+        .into_iter()
+        .flatten()
+        .map(|id| id.to_string())
+        .collect();
+    detection.similarity = Some(similarity);
+    detection.threshold = Some(threshold);
+    detection.matched_line = Some(earlier.line);
+    detection
+}
+
 #[async_trait]
 impl ExtensionDetector for CollaborationLoop {
     fn name(&self) -> &str {
@@ -166,6 +264,12 @@ impl ExtensionDetector for CollaborationLoop {
             line: event.line,
             id: event.event.id.as_deref().map(Arc::from),
         };
+        if let (JudgeKind::Calibrated, Some(service)) = (self.judge.kind(), self.matcher.service())
+        {
+            return self
+                .observe_judged(event, (from, to, request), probe, this, service)
+                .await;
+        }
         let pair = (from.clone(), to.clone());
         let (matcher, limits) = (&self.matcher, &self.limits);
         let best = self.tasks.with(
@@ -196,24 +300,13 @@ impl ExtensionDetector for CollaborationLoop {
                 earlier.line
             )
         };
-        // Severity and action are the engine's: it counts the loop.
-        let mut detection = Detection::new(
-            kinds::COLLABORATION_LOOP,
-            kinds::COLLABORATION_LOOP,
-            Severity::Low,
-            Action::Warn,
-            vec![earlier.line, this.line],
+        Ok(vec![loop_detection(
+            &earlier,
+            this,
             reason,
-        );
-        detection.evidence_ids = [earlier.id, this.id]
-            .into_iter()
-            .flatten()
-            .map(|id| id.to_string())
-            .collect();
-        detection.similarity = Some(similarity);
-        detection.threshold = Some(threshold.value);
-        detection.matched_line = Some(earlier.line);
-        Ok(vec![detection])
+            similarity,
+            threshold.value,
+        )])
     }
 
     async fn reset_task(&self, task: &str) {

@@ -176,7 +176,15 @@ impl Matcher {
         }
     }
 
-    /// Whether this is the embedding matcher.
+    /// The embedding service, when texts are compared by embeddings.
+    pub(crate) fn service(&self) -> Option<&Arc<EmbeddingService>> {
+        match self {
+            Matcher::Semantic { service, .. } => Some(service),
+            Matcher::Exact { .. } => None,
+        }
+    }
+
+    /// Whether texts are compared by embeddings.
     pub(crate) fn is_semantic(&self) -> bool {
         matches!(self, Matcher::Semantic { .. })
     }
@@ -248,6 +256,32 @@ impl<K: Clone> History<K> {
         }
     }
 
+    /// Every entry strictly above `floor` with its kept text, oldest first
+    /// (histories of vectors only: the same-request judge needs the texts
+    /// and their embeddings).
+    pub(crate) fn all_above_with_texts(
+        &self,
+        probe: &Probe,
+        floor: f32,
+    ) -> Result<Vec<(K, f32, Arc<str>)>>
+    where
+        K: PartialEq,
+    {
+        let History::Vectors { texts, .. } = self else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .all_above(probe, floor)?
+            .into_iter()
+            .filter_map(|(key, cosine)| {
+                texts
+                    .iter()
+                    .find(|(kept, _)| *kept == key)
+                    .map(|(_, text)| (key, cosine, Arc::clone(&text.text)))
+            })
+            .collect())
+    }
+
     /// Remembers `probe` under `key`, forgetting the oldest entry when full.
     pub(crate) fn push(&mut self, key: K, probe: &Probe) -> Result<()> {
         match (self, probe) {
@@ -310,7 +344,7 @@ impl<K: RowKey> History<K> {
 
 /// An event remembered by its input line and its id, to be cited as
 /// evidence.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Seen {
     pub(crate) line: u64,
     pub(crate) id: Option<Arc<str>>,

@@ -94,11 +94,13 @@ pub use repeated_query::RepeatedQuery;
 pub use topics::{SemanticTopics, TOPIC_LABEL_CHARS};
 
 use crate::error::{Result, SemanticError};
+use crate::judge::SameRequestJudge;
 use crate::service::EmbeddingService;
 use history::{Matcher, Probe};
 
 mod collaboration_loop;
 mod history;
+mod judged;
 mod repeated_query;
 mod topics;
 
@@ -231,13 +233,23 @@ impl SemanticDetectors {
         if !config.semantic.enabled {
             return Ok(SemanticDetectors::exact(config));
         }
+        // The weights file first: a bad one fails before the model loads.
+        let judge = SameRequestJudge::from_config(&config.similarity)?;
         let service = load_service(config, before_fetch)?;
-        Ok(SemanticDetectors::with_service(config, service))
+        Ok(SemanticDetectors::with_judge(
+            config,
+            Some(service),
+            SemanticLimits::default(),
+            judge,
+        ))
     }
 
     /// Semantic detectors over an already running service (shared between
     /// engines or tests: the model is loaded once), whatever
-    /// `semantic.enabled` says.
+    /// `semantic.enabled` says. The judge is `similarity.judge` with the
+    /// shipped weights; [`SemanticDetectors::with_judge`] takes a team's own
+    /// (`similarity.judge_weights`, read by
+    /// [`SameRequestJudge::from_config`]).
     pub fn with_service(config: &Config, service: Arc<EmbeddingService>) -> SemanticDetectors {
         SemanticDetectors::with_limits(config, Some(service), SemanticLimits::default())
     }
@@ -249,11 +261,25 @@ impl SemanticDetectors {
     }
 
     /// Semantic detectors over `service`, or the exact fallback without
-    /// one, remembering as much as `limits` allows.
+    /// one, remembering as much as `limits` allows; the judge is
+    /// `similarity.judge` with the shipped weights.
     pub fn with_limits(
         config: &Config,
         service: Option<Arc<EmbeddingService>>,
         limits: SemanticLimits,
+    ) -> SemanticDetectors {
+        let judge = SameRequestJudge::of_kind(config.similarity.judge);
+        SemanticDetectors::with_judge(config, service, limits, judge)
+    }
+
+    /// [`SemanticDetectors::with_limits`] with `judge` deciding "the same
+    /// request" for `collaboration_loop` and `repeated_query` (with
+    /// embeddings; exact text decides without them).
+    pub fn with_judge(
+        config: &Config,
+        service: Option<Arc<EmbeddingService>>,
+        limits: SemanticLimits,
+        judge: SameRequestJudge,
     ) -> SemanticDetectors {
         // What the detectors keep of a text (`limits.max_text_bytes`); never
         // less than the model reads, so a kept text embeds as the whole.
@@ -274,11 +300,13 @@ impl SemanticDetectors {
                 matcher.clone(),
                 similarity.clone(),
                 limits.clone(),
+                judge.clone(),
             )),
             queries: Arc::new(RepeatedQuery::new(
                 matcher.clone(),
                 similarity.clone(),
                 limits.clone(),
+                judge,
             )),
             topics: service.map(|service| {
                 Arc::new(SemanticTopics::new(

@@ -2,10 +2,14 @@
 //! new came of the last one (kind `repeated_query`, the planner ticket).
 //!
 //! A `handoff` to agent Y is a query: its `content`. It repeats an earlier
-//! query when its content is more similar than the request threshold
-//! (`similarity.request_threshold_for(task_type)`, strictly exceeded) to
-//! an earlier handoff's content to the same Y in the same task, and the
-//! task showed **no new information** since that earlier handoff.
+//! query when the same-request judge (`similarity.judge`) calls its
+//! content the same as an earlier handoff's content to the same Y in the
+//! same task, and the task showed **no new information** since that
+//! earlier handoff. With the cosine judge, the same is a cosine strictly
+//! above the request threshold (`similarity.request_threshold_for
+//! (task_type)`); with the calibrated judge (the default), the judge's
+//! score strictly above its threshold, asked only about the earlier
+//! queries whose cosine is above its candidate floor.
 //!
 //! "No new information" means no `progress` event that changed a metric
 //! (as [`loopguard_detectors::ProgressTracker`] judges it: a changed test
@@ -16,9 +20,10 @@
 //! The detection asks the orchestrator to `inject_context` (tell the agent
 //! what the earlier query already returned). It is `low` for the first
 //! repeat of a query and `medium` from the second on, where the repeats
-//! are the earlier queries to Y above the threshold since the last progress.
+//! are the earlier queries to Y judged the same since the last progress.
 //! `count` is how many times the query was sent, evidence lists those
-//! handoffs and this one, and `matched_line` the most similar. It never
+//! handoffs and this one, and `matched_line` the most similar (the highest
+//! cosine, or the highest score with the calibrated judge). It never
 //! adds to the task's loop count.
 //!
 //! With semantic matching off, only content whose normalized text equals an
@@ -41,9 +46,11 @@ use serde::{Deserialize, Serialize};
 use super::history::{
     History, Matcher, SavedRow, Seen, TaskStates, import_error, newest, parse_saved, restore_probes,
 };
+use super::judged::{best, judge_candidates};
 use super::{
     EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, ordinal, task_type,
 };
+use crate::judge::{JudgeKind, SameRequestJudge};
 
 /// Per task: the progress metrics seen, and one history per recipient of
 /// the queries since the last progress.
@@ -155,6 +162,7 @@ impl std::fmt::Debug for Queries {
 #[derive(Debug)]
 pub struct RepeatedQuery {
     matcher: Matcher,
+    judge: SameRequestJudge,
     similarity: SimilarityConfig,
     limits: SemanticLimits,
     tasks: TaskStates<Queries>,
@@ -165,10 +173,12 @@ impl RepeatedQuery {
         matcher: Matcher,
         similarity: SimilarityConfig,
         limits: SemanticLimits,
+        judge: SameRequestJudge,
     ) -> RepeatedQuery {
         RepeatedQuery {
             tasks: TaskStates::new(limits.max_tasks),
             matcher,
+            judge,
             similarity,
             limits,
         }
@@ -261,43 +271,92 @@ impl ExtensionDetector for RepeatedQuery {
         else {
             return Ok(Vec::new());
         };
-        let threshold = self
-            .similarity
-            .request_threshold_for(task_type(event.event));
+        let task_type = task_type(event.event);
+        let cosine_threshold = self.similarity.request_threshold_for(task_type);
         let this = Seen {
             line: event.line,
             id: event.event.id.as_deref().map(Arc::from),
         };
         let (matcher, limits) = (&self.matcher, &self.limits);
-        let earlier = self.tasks.with(
+        let judging = match (self.judge.kind(), self.matcher.service()) {
+            (JudgeKind::Calibrated, Some(service)) => Some(service),
+            _ => None,
+        };
+        // With the calibrated judge: the candidates above its floor, with
+        // their texts; otherwise every query above the cosine threshold.
+        let floor = match judging {
+            Some(_) => self.judge.candidate_floor(cosine_threshold.value),
+            None => cosine_threshold.value,
+        };
+        let candidates = self.tasks.with(
             &event.event.task,
             || self.fresh(),
             |state| {
                 let history = state.recipients.get_or_insert_mut_ref(to.as_str(), || {
                     matcher.history(limits.rows_per_history)
                 });
-                let earlier = history.all_above(&probe, threshold.value)?;
+                let candidates = match judging {
+                    Some(_) => history.all_above_with_texts(&probe, floor)?,
+                    None => history
+                        .all_above(&probe, floor)?
+                        .into_iter()
+                        .map(|(query, cosine)| (query, cosine, Arc::from("")))
+                        .collect(),
+                };
                 history.push(this.clone(), &probe)?;
-                Ok::<_, crate::SemanticError>(earlier)
+                Ok::<_, crate::SemanticError>(candidates)
             },
         );
-        let earlier = earlier.map_err(|err| extension_error("cannot compare the query", &err))?;
-        // The most similar earlier query; on a tie, the newest.
-        let Some((best, similarity)) = earlier
-            .iter()
-            .rev()
-            .fold(None::<&(Seen, f32)>, |best, candidate| match best {
-                Some(best) if best.1 >= candidate.1 => Some(best),
-                _ => Some(candidate),
-            })
-            .cloned()
-        else {
+        let candidates =
+            candidates.map_err(|err| extension_error("cannot compare the query", &err))?;
+        let (earlier, best_match, verdict, threshold) = match judging {
+            Some(service) => {
+                let threshold = self.judge.threshold_for(&self.similarity, task_type);
+                let judged =
+                    judge_candidates(&self.judge, service, content, candidates, threshold.value)
+                        .await
+                        .map_err(|err| extension_error("cannot judge the query", &err))?;
+                let best_match = best(&judged).map(|b| (b.key.clone(), b.cosine));
+                let verdict = best(&judged).map(|b| b.verdict.clone());
+                let earlier: Vec<(Seen, f32)> = judged
+                    .into_iter()
+                    .map(|judged| (judged.key, judged.cosine))
+                    .collect();
+                (earlier, best_match, verdict, threshold)
+            }
+            None => {
+                let earlier: Vec<(Seen, f32)> = candidates
+                    .into_iter()
+                    .map(|(query, cosine, _)| (query, cosine))
+                    .collect();
+                // The most similar earlier query; on a tie, the newest.
+                let best_match = earlier
+                    .iter()
+                    .rev()
+                    .fold(None::<&(Seen, f32)>, |best, candidate| match best {
+                        Some(best) if best.1 >= candidate.1 => Some(best),
+                        _ => Some(candidate),
+                    })
+                    .cloned();
+                (earlier, best_match, None, cosine_threshold)
+            }
+        };
+        let Some((best, similarity)) = best_match else {
             return Ok(Vec::new());
         };
         let repeats = u32::try_from(earlier.len()).unwrap_or(u32::MAX);
         let since = earlier.first().map_or(best.line, |(query, _)| query.line);
         let repeat = ordinal(repeats);
-        let reason = if self.matcher.is_semantic() {
+        let reason = if let Some(verdict) = &verdict {
+            format!(
+                "query to '{to}' is the same as line {}'s: {} (threshold {} from {}), its \
+                 {repeat} repeat; no new information since line {since}",
+                best.line,
+                verdict.reason(),
+                threshold.value,
+                threshold.key
+            )
+        } else if self.matcher.is_semantic() {
             format!(
                 "query to '{to}' is {similarity:.3} similar to line {}'s (threshold {} from {}), \
                  its {repeat} repeat; no new information since line {since}",

@@ -90,6 +90,15 @@ pub enum Veto {
         /// The second text's.
         b: String,
     },
+    /// Each side names something the other does not, of different classes
+    /// ("PR #481" vs "base64(order_id)"): the texts are about different
+    /// things.
+    Named {
+        /// The first text's.
+        a: String,
+        /// The second text's.
+        b: String,
+    },
     /// One or two content words swapped for as many others in otherwise
     /// much the same words ("open" vs "closed").
     Words {
@@ -131,6 +140,14 @@ impl fmt::Display for Veto {
         match self {
             Veto::Identifiers { class, a, b } => {
                 write!(f, "different {} ({a} vs {b})", class.noun())
+            }
+            Veto::Named { a, b } => {
+                // A call's key keeps its open parenthesis: close it to show.
+                let shown = |key: &str| {
+                    let open = key.matches('(').count() > key.matches(')').count();
+                    format!("{key}{}", if open { ")" } else { "" })
+                };
+                write!(f, "different things named ({} vs {})", shown(a), shown(b))
             }
             Veto::Words { a, b } => {
                 write!(f, "different words ({} vs {})", a.join(" "), b.join(" "))
@@ -265,6 +282,21 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     spell_out_acronyms(&mut extra_b, &mut only_a_words, &ta);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     let veto = identifier_veto(&ta, &tb)
+        .or_else(|| {
+            // Identifiers of different classes, one on each side, that no
+            // spelled-out acronym explains (numbers aside: "one day" is
+            // not a name).
+            let named = |extra: &[String]| {
+                extra
+                    .iter()
+                    .find(|key| !key.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                    .cloned()
+            };
+            match (named(&extra_a), named(&extra_b)) {
+                (Some(a), Some(b)) => Some(Veto::Named { a, b }),
+                _ => None,
+            }
+        })
         .or_else(|| opposites_veto(&only_a_words, &only_b_words))
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
@@ -665,7 +697,8 @@ fn number_word(word: &str) -> Option<&'static str> {
         .map(|(_, digits)| *digits)
 }
 
-/// Common short forms, read as the word they stand for.
+/// Common short forms, and words for "most recent", read as the word they
+/// stand for.
 fn alias(word: &str) -> &str {
     match word {
         "prod" => "production",
@@ -680,6 +713,7 @@ fn alias(word: &str) -> &str {
         "k8s" => "kubernetes",
         "perf" => "performance",
         "auth" => "authentication",
+        "latest" | "newest" => "recent",
         "deps" => "dependencies",
         "info" => "information",
         "pls" | "plz" => "please",
@@ -1346,6 +1380,49 @@ mod tests {
         );
         // A word with a capital inside and nothing else of code is a name.
         assert_eq!(tokens.words, ["fix", "io"]);
+    }
+
+    #[test]
+    fn names_of_different_classes_on_each_side_are_a_veto_numbers_aside() {
+        assert_eq!(
+            veto(
+                "PR #481 ready: cursor = last order id",
+                "Cursor is now base64(order_id)"
+            )
+            .as_deref(),
+            Some("different things named (pr vs base64(order_id))")
+        );
+        // A number word against an acronym is no name against a name.
+        let numbers = veto(
+            "Rerun the job for one day",
+            "Rerun the job for the day in UTC",
+        );
+        assert!(
+            !numbers
+                .as_deref()
+                .is_some_and(|v| v.starts_with("different things named")),
+            "{numbers:?}"
+        );
+        // A name on one side only is no veto of this kind.
+        assert_eq!(
+            veto("Fix the login bug", "Fix the login bug in auth_service"),
+            None
+        );
+    }
+
+    #[test]
+    fn words_for_most_recent_are_one_word() {
+        assert_eq!(
+            veto(
+                "Find recent papers on retrieval augmented generation",
+                "Find the latest papers on retrieval augmented generation"
+            ),
+            None
+        );
+        assert_eq!(
+            compare("Show the newest logs", "Show the recent logs").only_a,
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -221,6 +221,17 @@ impl Features {
     }
 }
 
+/// Whether `a` and `b` are the same words, case, spacing and end
+/// punctuation aside.
+fn same_text(a: &str, b: &str) -> bool {
+    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
+            .split_whitespace()
+            .map(str::to_lowercase)
+    }
+    words(a).eq(words(b))
+}
+
 /// The judge's answer for one pair.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -420,6 +431,14 @@ impl SameRequestJudge {
             features,
             texts: (String::new(), String::new()),
         };
+        if self.kind == JudgeKind::Calibrated && same_text(a, b) {
+            // The same words (case, spacing and end punctuation aside): the
+            // same request at any threshold below 1, whatever the weights.
+            let mut verdict = pending.finish(Some(Residuals::SAME));
+            verdict.score = 1.0;
+            verdict.same = verdict.score > threshold;
+            return FirstLook::Decided(verdict);
+        }
         let needs_residual = self.kind == JudgeKind::Calibrated
             && pending.features.contrast.veto.is_none()
             && cosine >= RESIDUAL_FLOOR;
@@ -549,6 +568,43 @@ mod tests {
         };
         assert!(!at.same);
         assert_eq!(at.reason(), "cosine 0.85 not above the threshold 0.85");
+    }
+
+    #[test]
+    fn the_same_words_are_the_same_request_at_any_threshold_below_one() {
+        let judge = SameRequestJudge::calibrated(JudgeWeights {
+            format: 1,
+            model: "m".into(),
+            fitted_on: String::new(),
+            bias: -20.0,
+            weights: vec![0.0; FEATURE_NAMES.len()],
+            threshold: 0.5,
+        });
+        let FirstLook::Decided(verdict) = judge.first_look(
+            "Review the  login code.",
+            "review the login code",
+            0.99,
+            0.99,
+        ) else {
+            panic!("decided at once");
+        };
+        assert!(verdict.same, "{verdict:?}");
+        assert_eq!(verdict.score, 1.0);
+        let FirstLook::Decided(at_one) = judge.first_look("a b c", "A B C", 1.0, 1.0) else {
+            panic!("decided at once");
+        };
+        assert!(!at_one.same, "a threshold is strictly exceeded");
+        // One word more is no longer the same text: these weights say no.
+        let verdict = match judge.first_look(
+            "Review the login code",
+            "Review the login code for bugs",
+            0.97,
+            0.5,
+        ) {
+            FirstLook::Decided(verdict) => verdict,
+            FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
+        };
+        assert!(!verdict.same, "{verdict:?}");
     }
 
     #[test]

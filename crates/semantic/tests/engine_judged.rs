@@ -1,0 +1,218 @@
+//! The semantic detectors with the calibrated same-request judge (the
+//! default `similarity.judge`) and the real model, through the engine:
+//! rewordings are loops as with cosine, a change of the one word that
+//! matters (a PR number, an environment, a direction) is not, although its
+//! cosine is above 0.85.
+
+use loopguard_core_types::{Action, Config, Decision, Detection, Event, Severity};
+use loopguard_host::LoopGuard;
+use loopguard_semantic::{JudgeKind, SemanticDetectors};
+
+use crate::common::service;
+
+fn event(json: &str) -> Event {
+    Event::from_json(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+}
+
+fn collab(task: &str, request: &str) -> Event {
+    event(&format!(
+        r#"{{"type":"collaboration","task":"{task}","from":"planner","to":"coder","request":"{request}"}}"#
+    ))
+}
+
+fn query(task: &str, content: &str) -> Event {
+    event(&format!(
+        r#"{{"type":"handoff","task":"{task}","from":"planner","to":"researcher","content":"{content}"}}"#
+    ))
+}
+
+fn engine(judge: JudgeKind) -> LoopGuard {
+    let mut config = Config::default();
+    config.similarity.judge = judge;
+    SemanticDetectors::with_service(&config, service())
+        .install(LoopGuard::builder(config))
+        .build()
+        .unwrap_or_else(|e| panic!("engine: {e}"))
+}
+
+async fn replay(guard: &LoopGuard, events: &[Event]) -> Vec<Decision> {
+    let mut decisions = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        decisions.push(guard.observe_line(index as u64 + 1, event.clone()).await);
+    }
+    decisions
+}
+
+fn of_kind<'a>(decision: &'a Decision, kind: &str) -> Option<&'a Detection> {
+    decision.detections.iter().find(|d| d.kind == kind)
+}
+
+/// Pairs that differ in the one word that matters, each above 0.85 by
+/// cosine with this model.
+const CONTRASTS: [(&str, &str); 3] = [
+    (
+        "Please review pull request #412 for the billing service",
+        "Please review pull request #418 for the billing service",
+    ),
+    (
+        "Deploy the payments service to staging",
+        "Deploy the payments service to production",
+    ),
+    (
+        "Scale the Kafka brokers up to handle the load",
+        "Scale the Kafka brokers down to handle the load",
+    ),
+];
+
+#[tokio::test]
+async fn a_reworded_request_is_a_loop_named_by_the_judge() {
+    let guard = engine(JudgeKind::Calibrated);
+    let decisions = replay(
+        &guard,
+        &[
+            collab("T", "Can you review this authentication code?"),
+            collab("T", "Could you review this authentication code again?"),
+            collab("T", "Can you please review this authentication code?"),
+        ],
+    )
+    .await;
+    assert!(decisions[0].detections.is_empty(), "{:?}", decisions[0]);
+    let first = of_kind(&decisions[1], "collaboration_loop").expect("a loop at line 2");
+    assert_eq!(first.evidence, [1, 2]);
+    assert_eq!(first.matched_line, Some(1));
+    assert_eq!(first.severity, Severity::Low);
+    assert_eq!(decisions[1].action, Action::Warn);
+    // The threshold is the judge's score threshold; the similarity stays
+    // the cosine, for the reader.
+    let threshold = first.threshold.expect("a threshold");
+    assert!((threshold - 0.48).abs() < 0.005, "{threshold}");
+    assert!(first.similarity.is_some_and(|s| s > 0.85), "{first:?}");
+    assert!(
+        first
+            .reason
+            .starts_with("request from 'planner' to 'coder' is the same as line 1's: same request"),
+        "{}",
+        first.reason
+    );
+    assert!(
+        first.reason.ends_with("from the shipped judge weights)"),
+        "{}",
+        first.reason
+    );
+    assert_eq!(decisions[2].loop_count, 2);
+    assert_eq!(decisions[2].action, Action::InjectContext);
+}
+
+#[tokio::test]
+async fn a_one_word_contrast_is_no_loop_for_the_judge_but_one_for_cosine() {
+    for (index, (a, b)) in CONTRASTS.iter().enumerate() {
+        let task = format!("T{index}");
+        let events = [collab(&task, a), collab(&task, b)];
+
+        let calibrated = replay(&engine(JudgeKind::Calibrated), &events).await;
+        assert!(
+            of_kind(&calibrated[1], "collaboration_loop").is_none(),
+            "{a} / {b}: {:?}",
+            calibrated[1]
+        );
+        assert_eq!(calibrated[1].loop_count, 0);
+
+        let cosine = replay(&engine(JudgeKind::Cosine), &events).await;
+        let found = of_kind(&cosine[1], "collaboration_loop")
+            .unwrap_or_else(|| panic!("cosine calls {a} / {b} a loop: {:?}", cosine[1]));
+        assert!(found.similarity.is_some_and(|s| s > 0.85), "{found:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_query_is_judged_and_a_contrast_is_not_a_repeat() {
+    let guard = engine(JudgeKind::Calibrated);
+    let decisions = replay(
+        &guard,
+        &[
+            query("Q", "Find recent papers on retrieval augmented generation"),
+            query(
+                "Q",
+                "Search for recent papers about retrieval augmented generation",
+            ),
+            query(
+                "Q",
+                "Look up recent research papers on retrieval augmented generation",
+            ),
+            query("P", "Find the open P1 bugs in the billing service"),
+            query("P", "Find the closed P1 bugs in the billing service"),
+        ],
+    )
+    .await;
+    let repeats: Vec<Option<Severity>> = decisions
+        .iter()
+        .map(|d| of_kind(d, "repeated_query").map(|d| d.severity))
+        .collect();
+    assert_eq!(
+        repeats,
+        [
+            None,
+            Some(Severity::Low),
+            Some(Severity::Medium),
+            None,
+            None
+        ]
+    );
+    let second = of_kind(&decisions[2], "repeated_query").expect("the second repeat");
+    assert_eq!(second.evidence, [1, 2, 3]);
+    assert!(
+        second
+            .reason
+            .starts_with("query to 'researcher' is the same as line "),
+        "{}",
+        second.reason
+    );
+    assert!(
+        second
+            .reason
+            .ends_with("its 2nd repeat; no new information since line 1"),
+        "{}",
+        second.reason
+    );
+}
+
+#[tokio::test]
+async fn a_task_type_judge_threshold_is_used_and_named() {
+    let config =
+        Config::from_toml_str("[similarity.task_types.research]\njudge_threshold = 0.99\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+    let guard = SemanticDetectors::with_service(&config, service())
+        .install(LoopGuard::builder(config))
+        .build()
+        .unwrap_or_else(|e| panic!("engine: {e}"));
+    let typed = |request: &str| {
+        event(&format!(
+            r#"{{"type":"collaboration","task":"R","task_type":"research","from":"a","to":"b","request":"{request}"}}"#
+        ))
+    };
+    let decisions = replay(
+        &guard,
+        &[
+            typed("Can you review this authentication code?"),
+            typed("Could you review this authentication code again?"),
+            typed("Can you review this authentication code?"),
+        ],
+    )
+    .await;
+    // A rewording scores below 0.99; the exact repeat is the same at any
+    // threshold and names the task type's key.
+    assert!(
+        of_kind(&decisions[1], "collaboration_loop").is_none(),
+        "{:?}",
+        decisions[1]
+    );
+    let exact = of_kind(&decisions[2], "collaboration_loop").expect("the exact repeat");
+    assert_eq!(exact.threshold, Some(0.99));
+    assert!(
+        exact
+            .reason
+            .ends_with("(threshold 0.99 from similarity.task_types.research.judge_threshold)"),
+        "{}",
+        exact.reason
+    );
+}
