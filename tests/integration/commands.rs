@@ -218,9 +218,14 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
         "then the scenarios only semantic matching catches"
     );
     assert_eq!(
-        kinds[DEMO_KINDS.len() + 3..],
+        kinds[DEMO_KINDS.len() + 3..DEMO_KINDS.len() + 6],
         ["regression", "no_progress", "external_failure"],
         "then the scenarios judged by progress"
+    );
+    assert_eq!(
+        kinds[DEMO_KINDS.len() + 6..],
+        ["tool_repeat", "tool_cycle", "tool_no_new_info"],
+        "then the stale tool calls"
     );
     for scenario in scenarios {
         let kind = &scenario["kind"];

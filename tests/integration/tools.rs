@@ -62,3 +62,142 @@ fn without_the_volatile_key_the_calls_differ_and_only_their_results_repeat() {
     );
     assert!(lines_with(&decisions, "T1", "tool_repeat").is_empty());
 }
+
+/// The tool kinds, as `score --kinds` takes them.
+const TOOL_KINDS: &str = "tool_repeat,tool_cycle,tool_no_new_info";
+
+fn corpus() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/tool-traces")
+}
+
+#[test]
+fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
+    let dir = corpus();
+    let out = run([
+        std::ffi::OsStr::new("score"),
+        dir.as_os_str(),
+        std::ffi::OsStr::new("--kinds"),
+        std::ffi::OsStr::new(TOOL_KINDS),
+        std::ffi::OsStr::new("--format"),
+        std::ffi::OsStr::new("json"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let scores: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let traces = scores["traces"].as_array().expect("traces");
+    assert!(traces.len() >= 30, "{} traces", traces.len());
+    let (with, without) = (
+        scores["traces_with_loops"].as_u64().unwrap_or(0),
+        scores["traces_without"].as_u64().unwrap_or(0),
+    );
+    assert!(without * 2 >= with, "half legitimate: {with} / {without}");
+    // Every legitimate trace stays silent; every expected line fires.
+    assert_eq!(scores["traces_without_silent"], without, "{}", out.stdout);
+    assert_eq!(scores["by_line"]["fp"], 0, "{}", out.stdout);
+    assert_eq!(scores["by_line"]["fn"], 0, "{}", out.stdout);
+    // Cycles are named as cycles.
+    assert_eq!(scores["per_kind"]["tool_cycle"]["fp"], 0);
+    assert_eq!(scores["per_kind"]["tool_cycle"]["fn"], 0);
+    for trace in traces {
+        assert_eq!(trace["line_errors"], 0, "{trace}");
+    }
+
+    // The text table says the same.
+    let text = run([
+        std::ffi::OsStr::new("score"),
+        dir.as_os_str(),
+        std::ffi::OsStr::new("--kinds"),
+        std::ffi::OsStr::new(TOOL_KINDS),
+    ]);
+    assert_eq!(text.code, Some(0), "{text:?}");
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.starts_with("by line (kind aside)") && l.contains("1.000   1.000   1.000")),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn score_needs_a_sidecar_and_known_kinds() {
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let trace = dir.path().join("lonely.jsonl");
+    std::fs::write(
+        &trace,
+        r#"{"type":"tool_call","task":"T","agent":"a","tool":"ls","result":"x"}"#,
+    )
+    .expect("written");
+    let missing = run([std::ffi::OsStr::new("score"), trace.as_os_str()]);
+    assert_eq!(missing.code, Some(2), "{missing:?}");
+    assert!(
+        missing.stderr.contains("lonely.expected.jsonl"),
+        "{}",
+        missing.stderr
+    );
+    std::fs::write(
+        dir.path().join("lonely.expected.jsonl"),
+        "{\"line\": 1, \"kind\": \"tool_loop\"}\n",
+    )
+    .expect("written");
+    let unknown = run([std::ffi::OsStr::new("score"), trace.as_os_str()]);
+    assert_eq!(unknown.code, Some(2), "{unknown:?}");
+    assert!(
+        unknown.stderr.contains("lonely.expected.jsonl line 1")
+            && unknown.stderr.contains("unknown kind \"tool_loop\""),
+        "{}",
+        unknown.stderr
+    );
+    let bad_flag = run([
+        std::ffi::OsStr::new("score"),
+        trace.as_os_str(),
+        std::ffi::OsStr::new("--kinds"),
+        std::ffi::OsStr::new("tool_loop"),
+    ]);
+    assert_eq!(bad_flag.code, Some(2), "{bad_flag:?}");
+    assert!(bad_flag.stderr.contains("--kinds"), "{}", bad_flag.stderr);
+}
+
+#[test]
+fn the_demo_shows_the_tool_loops_and_keeps_legitimate_repetition_silent() {
+    let out = run(["demo", "--format", "json"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let demo: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let scenario = |name: &str| {
+        demo["scenarios"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == name))
+            .unwrap_or_else(|| panic!("no scenario {name}"))
+            .clone()
+    };
+    let kinds_of = |task: &serde_json::Value| -> Vec<String> {
+        task["detections"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let repeat = scenario("tool_repeat");
+    let tasks = repeat["report"]["tasks"].as_array().expect("tasks");
+    let task = |name: &str| {
+        tasks
+            .iter()
+            .find(|t| t["task"] == name)
+            .unwrap_or_else(|| panic!("no task {name}"))
+    };
+    assert_eq!(kinds_of(task("UI-88")), ["tool_repeat"; 3]);
+    assert_eq!(task("UI-88")["status"], "escalated");
+    assert!(
+        kinds_of(task("OPS-5")).is_empty(),
+        "polling, paging, writes"
+    );
+    let cycle = scenario("tool_cycle");
+    assert_eq!(kinds_of(&cycle["report"]["tasks"][0]), ["tool_cycle"; 3]);
+    let searches = scenario("tool_no_new_info");
+    assert_eq!(
+        kinds_of(&searches["report"]["tasks"][0]),
+        ["tool_no_new_info"; 2]
+    );
+}

@@ -76,6 +76,20 @@ pub(crate) enum Command {
     /// bad, 2 when the input, the config or the model cannot be read. Guide:
     /// docs/tuning.md.
     Tune(TuneArgs),
+    /// Score recorded traces against the detections they should produce:
+    /// each trace NAME.jsonl runs through the configured engine (fresh, no
+    /// store) and its detections are compared with its sidecar
+    /// NAME.expected.jsonl (one `{"line": N, "kind": "..."}` a line; empty
+    /// when it expects none).
+    ///
+    /// Prints TP, FP, FN, precision, recall and F1 per kind and in all,
+    /// the same by line (kind aside), how many traces that expect
+    /// detections got at least one and how many that expect none stayed
+    /// silent, then every miss and every unexpected detection. Only the
+    /// kinds of --kinds are scored (every kind without it). Exit status: 0
+    /// when everything could be read, 2 when a trace, a sidecar, the
+    /// config or the model cannot be read.
+    Score(ScoreArgs),
     /// Load detector plugins and describe them: name, version, kinds, ABI,
     /// SDK and rustc versions. Runs no trace.
     ///
@@ -189,6 +203,41 @@ pub(crate) enum ListFormat {
     /// For people.
     Text,
     /// One JSON document (its shape is the command's).
+    Json,
+}
+
+/// `loopguard score`.
+#[derive(Debug, Args)]
+pub(crate) struct ScoreArgs {
+    /// Traces (NAME.jsonl, each with its NAME.expected.jsonl) or
+    /// directories of them.
+    #[arg(value_name = "TRACE_OR_DIR", required = true)]
+    pub(crate) inputs: Vec<PathBuf>,
+
+    /// Settings as TOML, as for `replay`. Without it, the built-in
+    /// defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// The kinds scored, comma-separated (e.g.
+    /// `tool_repeat,tool_cycle,tool_no_new_info`); every kind without it.
+    /// Detections of other kinds are neither hits nor false alarms.
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',')]
+    pub(crate) kinds: Vec<String>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ScoreFormat::Text)]
+    pub(crate) format: ScoreFormat,
+}
+
+/// `loopguard score --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScoreFormat {
+    /// A table per kind, then the misses and false alarms.
+    Text,
+    /// One JSON document: `kinds`, `per_kind`, `all`, `by_line` (each with
+    /// `tp`, `fp`, `fn`, `precision`, `recall`, `f1`), the trace counts and
+    /// `traces` (each with its `missed` and `unexpected` detections).
     Json,
 }
 

@@ -1,5 +1,6 @@
 //! `loopguard demo`: bundled traces, one per built-in loop kind, three that
-//! only semantic matching catches, and three judged by progress.
+//! only semantic matching catches, three judged by progress, and three of
+//! stale tool calls next to tool repetition that is work.
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
@@ -37,7 +38,7 @@ pub(crate) struct Scenario {
 }
 
 /// Every scenario, in the order the demo plays them.
-pub(crate) const SCENARIOS: [Scenario; 15] = [
+pub(crate) const SCENARIOS: [Scenario; 18] = [
     Scenario {
         name: "exact_failure",
         kind: "exact_failure",
@@ -208,6 +209,40 @@ pub(crate) const SCENARIOS: [Scenario; 15] = [
                 external failure, never counts it as a loop, and escalates at the \
                 third in a row as a dependency problem for a human to look at.",
         trace: include_str!("../demo/15_external_failure.jsonl"),
+    },
+    Scenario {
+        name: "tool_repeat",
+        kind: "tool_repeat",
+        title: "The same glob, over and over (and work that only looks like it)",
+        story: "The coder globs for the same files and gets the same list back, again \
+                and again. The third identical call is the first stale-call \
+                detection: loopguard asks the orchestrator to inject a directive it \
+                can hand the agent as is (the call, how often, what it returned), \
+                then again, and from the fifth call escalates. Task OPS-5 repeats \
+                itself too, legitimately: a job polled until it is done (its status \
+                changes every time), alerts read page by page, runbook files written \
+                with the same short \"OK\". None of it is flagged.",
+        trace: include_str!("../demo/16_tool_repeat.jsonl"),
+    },
+    Scenario {
+        name: "tool_cycle",
+        kind: "tool_cycle",
+        title: "Two files read in turn, forever",
+        story: "The coder reads invoice.py, then discount.py, then invoice.py again, \
+                and nothing in either file changes. The fourth read completes the \
+                second lap of a two-call cycle: loopguard reports the cycle with the \
+                files in order and tells the agent to use what it already read.",
+        trace: include_str!("../demo/17_tool_cycle.jsonl"),
+    },
+    Scenario {
+        name: "tool_no_new_info",
+        kind: "tool_no_new_info",
+        title: "Reworded searches, the same empty answer",
+        story: "The researcher rewords a web search four times and gets \"No results \
+                found\" every time. The arguments vary, the answer does not: from the \
+                third search loopguard reports no new information and says to change \
+                approach. A search that brings a real answer ends the run.",
+        trace: include_str!("../demo/18_tool_no_new_info.jsonl"),
     },
 ];
 

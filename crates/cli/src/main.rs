@@ -52,6 +52,7 @@ mod outcome;
 mod output;
 mod plugins;
 mod replay;
+mod score;
 mod setup;
 mod similarity;
 mod store;
@@ -89,6 +90,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(&args, no_semantic).await,
             Command::Similarity(args) => similarity::run(&args, no_semantic).await,
             Command::Tune(args) => tune::run(&args, no_semantic).await,
+            Command::Score(args) => score::run(&args, no_semantic).await,
             Command::Plugins(args) => plugins::run(&args),
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,

@@ -9,7 +9,11 @@
 //!   characters after normalization) that was already returned to this
 //!   agent in this task, by any tool; or
 //! - it has no informative result and the same call was already made by
-//!   this agent in this task.
+//!   this agent in this task **with the same result** (after
+//!   normalization; a missing result is an empty one). Ruling 15 asks for
+//!   the same call alone; loopguard also wants the same short answer, so
+//!   that polling a status that moves from "queued" to "running" to "done"
+//!   is not called stale (a status that stays "queued" still is).
 //!
 //! **Normalization** of a result, so that a clock or an id does not make an
 //! old answer look new: surrounding whitespace trimmed; timestamps and
@@ -75,6 +79,8 @@ const RECENT_KEPT: usize = RUN_KEPT + MAX_CYCLE;
 const MAX_CYCLE: usize = 5;
 /// Characters of a result quoted in a directive.
 const RESULT_QUOTE_CHARS: usize = 300;
+/// Characters of a call's arguments naming it in a cycle.
+const CYCLE_ARGS_CHARS: usize = 80;
 /// Characters of a call's arguments quoted in a directive.
 const ARGS_QUOTE_CHARS: usize = 200;
 
@@ -95,8 +101,9 @@ pub struct ToolCallsState {
 #[derive(Debug, Serialize, Deserialize)]
 struct AgentCalls {
     agent: String,
-    /// Calls made, least recently seen first, each with where it was first
-    /// made.
+    /// Calls made without an informative result, keyed by the call and its
+    /// short result, least recently seen first, each with where it was
+    /// first made.
     calls: VecDeque<Seen>,
     /// Informative results returned, likewise.
     results: VecDeque<Seen>,
@@ -118,6 +125,10 @@ struct Seen {
 struct Recent {
     key: [u8; 16],
     tool: String,
+    /// The tool and its arguments, shortened, as a cycle's account names
+    /// the call (empty in states saved before it was kept).
+    #[serde(default)]
+    label: String,
 }
 
 /// A run of stale calls.
@@ -270,24 +281,32 @@ impl Detector for ToolCalls {
         if limits.exclude {
             return;
         }
-        let key = hash128(&call_key(tool, args, &self.config));
-        let normalized = result.as_ref().map(normalize_result);
-        let informative = normalized.filter(|text| {
-            text.chars().count() >= usize::try_from(limits.min_result_chars).unwrap_or(usize::MAX)
-        });
+        let call = call_key(tool, args, &self.config);
+        let key = hash128(&call);
+        let normalized = result.as_ref().map(normalize_result).unwrap_or_default();
+        let informative = normalized.chars().count()
+            >= usize::try_from(limits.min_result_chars).unwrap_or(usize::MAX);
         let here = event.evidence_ref();
         let history = self.history();
         let calls = state.agent_mut(agent);
-        let call_seen = remember(&mut calls.calls, key, &here, history);
-        let earlier = match &informative {
-            Some(text) => remember(&mut calls.results, hash128(text), &here, history),
-            None => call_seen,
+        let earlier = if informative {
+            remember(&mut calls.results, hash128(&normalized), &here, history)
+        } else {
+            // No informative result: stale when this call already came
+            // back with this same short (or no) result. A short result that
+            // changed ("queued", then "running") is news.
+            let short_call = hash128(&format!("{call}\u{1f}{normalized}"));
+            remember(&mut calls.calls, short_call, &here, history)
         };
         push_bounded(
             &mut calls.recent,
             Recent {
                 key,
                 tool: tool.clone(),
+                label: format!(
+                    "{tool} {}",
+                    trimmed(&quote_args(tool, args, &self.config), CYCLE_ARGS_CHARS)
+                ),
             },
             RECENT_KEPT,
         );
@@ -366,7 +385,14 @@ fn shape_of(recent: &VecDeque<Recent>, run_len: usize) -> Shape {
             let start = n - run_len - period;
             return Shape::Cycle(
                 (start..start + period)
-                    .map(|at| recent[at].tool.clone())
+                    .map(|at| {
+                        let call = &recent[at];
+                        if call.label.is_empty() {
+                            call.tool.clone()
+                        } else {
+                            call.label.clone()
+                        }
+                    })
                     .collect(),
             );
         }
@@ -376,28 +402,32 @@ fn shape_of(recent: &VecDeque<Recent>, run_len: usize) -> Shape {
 
 /// What the agent is told.
 fn directive(shape: &Shape, last: &Quoted, times: u32) -> String {
-    let returned = match &last.result {
+    // A sentence, ended once ("... general keywords." is not ended again).
+    let mut returned = match &last.result {
         Some(result) => format!("returned: {result}"),
         None => "returned nothing".to_owned(),
     };
+    if !returned.ends_with(['.', '!', '?']) {
+        returned.push('.');
+    }
     match shape {
         Shape::Repeat => format!(
-            "You have called {} with {} {times} times and got nothing new: it {returned}. \
+            "You have called {} with {} {times} times and got nothing new: it {returned} \
              Do not call it again with the same arguments: use that result, or change approach.",
             last.tool, last.args
         ),
         Shape::Cycle(tools) => format!(
             "You are repeating the same {} calls ({}) and getting nothing new; the last, {} \
-             with {}, {returned}. Stop cycling: use what these calls returned, or change \
+             with {}, {returned} Stop cycling: use what these calls returned, or change \
              approach.",
             tools.len(),
-            tools.join(", "),
+            tools.join("; "),
             last.tool,
             last.args
         ),
         Shape::NoNewInfo => format!(
             "Your last {times} tool calls returned results you already had; the last, {} with \
-             {}, {returned}. Varying the arguments is not finding anything new: use what you \
+             {}, {returned} Varying the arguments is not finding anything new: use what you \
              have, or change approach.",
             last.tool, last.args
         ),
@@ -411,7 +441,7 @@ fn summary(shape: &Shape, last: &Quoted, times: u32) -> String {
         Shape::Cycle(tools) => format!(
             "the same {} calls ({}) again",
             tools.len(),
-            tools.join(", ")
+            tools.join("; ")
         ),
         Shape::NoNewInfo => format!(
             "{times} calls with varying arguments, results already returned (last: {} with {})",
@@ -704,6 +734,49 @@ mod tests {
     }
 
     #[test]
+    fn a_short_result_that_changes_is_news_and_one_that_stays_is_not() {
+        let config = Config::default();
+        let poll = |line, status: &str| {
+            call(
+                line,
+                "ops",
+                "job_status",
+                json!({"job": "backfill-42"}),
+                Some(json!(status)),
+            )
+        };
+        // queued, queued, running, running, done: never two stale calls in
+        // a row.
+        let moving = [
+            poll(1, "queued"),
+            poll(2, "queued"),
+            poll(3, "running"),
+            poll(4, "running"),
+            poll(5, "done"),
+        ];
+        assert!(run(&config, &moving).iter().all(Vec::is_empty));
+        // queued four times: the third is the first detection.
+        let stuck: Vec<_> = (1..=4).map(|line| poll(line, "queued")).collect();
+        assert_eq!(
+            summary_of(&run(&config, &stuck)),
+            [
+                None,
+                None,
+                Some((kinds::TOOL_REPEAT, Action::InjectContext)),
+                Some((kinds::TOOL_REPEAT, Action::InjectContext)),
+            ]
+        );
+        // No result at all is an empty one: the same call again is stale.
+        let silent: Vec<_> = (1..=3)
+            .map(|line| call(line, "coder", "touch", json!({"path": "a"}), None))
+            .collect();
+        assert_eq!(
+            summary_of(&run(&config, &silent))[2],
+            Some((kinds::TOOL_REPEAT, Action::InjectContext))
+        );
+    }
+
+    #[test]
     fn one_call_repeated_is_nudged_at_its_third_occurrence_and_escalated_at_its_fifth() {
         let config = Config::default();
         let events: Vec<_> = (1..=6)
@@ -786,7 +859,7 @@ mod tests {
         );
         let directive = found[3][0].directive.as_deref().expect("a directive");
         assert!(
-            directive.contains("the same 2 calls (read, read)"),
+            directive.contains(r#"the same 2 calls (read {"path":"a.rs"}; read {"path":"b.rs"})"#),
             "{directive}"
         );
         assert_eq!(found[3][0].evidence, [1, 3, 4]);
