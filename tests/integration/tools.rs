@@ -196,8 +196,37 @@ fn the_demo_shows_the_tool_loops_and_keeps_legitimate_repetition_silent() {
     let cycle = scenario("tool_cycle");
     assert_eq!(kinds_of(&cycle["report"]["tasks"][0]), ["tool_cycle"; 3]);
     let searches = scenario("tool_no_new_info");
-    assert_eq!(
-        kinds_of(&searches["report"]["tasks"][0]),
-        ["tool_no_new_info"; 2]
+    let tasks = searches["report"]["tasks"].as_array().expect("tasks");
+    let task = |name: &str| {
+        tasks
+            .iter()
+            .find(|t| t["task"] == name)
+            .unwrap_or_else(|| panic!("no task {name}"))
+    };
+    assert_eq!(kinds_of(task("OPS-31")), ["tool_no_new_info"; 2]);
+    assert_eq!(kinds_of(task("RES-40")), ["tool_repeat"]);
+}
+
+#[test]
+fn reworded_free_text_arguments_are_one_call_to_the_judge_and_a_contrast_is_not() {
+    let decisions = replay_jsonl("tool_args_reworded.jsonl", &[]);
+    // T1: three wordings of one search, each answered "none" (too short
+    // to be informative): the same call only because the judge says so.
+    assert_eq!(lines_with(&decisions, "T1", "tool_repeat"), [3]);
+    let found = detection(&decisions, 3, "tool_repeat");
+    let reason = found["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("; its q is the same as line 1's: same request (score "),
+        "{reason}"
     );
+    assert_eq!(numbers(&found["evidence"]), [1, 2, 3]);
+    // T2: staging and production are different deployments.
+    for kind in ["tool_repeat", "tool_cycle", "tool_no_new_info"] {
+        assert!(lines_with(&decisions, "T2", kind).is_empty(), "{kind}");
+    }
+    // Without embeddings the wordings are different calls.
+    let exact = replay_jsonl("tool_args_reworded.jsonl", &["--no-semantic"]);
+    for kind in ["tool_repeat", "tool_cycle", "tool_no_new_info"] {
+        assert!(lines_with(&exact, "T1", kind).is_empty(), "{kind}");
+    }
 }

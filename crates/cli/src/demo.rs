@@ -237,11 +237,16 @@ pub(crate) const SCENARIOS: [Scenario; 18] = [
     Scenario {
         name: "tool_no_new_info",
         kind: "tool_no_new_info",
-        title: "Reworded searches, the same empty answer",
-        story: "The researcher rewords a web search four times and gets \"No results \
-                found\" every time. The arguments vary, the answer does not: from the \
-                third search loopguard reports no new information and says to change \
-                approach. A search that brings a real answer ends the run.",
+        title: "Different searches, the same empty answer; one search reworded",
+        story: "The ops agent looks for the Helm values file under four patterns and \
+                gets \"No files found\" every time. The arguments vary, the answer \
+                does not: from the third search loopguard reports no new information \
+                and says to change approach; listing the directory brings something \
+                new and ends the run. The researcher rewords one web search twice \
+                and hears \"none\" each time, too short to compare: with semantic \
+                matching on, the same-request judge calls the three queries one, so \
+                the third call is a repeat, and the reason says which query matched \
+                which line.",
         trace: include_str!("../demo/18_tool_no_new_info.jsonl"),
     },
 ];

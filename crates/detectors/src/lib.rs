@@ -56,7 +56,7 @@ pub use registry::{BuiltinDetectors, BuiltinState, KEYS_ADDED_SINCE_FORMAT_1, RE
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
 };
-pub use tool_calls::{ToolCalls, ToolCallsState};
+pub use tool_calls::{ArgMatch, MatchedArgs, ToolCalls, ToolCallsState, is_free_text};
 pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
 pub mod agent_pair;
@@ -96,6 +96,10 @@ pub struct ObservedEvent<'a> {
     /// The topic a semantic topic assigner chose for this event's content,
     /// when one is configured. `topic_cycle` prefers it to normalized text.
     pub semantic_topic: Option<&'a SemanticTopic>,
+    /// A `tool_call`'s arguments with the free-text ones a semantic
+    /// argument matcher judged the same as earlier values replaced by
+    /// those, when one is configured. `tool_calls` compares calls by them.
+    pub matched_args: Option<&'a MatchedArgs>,
     /// The event's evidence record, made by the first detector that keeps
     /// the event and shared with every other one.
     evidence: OnceLock<EvidenceRef>,
@@ -111,6 +115,7 @@ impl<'a> ObservedEvent<'a> {
             time: event.ts,
             progressed: false,
             semantic_topic: None,
+            matched_args: None,
             evidence: OnceLock::new(),
         }
     }
@@ -126,6 +131,13 @@ impl<'a> ObservedEvent<'a> {
     pub fn retime(&mut self, time: Option<Timestamp>) {
         self.time = time;
         self.evidence = OnceLock::new();
+    }
+
+    /// The same event with the arguments a semantic argument matcher
+    /// matched.
+    pub fn with_matched_args(mut self, matched: Option<&'a MatchedArgs>) -> ObservedEvent<'a> {
+        self.matched_args = matched;
+        self
     }
 
     /// The same event with the topic a semantic assigner chose.

@@ -28,9 +28,13 @@
 //! (absent `args` is `null`; `{}` is not `null`), without the keys of
 //! `tools.volatile_args` (and the tool's own), at any depth. A string
 //! argument of 3 to 64 words on one line, mostly letters, is compared as
-//! normalized text (case, spacing and end punctuation aside). Not yet: with
-//! semantic matching on, ruling 15 has such arguments matched by the
-//! same-request judge; today they compare as normalized text in both modes.
+//! normalized text (case, spacing and end punctuation aside), and with
+//! semantic matching on the engine's argument matcher (the semantic
+//! crate's) first replaces each one the same-request judge calls the same
+//! as an earlier value of that argument by that value
+//! ([`ObservedEvent::matched_args`]): "find papers on RAG" and "search for
+//! papers about retrieval augmented generation" are then one call, and the
+//! detection's reason says which argument matched which line.
 //!
 //! The **run** of stale calls of a task and agent grows by one with each
 //! stale call. A call that is not stale ends it, and so does a `progress`
@@ -281,7 +285,11 @@ impl Detector for ToolCalls {
         if limits.exclude {
             return;
         }
-        let call = call_key(tool, args, &self.config);
+        // Free-text arguments judged the same as earlier ones compare as
+        // those (with semantic matching on).
+        let matched = event.matched_args.filter(|m| !m.matches.is_empty());
+        let compared = matched.map_or(args, |m| &m.args);
+        let call = call_key(tool, compared, &self.config);
         let key = hash128(&call);
         let normalized = result.as_ref().map(normalize_result).unwrap_or_default();
         let informative = normalized.chars().count()
@@ -349,11 +357,20 @@ impl Detector for ToolCalls {
         };
         let times = stale.saturating_add(1);
         let directive = directive(&shape, last, times);
-        let reason = format!(
+        let mut reason = format!(
             "{agent}'s {} stale tool call in a row: {}",
             ordinal(stale),
             summary(&shape, last, times)
         );
+        if let Some(matched) = matched {
+            for found in &matched.matches {
+                let _ = write!(
+                    reason,
+                    "; its {} is the same as line {}'s: {}",
+                    found.key, found.line, found.reason
+                );
+            }
+        }
         let mut detection = Detection::new(self.name(), kind, severity, action, lines, reason);
         detection.count = Some(times);
         detection.evidence_ids = ids;
@@ -573,12 +590,7 @@ fn canonical(
 /// letters) compared as normalized text; anything else (a path, code, a
 /// multi-line text) exactly.
 fn normalize_argument(text: &str) -> String {
-    let words = text.split_whitespace().count();
-    let letters = text.chars().filter(|c| c.is_alphabetic()).count();
-    let visible = text.chars().filter(|c| !c.is_whitespace()).count();
-    let free_text =
-        (3..=64).contains(&words) && !text.contains('\n') && letters * 10 >= visible * 7;
-    if !free_text {
+    if !is_free_text(text) {
         return text.to_owned();
     }
     let lower = text.to_lowercase();
@@ -588,6 +600,43 @@ fn normalize_argument(text: &str) -> String {
         .join(" ")
         .trim_end_matches(['.', '?', '!', ',', ';', ':'])
         .to_owned()
+}
+
+/// Whether a string argument is free text (ruling 15): 3 to 64 words on
+/// one line, mostly letters (at least 70% of its visible characters).
+/// Paths, code, commands and multi-line text are not.
+pub fn is_free_text(text: &str) -> bool {
+    let words = text.split_whitespace().count();
+    let letters = text.chars().filter(|c| c.is_alphabetic()).count();
+    let visible = text.chars().filter(|c| !c.is_whitespace()).count();
+    (3..=64).contains(&words) && !text.contains('\n') && letters * 10 >= visible * 7
+}
+
+/// A tool call's arguments as a semantic argument matcher saw them (the
+/// semantic crate fills the seam; the engine passes them in
+/// [`ObservedEvent::matched_args`]): each free-text argument the
+/// same-request judge called the same as an earlier value of the same
+/// argument (same task, agent and tool) replaced by that value, so that
+/// "the same call" compares the two as one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchedArgs {
+    /// The arguments, each matched value replaced by the earlier one.
+    pub args: Value,
+    /// What was matched, in the arguments' order.
+    pub matches: Vec<ArgMatch>,
+}
+
+/// One free-text argument judged the same as an earlier value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgMatch {
+    /// Where the argument is: its keys joined by `.`, with `[i]` for an
+    /// array's items (`q`, `filter.text`, `queries[1]`).
+    pub key: String,
+    /// The input line the earlier value was first seen on.
+    pub line: u64,
+    /// The judge's verdict in words ("same request (score 0.93, cosine
+    /// 0.88)").
+    pub reason: String,
 }
 
 /// Text with what changes from call to call, though the answer does not,
@@ -731,6 +780,57 @@ mod tests {
             .iter()
             .map(|d| d.first().map(|d| (d.kind.as_ref(), d.action)))
             .collect()
+    }
+
+    #[test]
+    fn matched_arguments_make_reworded_calls_one_and_the_reason_says_so() {
+        let config = Config::default();
+        let search = |line, q: &str| {
+            call(
+                line,
+                "researcher",
+                "web_search",
+                json!({"q": q}),
+                Some(json!("none")),
+            )
+        };
+        let events = [
+            search(1, "find papers on retrieval augmented generation"),
+            search(2, "search for papers about RAG please"),
+            search(3, "look up retrieval augmented generation papers"),
+        ];
+        // Without a matcher: three different calls with short results.
+        assert!(run(&config, &events).iter().all(Vec::is_empty));
+        // With one that matched lines 2 and 3 to line 1's value.
+        let matched = MatchedArgs {
+            args: json!({"q": "find papers on retrieval augmented generation"}),
+            matches: vec![ArgMatch {
+                key: "q".into(),
+                line: 1,
+                reason: "same request (score 0.90, cosine 0.88)".into(),
+            }],
+        };
+        let detector = ToolCalls::new(&config);
+        let mut state = ToolCallsState::default();
+        let mut found = Vec::new();
+        for (line, event) in &events {
+            let observed =
+                ObservedEvent::new(*line, event).with_matched_args((*line > 1).then_some(&matched));
+            let mut out = Vec::new();
+            detector.observe(&mut state, &observed, &mut out);
+            found.push(out);
+        }
+        assert_eq!(
+            summary_of(&found)[2],
+            Some((kinds::TOOL_REPEAT, Action::InjectContext))
+        );
+        assert!(
+            found[2][0].reason.ends_with(
+                "; its q is the same as line 1's: same request (score 0.90, cosine 0.88)"
+            ),
+            "{}",
+            found[2][0].reason
+        );
     }
 
     #[test]

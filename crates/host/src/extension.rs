@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use loopguard_core_types::{Detection, Event, EventKind};
-use loopguard_detectors::{ObservedEvent, SemanticTopic};
+use loopguard_detectors::{MatchedArgs, ObservedEvent, SemanticTopic};
 
 /// Why an extension detector could not judge an event.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +97,88 @@ pub trait TopicAssigner: Send + Sync + std::fmt::Debug {
     ) -> Result<(), ExtensionError> {
         let _ = (task, state);
         Ok(())
+    }
+}
+
+/// Matches a `tool_call`'s free-text arguments by meaning (the seam the
+/// semantic crate fills, ruling 15). The engine asks it about every
+/// successful `tool_call` and passes the answer to `tool_calls` as
+/// [`ObservedEvent::matched_args`]: the arguments with each free-text value
+/// judged the same as an earlier value of the same argument (same task,
+/// agent and tool) replaced by that value. Without a matcher, free-text
+/// arguments compare as normalized text.
+#[async_trait]
+pub trait ArgumentMatcher: Send + Sync + std::fmt::Debug {
+    /// The call's arguments with the matched values replaced; `None` when
+    /// nothing matched (or nothing was free text).
+    async fn match_args(
+        &self,
+        call: ToolCallRef<'_>,
+    ) -> Result<Option<MatchedArgs>, ExtensionError>;
+
+    /// Forgets a task's argument values (on `completed` and `human`).
+    async fn reset_task(&self, task: &str) {
+        let _ = task;
+    }
+
+    /// The task's argument values as JSON, for a durable store (see
+    /// [`ExtensionDetector::export_task`]). Default: nothing to keep.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let _ = task;
+        None
+    }
+
+    /// Puts back what [`export_task`](Self::export_task) gave. Default:
+    /// ignored.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let _ = (task, state);
+        Ok(())
+    }
+}
+
+/// The call an [`ArgumentMatcher`] is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallRef<'a> {
+    /// The task.
+    pub task: &'a str,
+    /// The event's `task_type`, if it has one (for per-type thresholds).
+    pub task_type: Option<&'a str>,
+    /// The input line.
+    pub line: u64,
+    /// The calling agent.
+    pub agent: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// The arguments.
+    pub args: &'a serde_json::Value,
+}
+
+impl<'a> ToolCallRef<'a> {
+    /// The successful `tool_call` of `event` (seen on line `line`); `None`
+    /// for other events and for failing calls (they are failures, ruling
+    /// 14).
+    pub fn of(event: &'a Event, line: u64) -> Option<ToolCallRef<'a>> {
+        match &event.kind {
+            EventKind::ToolCall {
+                agent,
+                tool,
+                args,
+                error: None,
+                ..
+            } => Some(ToolCallRef {
+                task: &event.task,
+                task_type: event.extra.get("task_type").and_then(|v| v.as_str()),
+                line,
+                agent,
+                tool,
+                args,
+            }),
+            _ => None,
+        }
     }
 }
 

@@ -47,7 +47,10 @@
 
 pub use engine::{LoopGuard, LoopGuardBuilder, STATE_FORMAT};
 pub use error::HostError;
-pub use extension::{ExtensionDetector, ExtensionError, TopicAssigner, id_seed, topic_text};
+pub use extension::{
+    ArgumentMatcher, ExtensionDetector, ExtensionError, ToolCallRef, TopicAssigner, id_seed,
+    topic_text,
+};
 #[cfg(feature = "plugins")]
 pub use plugins::{
     AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use loopguard_core_types::{Config, Event};
 use loopguard_detectors::ObservedEvent;
-use loopguard_host::{ExtensionDetector, LoopGuard};
+use loopguard_host::{ArgumentMatcher, ExtensionDetector, LoopGuard, ToolCallRef};
 use loopguard_semantic::{
-    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, ModelFiles, ProvisionOptions,
-    SemanticDetectors, ServiceOptions,
+    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, JudgeKind, ModelFiles,
+    ProvisionOptions, SemanticDetectors, ServiceOptions,
 };
 
 /// Tasks the events are spread over.
@@ -143,6 +143,53 @@ fn benches(c: &mut Criterion) {
             let event = &handoffs[n % handoffs.len()];
             let observed = ObservedEvent::new(n as u64, event);
             black_box(runtime.block_on(repeated_query.observe(&observed)))
+        });
+    });
+
+    // The same two detectors with the cosine judge: what the calibrated
+    // judge (the default, above) costs on top.
+    let mut cosine_config = config.clone();
+    cosine_config.similarity.judge = JudgeKind::Cosine;
+    let cosine_detectors = SemanticDetectors::with_service(&cosine_config, Arc::clone(&service));
+    let cosine_collaboration = cosine_detectors.collaboration_loop();
+    let mut n = 0usize;
+    group.bench_function("collaboration_loop_cosine_judge", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &collaborations[n % collaborations.len()];
+            let observed = ObservedEvent::new(n as u64, event);
+            black_box(runtime.block_on(cosine_collaboration.observe(&observed)))
+        });
+    });
+    let cosine_queries = cosine_detectors.repeated_query();
+    let mut n = 0usize;
+    group.bench_function("repeated_query_cosine_judge", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &handoffs[n % handoffs.len()];
+            let observed = ObservedEvent::new(n as u64, event);
+            black_box(runtime.block_on(cosine_queries.observe(&observed)))
+        });
+    });
+
+    // The tool-argument matcher on a search call whose query is free text.
+    let arguments = detectors.arguments().unwrap_or_else(|| panic!("semantic"));
+    let searches: Vec<Event> = (0..4096)
+        .map(|n| {
+            let (task, round) = (n % TASKS, n / TASKS);
+            let text = &texts[text_index(task, round, texts.len())];
+            event(&format!(
+                r#"{{"type":"tool_call","task":"T{task}","agent":"researcher","tool":"web_search","args":{{"q":"{text}","limit":5}},"result":"none"}}"#
+            ))
+        })
+        .collect();
+    let mut n = 0usize;
+    group.bench_function("tool_arguments_free_text_query", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &searches[n % searches.len()];
+            let call = ToolCallRef::of(event, n as u64).unwrap_or_else(|| panic!("a tool call"));
+            black_box(runtime.block_on(arguments.match_args(call)))
         });
     });
 

@@ -85,3 +85,12 @@ async fn the_semantic_traces_split_anywhere_decide_like_one_run_with_the_model()
         assert!(kinds.contains(kind), "{kind} in {kinds:?}");
     }
 }
+
+#[tokio::test]
+async fn matched_tool_arguments_survive_a_restart_anywhere_with_the_model() {
+    let whole = engine_split_everywhere("tool_args_reworded.jsonl", &|| model_detectors(64)).await;
+    assert!(
+        kinds_decided(&whole).contains("tool_repeat"),
+        "the reworded searches are one call: {whole:?}"
+    );
+}

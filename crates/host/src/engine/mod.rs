@@ -6,7 +6,9 @@
 //! 1. **load** the task's stored record when the engine does not hold the
 //!    task, or always on a shared store (under its row lock), and
 //!    [`restore`](saved) it;
-//! 2. **topic**: the semantic assigner's topic for the event's text;
+//! 2. **topic** and **arguments**: the semantic assigner's topic for the
+//!    event's text, and a tool call's free-text arguments matched by
+//!    meaning;
 //! 3. **extensions**: plugins and the semantic and progress detectors
 //!    (they may await, so they run before the task's lock is taken);
 //! 4. **decide**, synchronously under the task's lock: install the
@@ -33,7 +35,9 @@ use foldhash::fast::FixedState;
 use loopguard_core_types::{
     Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp,
 };
-use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent, SemanticTopic};
+use loopguard_detectors::{
+    BuiltinDetectors, BuiltinState, MatchedArgs, ObservedEvent, SemanticTopic,
+};
 use parking_lot::Mutex;
 
 use self::episode::EpisodeEvent;
@@ -41,7 +45,9 @@ pub use self::saved::STATE_FORMAT;
 use self::saved::{Restored, StoredStateOut};
 use crate::HostError;
 use crate::backlog::{Backlog, NotWritten};
-use crate::extension::{ExtensionDetector, TopicAssigner, topic_text};
+use crate::extension::{
+    ArgumentMatcher, ExtensionDetector, ToolCallRef, TopicAssigner, topic_text,
+};
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
 use crate::store::StoreError;
@@ -84,6 +90,7 @@ pub struct LoopGuard {
     detectors: BuiltinDetectors,
     extensions: Vec<Arc<dyn ExtensionDetector>>,
     topics: Option<Arc<dyn TopicAssigner>>,
+    arguments: Option<Arc<dyn ArgumentMatcher>>,
     store: Arc<dyn Store>,
     shards: Box<[Mutex<Shard>]>,
     sequence: AtomicU64,
@@ -180,6 +187,7 @@ pub struct LoopGuardBuilder {
     store: Option<Arc<dyn Store>>,
     extensions: Vec<Arc<dyn ExtensionDetector>>,
     topics: Option<Arc<dyn TopicAssigner>>,
+    arguments: Option<Arc<dyn ArgumentMatcher>>,
 }
 
 impl LoopGuardBuilder {
@@ -204,6 +212,14 @@ impl LoopGuardBuilder {
         self
     }
 
+    /// Matches tool calls' free-text arguments by meaning for
+    /// `tool_calls` (the semantic crate's matcher); without one, they
+    /// compare as normalized text.
+    pub fn arguments(mut self, matcher: Arc<dyn ArgumentMatcher>) -> Self {
+        self.arguments = Some(matcher);
+        self
+    }
+
     /// Validates the config and builds the engine.
     pub fn build(self) -> Result<LoopGuard, HostError> {
         self.config.validate()?;
@@ -214,6 +230,7 @@ impl LoopGuardBuilder {
             config: Arc::new(self.config),
             extensions: self.extensions,
             topics: self.topics,
+            arguments: self.arguments,
             persistence: Persistence::of(store.as_ref()),
             store,
             shards,
@@ -241,6 +258,7 @@ impl LoopGuard {
             store: None,
             extensions: Vec::new(),
             topics: None,
+            arguments: None,
         }
     }
 
@@ -332,9 +350,11 @@ impl LoopGuard {
         let (lock, restored) = self.load(&event.task, line, &mut errors).await;
         let locked = lock.is_some();
         let topic = self.assign_topic(&event, line, &mut errors).await;
+        let matched_args = self.match_arguments(&event, line, &mut errors).await;
         let mut observed = ObservedEvent::new(line, &event)
             .at(time)
-            .with_topic(topic.as_ref());
+            .with_topic(topic.as_ref())
+            .with_matched_args(matched_args.as_ref());
         let extension_detections = self.run_extensions(&observed, &mut errors).await;
         let extension_states = if self.persistence.keeps_state() {
             self.export_extensions(&event.task).await
@@ -454,6 +474,29 @@ impl LoopGuard {
         }
     }
 
+    /// Stage 2, arguments: a successful tool call's free-text arguments
+    /// matched by meaning, when a matcher is configured. A matcher that
+    /// fails is reported on the decision; the call then compares by
+    /// normalized text.
+    async fn match_arguments(
+        &self,
+        event: &Event,
+        line: u64,
+        errors: &mut Vec<String>,
+    ) -> Option<MatchedArgs> {
+        let (Some(matcher), Some(call)) = (&self.arguments, ToolCallRef::of(event, line)) else {
+            return None;
+        };
+        match matcher.match_args(call).await {
+            Ok(matched) => matched,
+            Err(err) => {
+                tracing::error!(task = %event.task, line, error = %err, "argument matching failed");
+                errors.push(format!("argument matcher: {err}"));
+                None
+            }
+        }
+    }
+
     /// Stage 3, extensions: every extension detector in turn (they may
     /// await: plugins run off the reactor). A detector that fails is
     /// reported on the decision; the others go on. On `completed` and
@@ -481,6 +524,9 @@ impl LoopGuard {
             }
             if let Some(assigner) = &self.topics {
                 assigner.reset_task(&event.task).await;
+            }
+            if let Some(matcher) = &self.arguments {
+                matcher.reset_task(&event.task).await;
             }
         }
         found

@@ -21,6 +21,8 @@ use crate::store::{CycleEpisode, TaskRecord, TaskSnapshot};
 pub const STATE_FORMAT: u32 = 1;
 /// The key of the topic assigner's state among the extensions' states.
 const TOPICS_STATE: &str = "topics";
+/// The key of the argument matcher's state among the extensions' states.
+const ARGUMENTS_STATE: &str = "tool_arguments";
 
 /// A task's state as a durable store keeps it (JSON text, written whole at
 /// every commit).
@@ -133,6 +135,22 @@ impl LoopGuard {
                 ));
             }
         }
+        if let Some(matcher) = &self.arguments {
+            let result = match extensions.remove(ARGUMENTS_STATE) {
+                Some(state) => matcher.import_task(&task, state).await,
+                None => {
+                    matcher.reset_task(&task).await;
+                    Ok(())
+                }
+            };
+            if let Err(err) = result {
+                matcher.reset_task(&task).await;
+                tracing::error!(task = %task, line, error = %err, "tool arguments not restored");
+                errors.push(format!(
+                    "argument matcher: its saved state was not restored: {err}"
+                ));
+            }
+        }
         Restored {
             snapshot: record.snapshot,
             version: record.version,
@@ -156,6 +174,11 @@ impl LoopGuard {
             && let Some(state) = assigner.export_task(task).await
         {
             states.insert(TOPICS_STATE.to_owned(), state);
+        }
+        if let Some(matcher) = &self.arguments
+            && let Some(state) = matcher.export_task(task).await
+        {
+            states.insert(ARGUMENTS_STATE.to_owned(), state);
         }
         states
     }

@@ -41,8 +41,7 @@ use lru::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::history::{
-    History, Matcher, Probe, SavedRow, Seen, TaskStates, import_error, newest, parse_saved,
-    restore_probes,
+    History, Matcher, Probe, SavedRow, Seen, TaskStates, parse_saved, restore_histories,
 };
 use super::judged::{best, judge_candidates};
 use super::{EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, task_type};
@@ -178,26 +177,17 @@ impl CollaborationLoop {
     /// [`ExtensionDetector::import_task`] without the clean-up on error.
     async fn restore(&self, task: &str, state: serde_json::Value) -> Result<(), ExtensionError> {
         let saved: SavedPairs = parse_saved(self.name(), task, state)?;
-        let (rows_kept, pairs_kept) = (
-            self.limits.rows_per_history,
-            self.limits.histories_per_task.max(1),
-        );
-        // Only what the windows can hold is embedded.
-        let pairs = newest(&saved.pairs, pairs_kept);
-        let rows: Vec<&SavedRow> = pairs
-            .iter()
-            .flat_map(|pair| newest(&pair.requests, rows_kept))
-            .collect();
-        let mut probes = restore_probes(&self.matcher, &rows)
-            .await
-            .map_err(|problem| import_error(self.name(), task, &problem))?
-            .into_iter();
+        let limits = (self.limits.histories_per_task, self.limits.rows_per_history);
+        let restored = restore_histories(
+            &self.matcher,
+            &saved.pairs,
+            |pair| &pair.requests,
+            limits,
+            (self.name(), task),
+        )
+        .await?;
         let mut state = self.fresh();
-        for pair in pairs {
-            let mut history = self.matcher.history(rows_kept);
-            history
-                .restore(newest(&pair.requests, rows_kept), &mut probes)
-                .map_err(|err| import_error(self.name(), task, &err.to_string()))?;
+        for (pair, history) in restored {
             state
                 .pairs
                 .put((pair.from.clone(), pair.to.clone()), history);

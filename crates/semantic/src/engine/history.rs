@@ -444,6 +444,39 @@ pub(crate) async fn restore_probes(
         .collect()
 }
 
+/// Each of the newest `groups_kept` of `groups` (a task's pairs,
+/// recipients, topics or arguments, least recently used first) with its
+/// newest `rows_kept` saved rows (`rows_of`) put back in a history of its
+/// own: only what the windows can hold is embedded, in one batched call
+/// (none for texts the service has cached). An error names `detector` and
+/// `task`.
+pub(crate) async fn restore_histories<'g, G, K: RowKey>(
+    matcher: &Matcher,
+    groups: &'g [G],
+    rows_of: impl Fn(&G) -> &[SavedRow],
+    (groups_kept, rows_kept): (usize, usize),
+    (detector, task): (&str, &str),
+) -> std::result::Result<Vec<(&'g G, History<K>)>, ExtensionError> {
+    let groups = newest(groups, groups_kept.max(1));
+    let rows: Vec<&SavedRow> = groups
+        .iter()
+        .flat_map(|group| newest(rows_of(group), rows_kept))
+        .collect();
+    let mut probes = restore_probes(matcher, &rows)
+        .await
+        .map_err(|problem| import_error(detector, task, &problem))?
+        .into_iter();
+    let mut restored = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mut history = matcher.history(rows_kept);
+        history
+            .restore(newest(rows_of(group), rows_kept), &mut probes)
+            .map_err(|err| import_error(detector, task, &err.to_string()))?;
+        restored.push((group, history));
+    }
+    Ok(restored)
+}
+
 /// Reads a saved state of `detector`: a JSON object whose `format` is
 /// [`STATE_FORMAT`], then the rest as `T`. The error names the detector,
 /// the task and what is wrong.

@@ -21,6 +21,8 @@ pub(crate) type Candidate<K> = (K, f32, Arc<str>);
 pub(crate) struct Judged<K> {
     pub(crate) key: K,
     pub(crate) cosine: f32,
+    /// The earlier text.
+    pub(crate) text: Arc<str>,
     pub(crate) verdict: Verdict,
 }
 
@@ -42,6 +44,7 @@ pub(crate) async fn judge_candidates<K>(
             same.push(Judged {
                 key,
                 cosine,
+                text: earlier,
                 verdict,
             });
         }

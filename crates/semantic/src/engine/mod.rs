@@ -87,10 +87,13 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use loopguard_core_types::{Config, Event};
-use loopguard_host::{ExtensionDetector, ExtensionError, LoopGuardBuilder, TopicAssigner};
+use loopguard_host::{
+    ArgumentMatcher, ExtensionDetector, ExtensionError, LoopGuardBuilder, TopicAssigner,
+};
 
 pub use collaboration_loop::CollaborationLoop;
 pub use repeated_query::RepeatedQuery;
+pub use tool_arguments::{MAX_FREE_TEXT_ARGS, ToolArguments};
 pub use topics::{SemanticTopics, TOPIC_LABEL_CHARS};
 
 use crate::error::{Result, SemanticError};
@@ -102,6 +105,7 @@ mod collaboration_loop;
 mod history;
 mod judged;
 mod repeated_query;
+mod tool_arguments;
 mod topics;
 
 /// The format of the per-task state the detectors export to a durable
@@ -205,6 +209,7 @@ pub struct SemanticDetectors {
     collaboration: Arc<CollaborationLoop>,
     queries: Arc<RepeatedQuery>,
     topics: Option<Arc<SemanticTopics>>,
+    arguments: Option<Arc<ToolArguments>>,
 }
 
 impl SemanticDetectors {
@@ -306,8 +311,18 @@ impl SemanticDetectors {
                 matcher.clone(),
                 similarity.clone(),
                 limits.clone(),
-                judge,
+                judge.clone(),
             )),
+            // Without embeddings, `tool_calls` compares free text itself.
+            arguments: service.is_some().then(|| {
+                Arc::new(ToolArguments::new(
+                    matcher.clone(),
+                    similarity.clone(),
+                    config.tools.clone(),
+                    limits.clone(),
+                    judge,
+                ))
+            }),
             topics: service.map(|service| {
                 Arc::new(SemanticTopics::new(
                     service,
@@ -361,13 +376,24 @@ impl SemanticDetectors {
             .map(|topics| Arc::clone(topics) as Arc<dyn TopicAssigner>)
     }
 
-    /// Adds the extension detectors and the topic assigner to `builder`.
+    /// The tool-argument matcher, for [`LoopGuardBuilder::arguments`];
+    /// `None` when semantic matching is off (`tool_calls` then compares
+    /// free-text arguments as normalized text).
+    pub fn arguments(&self) -> Option<Arc<ToolArguments>> {
+        self.arguments.clone()
+    }
+
+    /// Adds the extension detectors, the topic assigner and the
+    /// tool-argument matcher to `builder`.
     pub fn install(&self, mut builder: LoopGuardBuilder) -> LoopGuardBuilder {
         for extension in self.extensions() {
             builder = builder.extension(extension);
         }
         if let Some(topics) = self.topics() {
             builder = builder.topics(topics);
+        }
+        if let Some(arguments) = &self.arguments {
+            builder = builder.arguments(Arc::clone(arguments) as Arc<dyn ArgumentMatcher>);
         }
         builder
     }

@@ -44,7 +44,7 @@ use lru::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::history::{
-    History, Matcher, SavedRow, Seen, TaskStates, import_error, newest, parse_saved, restore_probes,
+    History, Matcher, SavedRow, Seen, TaskStates, import_error, parse_saved, restore_histories,
 };
 use super::judged::{best, judge_candidates};
 use super::{
@@ -203,27 +203,18 @@ impl RepeatedQuery {
             .metrics
             .progress()
             .map_err(|problem| import_error(self.name(), task, &problem))?;
-        let (rows_kept, recipients_kept) = (
-            self.limits.rows_per_history,
-            self.limits.histories_per_task.max(1),
-        );
-        // Only what the windows can hold is embedded.
-        let recipients = newest(&saved.recipients, recipients_kept);
-        let rows: Vec<&SavedRow> = recipients
-            .iter()
-            .flat_map(|recipient| newest(&recipient.queries, rows_kept))
-            .collect();
-        let mut probes = restore_probes(&self.matcher, &rows)
-            .await
-            .map_err(|problem| import_error(self.name(), task, &problem))?
-            .into_iter();
+        let limits = (self.limits.histories_per_task, self.limits.rows_per_history);
+        let restored = restore_histories(
+            &self.matcher,
+            &saved.recipients,
+            |recipient| &recipient.queries,
+            limits,
+            (self.name(), task),
+        )
+        .await?;
         let mut state = self.fresh();
         state.progress = progress;
-        for recipient in recipients {
-            let mut history = self.matcher.history(rows_kept);
-            history
-                .restore(newest(&recipient.queries, rows_kept), &mut probes)
-                .map_err(|err| import_error(self.name(), task, &err.to_string()))?;
+        for (recipient, history) in restored {
             state.recipients.put(recipient.to.clone(), history);
         }
         self.tasks.insert(task, state);

@@ -34,8 +34,7 @@ use lru::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::history::{
-    History, Matcher, Probe, SavedRow, TaskStates, import_error, newest, parse_saved,
-    restore_probes,
+    History, Matcher, Probe, SavedRow, TaskStates, import_error, parse_saved, restore_histories,
 };
 use super::{STATE_FORMAT, SemanticLimits, extension_error, non_zero};
 use crate::service::EmbeddingService;
@@ -142,22 +141,16 @@ impl SemanticTopics {
                 &format!("has topic id {} twice", topic.id),
             ));
         }
-        // Only what the windows can hold is embedded.
-        let topics = newest(&saved.topics, topics_kept);
-        let rows: Vec<&SavedRow> = topics
-            .iter()
-            .flat_map(|topic| newest(&topic.members, rows_kept))
-            .collect();
-        let mut probes = restore_probes(&self.matcher, &rows)
-            .await
-            .map_err(|problem| import_error(NAME, task, &problem))?
-            .into_iter();
+        let restored = restore_histories(
+            &self.matcher,
+            &saved.topics,
+            |topic| &topic.members,
+            (topics_kept, rows_kept),
+            (NAME, task),
+        )
+        .await?;
         let mut state = self.fresh();
-        for topic in topics {
-            let mut members = self.matcher.history(rows_kept);
-            members
-                .restore(newest(&topic.members, rows_kept), &mut probes)
-                .map_err(|err| import_error(NAME, task, &err.to_string()))?;
+        for (topic, members) in restored {
             state.topics.put(
                 topic.id,
                 Topic {
