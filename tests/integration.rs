@@ -23,6 +23,8 @@ mod docs;
 mod durability;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/hubs.rs"]
+mod hubs;
 #[path = "integration/limits.rs"]
 mod limits;
 #[path = "integration/phases.rs"]

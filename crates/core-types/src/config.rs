@@ -317,6 +317,21 @@ pub struct CycleConfig {
     /// Most distinct agents in a multi-agent cycle (default 6; the fewest
     /// is 3).
     pub max_cycle_agents: u32,
+    /// Agents that are hubs in every task (ruling 17): an orchestrator or a
+    /// supervisor that sends every instruction and receives every reply.
+    /// Their exchanges count toward `agent_pair`, `multi_agent` and
+    /// `topic_cycle` only when they bring nothing new (default none).
+    pub hubs: Vec<String>,
+    /// Whether a task's hub is also recognized from its handoffs: one side
+    /// of at least `hub_share` of them once there have been `hub_after`,
+    /// dealing with at least 2 other agents (default true).
+    pub recognize_hubs: bool,
+    /// The share of a task's handoffs a recognized hub is a side of
+    /// (default 0.8; above 0.5, at most 1).
+    pub hub_share: f64,
+    /// Handoffs a task needs before a hub is recognized (default 6; at
+    /// least 2).
+    pub hub_after: u32,
 }
 
 /// `[edges]`: hops along one transition edge without progress.
@@ -503,6 +518,10 @@ impl Default for CycleConfig {
             severity_high: 8,
             severity_critical: 12,
             max_cycle_agents: 6,
+            hubs: Vec::new(),
+            recognize_hubs: true,
+            hub_share: 0.8,
+            hub_after: 6,
         }
     }
 }
@@ -1104,6 +1123,28 @@ impl Config {
                 "cycles.max_cycle_agents",
                 cycles.max_cycle_agents,
                 "must be between 3 and 16",
+            ));
+        }
+        if !(cycles.hub_share > 0.5 && cycles.hub_share <= 1.0) {
+            return Err(invalid(
+                "cycles.hub_share",
+                cycles.hub_share,
+                "must be above 0.5 and at most 1: a hub is one side of most of its task's \
+                 handoffs",
+            ));
+        }
+        if cycles.hub_after < 2 {
+            return Err(invalid(
+                "cycles.hub_after",
+                cycles.hub_after,
+                "must be at least 2",
+            ));
+        }
+        if let Some(empty) = cycles.hubs.iter().position(|hub| hub.trim().is_empty()) {
+            return Err(invalid(
+                &format!("cycles.hubs[{empty}]"),
+                "\"\"",
+                "a hub is an agent's name: it cannot be empty",
             ));
         }
         at_least_one("edges.max_loop_edge", self.edges.max_loop_edge)?;

@@ -128,6 +128,11 @@ impl Detector for AgentPair {
         if from == to {
             return;
         }
+        if event.hub_protocol {
+            // A hub's exchange that brings something new: the protocol of
+            // a hub-and-spoke team, not a cycle (ruling 17).
+            return;
+        }
         state
             .sweep
             .sweep_table(&mut state.pairs, event.time, self.window_ms);

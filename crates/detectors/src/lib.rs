@@ -48,6 +48,7 @@ pub use edge_limit::EdgeLimit;
 pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
 pub use failure_class::{ExternalKind, FailureClass, classify};
+pub use hubs::{HubState, HubTracker};
 pub use multi_agent::MultiAgent;
 pub use oscillation::Oscillation;
 pub use phase_visits::{PhaseVisits, TransitionLimit};
@@ -66,6 +67,7 @@ pub mod edge_limit;
 mod evidence;
 pub mod exact_failure;
 pub mod failure_class;
+pub mod hubs;
 pub mod multi_agent;
 pub mod oscillation;
 pub mod phase_visits;
@@ -93,6 +95,11 @@ pub struct ObservedEvent<'a> {
     /// Whether this event showed progress (a `progress` event that changed a
     /// metric, or a higher `files_changed`). Set by [`ProgressTracker`].
     pub progressed: bool,
+    /// Whether this event is an exchange with a hub that brings something
+    /// new: the protocol of a hub-and-spoke team, not a cycle (ruling 17).
+    /// Set by [`HubTracker`]; `agent_pair`, `multi_agent` and `topic_cycle`
+    /// do not count it.
+    pub hub_protocol: bool,
     /// The topic a semantic topic assigner chose for this event's content,
     /// when one is configured. `topic_cycle` prefers it to normalized text.
     pub semantic_topic: Option<&'a SemanticTopic>,
@@ -114,6 +121,7 @@ impl<'a> ObservedEvent<'a> {
             event,
             time: event.ts,
             progressed: false,
+            hub_protocol: false,
             semantic_topic: None,
             matched_args: None,
             evidence: OnceLock::new(),

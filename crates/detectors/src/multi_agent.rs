@@ -204,6 +204,12 @@ impl Detector for MultiAgent {
             // Not an exchange between agents, and it does not break a chain.
             return;
         }
+        if event.hub_protocol {
+            // A hub's exchange that brings something new: the protocol of
+            // a hub-and-spoke team, not a cycle (ruling 17).
+            return;
+        }
+
         let (from_hash, to_hash) = (hash_str(from), hash_str(to));
         let now = event.time;
         let evidence = event.evidence_ref();

@@ -8,16 +8,17 @@
 //! name is its key in the saved state, so it is never renamed (a new name
 //! is a new saved-state format: `docs/architecture.md`).
 //!
-//! The progress tracker is not in the list: it runs before every detector
-//! and sets [`ObservedEvent::progressed`] for them.
+//! The progress and hub trackers are not in the list: they run before
+//! every detector and set [`ObservedEvent::progressed`] and
+//! [`ObservedEvent::hub_protocol`] for them.
 
 use loopguard_core_types::{Config, Detection};
 
 use crate::clock::TaskClock;
 use crate::{
-    AgentPair, Detector, EdgeLimit, ExactFailure, MultiAgent, ObservedEvent, Oscillation,
-    PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, ToolCalls, TopicCycle,
-    TransitionLimit,
+    AgentPair, Detector, EdgeLimit, ExactFailure, HubState, HubTracker, MultiAgent, ObservedEvent,
+    Oscillation, PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, ToolCalls,
+    TopicCycle, TransitionLimit,
 };
 
 /// Declares the built-in detectors: `field: Type` per detector, in the
@@ -29,6 +30,7 @@ macro_rules! builtin_detectors {
         #[derive(Debug, Clone)]
         pub struct BuiltinDetectors {
             progress: ProgressTracker,
+            hubs: HubTracker,
             window_ms: i64,
             $($field: $detector,)+
         }
@@ -45,6 +47,7 @@ macro_rules! builtin_detectors {
         pub struct BuiltinState {
             progress: ProgressState,
             clock: TaskClock,
+            hubs: HubState,
             $($field: <$detector as Detector>::State,)+
         }
 
@@ -63,6 +66,7 @@ macro_rules! builtin_detectors {
             pub fn new(config: &Config) -> BuiltinDetectors {
                 BuiltinDetectors {
                     progress: ProgressTracker,
+                    hubs: HubTracker::new(config),
                     window_ms: i64::try_from(config.cycles.window_secs.saturating_mul(1000))
                         .unwrap_or(i64::MAX),
                     $($field: <$detector>::new(config),)+
@@ -88,6 +92,7 @@ macro_rules! builtin_detectors {
                 }
                 let too_late = clamped.is_some_and(|late| late.behind_ms() > self.window_ms);
                 event.progressed = self.progress.observe(&mut state.progress, event.event);
+                event.hub_protocol = self.hubs.observe(&mut state.hubs, event.event);
                 $(
                     if !(too_late && <$detector as Detector>::WINDOWED) {
                         Detector::observe(&self.$field, &mut state.$field, event, out);
@@ -115,7 +120,7 @@ builtin_detectors! {
 /// Keys of the saved built-in state added since format 1 beyond the
 /// registered detectors: each reads as its default when a saved state lacks
 /// it, so adding it kept the format.
-pub const KEYS_ADDED_SINCE_FORMAT_1: &[&str] = &["clock"];
+pub const KEYS_ADDED_SINCE_FORMAT_1: &[&str] = &["clock", "hubs"];
 
 impl BuiltinState {
     /// Pivots issued since the last reset.
@@ -204,7 +209,7 @@ mod tests {
             .map(String::as_str)
             .collect();
         let mut expected: Vec<&str> = REGISTERED.iter().map(|(name, _, _)| *name).collect();
-        expected.extend(["progress", "clock"]);
+        expected.extend(["progress", "clock", "hubs"]);
         expected.sort_unstable();
         let mut keys = keys;
         keys.sort_unstable();

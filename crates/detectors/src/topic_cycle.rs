@@ -274,6 +274,11 @@ impl Detector for TopicCycle {
         if from == to {
             return;
         }
+        if event.hub_protocol {
+            // A hub's exchange that brings something new: the protocol of
+            // a hub-and-spoke team, not a cycle (ruling 17).
+            return;
+        }
         let found = match event.semantic_topic {
             Some(semantic) => Some((semantic_key(semantic.id), Topic::Semantic(semantic))),
             None => texts

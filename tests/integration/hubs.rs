@@ -1,0 +1,93 @@
+//! Hubs (ruling 17): an orchestrator's exchanges with its workers are the
+//! protocol of a hub-and-spoke team, not a cycle; only exchanges that bring
+//! nothing new count.
+
+use std::ffi::OsStr;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The exchange kinds ruling 17 speaks of.
+const EXCHANGE_KINDS: [&str; 3] = ["agent_pair", "multi_agent", "topic_cycle"];
+
+fn replay_with(config_name: &str) -> Vec<Value> {
+    let path = trace("hub_team.jsonl");
+    let config = config(config_name);
+    let out = run([
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("jsonl"),
+        OsStr::new("--no-semantic"),
+        OsStr::new("--config"),
+        config.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    parse_jsonl(&out.stdout)
+}
+
+#[test]
+fn a_recognized_hubs_new_exchanges_are_not_a_cycle_and_its_repeats_are() {
+    for extra in [&[][..], &["--no-semantic"][..]] {
+        let decisions = replay_jsonl("hub_team.jsonl", extra);
+        // H1: fourteen exchanges, every one new. Before the 6th handoff
+        // the orchestrator is not yet a hub, and four exchanges with the
+        // web surfer are a pair cycle (ruling 4); once it is one (the
+        // 6th handoff: one side of all six, with two other agents), new
+        // exchanges are the protocol and never count.
+        assert_eq!(lines_with(&decisions, "H1", "agent_pair"), [4], "{extra:?}");
+        for kind in ["multi_agent", "topic_cycle"] {
+            assert!(lines_with(&decisions, "H1", kind).is_empty(), "{kind}");
+        }
+        // H2: the hub re-issues the same instruction and the worker
+        // returns the same page: those exchanges count.
+        assert_eq!(
+            lines_with(&decisions, "H2", "agent_pair"),
+            [20, 21, 22],
+            "{extra:?}"
+        );
+        let first = detection(&decisions, 20, "agent_pair");
+        assert_eq!(first["action"], "break_cycle");
+    }
+}
+
+#[test]
+fn without_recognition_every_exchange_counts_and_a_named_hub_counts_from_the_start() {
+    let off = replay_with("hubs_off.toml");
+    assert_eq!(
+        lines_with(&off, "H1", "agent_pair"),
+        [4, 7, 8, 11, 12, 13, 14],
+        "ruling 4 alone: the protocol is a cycle"
+    );
+    let named = replay_with("hubs_named.toml");
+    assert!(
+        lines_with(&named, "H1", "agent_pair").is_empty(),
+        "a named hub's new exchanges never count"
+    );
+    // H2's repeats: the instruction at 19 and 21, the same page at 20 and
+    // 22; the fourth is a cycle.
+    assert_eq!(lines_with(&named, "H2", "agent_pair"), [22]);
+    for kind in &EXCHANGE_KINDS[1..] {
+        for task in ["H1", "H2"] {
+            assert!(lines_with(&named, task, kind).is_empty(), "{task} {kind}");
+        }
+    }
+}
+
+#[test]
+fn hub_settings_are_validated_by_name() {
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[cycles]\nhub_share = 0.4\n").expect("written");
+    let path = trace("hub_team.jsonl");
+    let out = run([
+        OsStr::new("replay"),
+        path.as_os_str(),
+        OsStr::new("--config"),
+        bad.as_os_str(),
+        OsStr::new("--no-semantic"),
+    ]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("cycles.hub_share"), "{}", out.stderr);
+}
