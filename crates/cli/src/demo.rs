@@ -169,13 +169,16 @@ pub(crate) const SCENARIOS: [Scenario; 18] = [
         kind: "repeated_query",
         title: "The researcher is sent the same search again",
         story: "The planner asks the researcher for recent papers on retrieval \
-                augmented generation, hears there is nothing newer, and asks again in \
-                other words, twice. Nothing new came in between (no progress event \
-                changed a metric), so each rewording (0.987 and 0.980 similar to line \
-                1) is a repeated query: loopguard asks the orchestrator to inject what \
-                the last search found, low at the first repeat and medium from the \
-                second. Once the researcher's notes land (line 6, one more file \
-                changed), asking again is fair and nothing is flagged.",
+                augmented generation and hears there is nothing newer than the 2023 \
+                survey. Asking once more after an answer is fair (line 3). But the \
+                researcher's answer never changes (lines 4 and 6: no new information \
+                in the replies, and no progress event changed a metric), so each \
+                further rewording is a repeated query: loopguard asks the orchestrator \
+                to inject what the last search found, low at the first repeat and \
+                medium from the second. The researcher's unchanged answer, handed to \
+                a planner who only rewords, repeats too (lines 4 and 6). Once the \
+                researcher's notes land (line 8, one more file changed), asking again \
+                is fair and nothing is flagged.",
         trace: include_str!("../demo/12_repeated_query.jsonl"),
     },
     Scenario {

@@ -16,6 +16,11 @@
 //! count or coverage, more dependencies, a higher `files_changed`) came
 //! between the two. A progress event that changed something forgets the
 //! task's earlier queries, so only queries since the last progress count.
+//! Nor may Y have said anything new since (ruling 17): every handoff from
+//! Y is also Y's reply, and one that the judge calls the same as none of
+//! Y's earlier handoffs forgets the queries sent to Y (at most
+//! [`SemanticLimits::rows_per_history`] distinct replies are kept per
+//! sender, [`SemanticLimits::histories_per_task`] senders per task).
 //!
 //! The detection asks the orchestrator to `inject_context` (tell the agent
 //! what the earlier query already returned). It is `low` for the first
@@ -44,7 +49,8 @@ use lru::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::history::{
-    History, Matcher, SavedRow, Seen, TaskStates, import_error, parse_saved, restore_histories,
+    History, Matcher, Probe, SavedRow, Seen, TaskStates, import_error, parse_saved,
+    restore_histories,
 };
 use super::judged::{best, judge_candidates};
 use super::{
@@ -57,6 +63,9 @@ use crate::judge::{JudgeKind, SameRequestJudge};
 struct Queries {
     progress: ProgressState,
     recipients: LruCache<String, History<Seen>>,
+    /// Per sender, the distinct texts it handed off (its replies): a text
+    /// judged the same as none of them is new information from it.
+    replies: LruCache<String, History<Seen>>,
 }
 
 /// [`Queries`] as a durable store keeps it.
@@ -68,6 +77,18 @@ struct SavedQueries {
     metrics: SavedMetrics,
     /// The least recently used recipient first, as they are put back.
     recipients: Vec<SavedRecipient>,
+    /// The least recently used sender first, with its distinct replies
+    /// (added in session 5; absent in older exports, which read as none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replies: Vec<SavedSender>,
+}
+
+/// One sender's distinct replies, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedSender {
+    from: String,
+    replies: Vec<SavedRow>,
 }
 
 /// One recipient's queries since the last progress, oldest first.
@@ -193,7 +214,87 @@ impl RepeatedQuery {
         Queries {
             progress: ProgressState::default(),
             recipients: LruCache::new(non_zero(self.limits.histories_per_task)),
+            replies: LruCache::new(non_zero(self.limits.histories_per_task)),
         }
+    }
+
+    /// Whether `content`, handed off by `from`, is new information from
+    /// `from`: judged the same as none of its earlier replies. New
+    /// information forgets the queries sent to `from` (they may be asked
+    /// again, ruling 17), and the reply is kept.
+    async fn reply_is_new(
+        &self,
+        event: &ObservedEvent<'_>,
+        from: &str,
+        content: &str,
+        probe: &Probe,
+    ) -> Result<bool, ExtensionError> {
+        let task_type = task_type(event.event);
+        let cosine_threshold = self.similarity.request_threshold_for(task_type);
+        let judging = match (self.judge.kind(), self.matcher.service()) {
+            (JudgeKind::Calibrated, Some(service)) => Some(service),
+            _ => None,
+        };
+        let floor = match judging {
+            Some(_) => self.judge.candidate_floor(cosine_threshold.value),
+            None => cosine_threshold.value,
+        };
+        let (matcher, limits) = (&self.matcher, &self.limits);
+        let candidates = self.tasks.with(
+            &event.event.task,
+            || self.fresh(),
+            |state| {
+                let history = state
+                    .replies
+                    .get_or_insert_mut_ref(from, || matcher.history(limits.rows_per_history));
+                history
+                    .all_above_with_texts(probe, floor)
+                    .and_then(|found| {
+                        // Without texts (exact matching), the plain look-up.
+                        if found.is_empty() && judging.is_none() {
+                            Ok(history
+                                .best_above(probe, floor)?
+                                .map(|(seen, cosine)| (seen, cosine, Arc::from("")))
+                                .into_iter()
+                                .collect())
+                        } else {
+                            Ok(found)
+                        }
+                    })
+            },
+        );
+        let candidates =
+            candidates.map_err(|err| extension_error("cannot compare the reply", &err))?;
+        let repeated = match judging {
+            Some(service) => {
+                let threshold = self.judge.threshold_for(&self.similarity, task_type);
+                !judge_candidates(&self.judge, service, content, candidates, threshold.value)
+                    .await
+                    .map_err(|err| extension_error("cannot judge the reply", &err))?
+                    .is_empty()
+            }
+            None => !candidates.is_empty(),
+        };
+        if repeated {
+            return Ok(false);
+        }
+        let this = Seen {
+            line: event.line,
+            id: event.event.id.as_deref().map(Arc::from),
+        };
+        let kept = self.tasks.with(
+            &event.event.task,
+            || self.fresh(),
+            |state| {
+                state.recipients.pop(from);
+                let history = state
+                    .replies
+                    .get_or_insert_mut_ref(from, || matcher.history(limits.rows_per_history));
+                history.push(this, probe)
+            },
+        );
+        kept.map_err(|err| extension_error("cannot keep the reply", &err))?;
+        Ok(true)
     }
 
     /// [`ExtensionDetector::import_task`] without the clean-up on error.
@@ -212,10 +313,21 @@ impl RepeatedQuery {
             (self.name(), task),
         )
         .await?;
+        let replies = restore_histories(
+            &self.matcher,
+            &saved.replies,
+            |sender| &sender.replies,
+            limits,
+            (self.name(), task),
+        )
+        .await?;
         let mut state = self.fresh();
         state.progress = progress;
         for (recipient, history) in restored {
             state.recipients.put(recipient.to.clone(), history);
+        }
+        for (sender, history) in replies {
+            state.replies.put(sender.from.clone(), history);
         }
         self.tasks.insert(task, state);
         Ok(())
@@ -262,6 +374,13 @@ impl ExtensionDetector for RepeatedQuery {
         else {
             return Ok(Vec::new());
         };
+        // The handoff is also its sender's reply: new information from the
+        // sender lets the queries sent to it be asked again (ruling 17).
+        if let EventKind::Handoff { from, .. } = &event.event.kind
+            && from != to
+        {
+            self.reply_is_new(event, from, content, &probe).await?;
+        }
         let task_type = task_type(event.event);
         let cosine_threshold = self.similarity.request_threshold_for(task_type);
         let this = Seen {
@@ -415,6 +534,15 @@ impl ExtensionDetector for RepeatedQuery {
                 .map(|(to, history)| SavedRecipient {
                     to: to.clone(),
                     queries: history.save(),
+                })
+                .collect(),
+            replies: state
+                .replies
+                .iter()
+                .rev()
+                .map(|(from, history)| SavedSender {
+                    from: from.clone(),
+                    replies: history.save(),
                 })
                 .collect(),
         })?;
