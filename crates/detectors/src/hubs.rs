@@ -3,7 +3,7 @@
 //! exchanges with a worker are the protocol, not a cycle.
 //!
 //! The [`HubTracker`] runs before the exchange detectors (like the progress
-//! tracker) and sets [`ObservedEvent::hub_protocol`] on an exchange (a
+//! tracker) and sets [`ObservedEvent::hub_protocol`](crate::ObservedEvent::hub_protocol) on an exchange (a
 //! `handoff` or a `collaboration` between two agents) that involves a hub
 //! and **brings something new**. `agent_pair`, `multi_agent` and
 //! `topic_cycle` do not count such an exchange. An exchange with a hub that
