@@ -230,3 +230,71 @@ fn reworded_free_text_arguments_are_one_call_to_the_judge_and_a_contrast_is_not(
         assert!(lines_with(&exact, "T1", kind).is_empty(), "{kind}");
     }
 }
+
+#[test]
+fn eval_scores_events_within_a_distance_and_traces_next_to_baselines() {
+    let dir = corpus();
+    let out = run([
+        std::ffi::OsStr::new("eval"),
+        dir.as_os_str(),
+        std::ffi::OsStr::new("--kinds"),
+        std::ffi::OsStr::new(TOOL_KINDS),
+        std::ffi::OsStr::new("--format"),
+        std::ffi::OsStr::new("json"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let eval: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(eval["within"], 3);
+    assert_eq!(eval["events"]["fp"], 0, "{}", out.stdout);
+    assert_eq!(eval["events"]["fn"], 0, "{}", out.stdout);
+    let loops = eval["traces_with_loops"].as_u64().unwrap_or(0);
+    assert_eq!(eval["trace_any_detection"]["tp"], loops);
+    assert_eq!(eval["trace_any_detection"]["fp"], 0);
+    // The baselines are there to be beaten.
+    let chance = eval["chance_event_precision"].as_f64().unwrap_or(1.0);
+    assert!(chance < 1.0, "{chance}");
+    let by_length = eval["trace_longer_than_median"]["f1"]
+        .as_f64()
+        .unwrap_or(1.0);
+    assert!(by_length < 1.0, "{by_length}");
+
+    // Within a distance: one failure repeated three lines later, labelled
+    // at the first.
+    let tmp = tempfile::TempDir::new().expect("a temporary directory");
+    let trace = tmp.path().join("late.jsonl");
+    std::fs::write(
+        &trace,
+        concat!(
+            r#"{"type":"failure","task":"T","agent":"coder","error":"TypeError: x is undefined"}"#,
+            "\n",
+            r#"{"type":"turn","task":"T","agent":"coder","output":"retrying","success":true}"#,
+            "\n",
+            r#"{"type":"turn","task":"T","agent":"coder","output":"retrying again","success":true}"#,
+            "\n",
+            r#"{"type":"failure","task":"T","agent":"coder","error":"TypeError: x is undefined"}"#,
+            "\n"
+        ),
+    )
+    .expect("written");
+    std::fs::write(tmp.path().join("late.expected.jsonl"), "{\"line\": 1}\n").expect("written");
+    let counts = |within: &str| {
+        let out = run([
+            std::ffi::OsStr::new("eval"),
+            trace.as_os_str(),
+            std::ffi::OsStr::new("--within"),
+            std::ffi::OsStr::new(within),
+            std::ffi::OsStr::new("--format"),
+            std::ffi::OsStr::new("json"),
+            std::ffi::OsStr::new("--no-semantic"),
+        ]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let eval: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        (
+            eval["events"]["tp"].as_u64(),
+            eval["events"]["fp"].as_u64(),
+            eval["events"]["fn"].as_u64(),
+        )
+    };
+    assert_eq!(counts("3"), (Some(1), Some(0), Some(0)));
+    assert_eq!(counts("2"), (Some(0), Some(1), Some(1)));
+}

@@ -90,6 +90,19 @@ pub(crate) enum Command {
     /// when everything could be read, 2 when a trace, a sidecar, the
     /// config or the model cannot be read.
     Score(ScoreArgs),
+    /// How well detections line up with labelled loops: each trace
+    /// NAME.jsonl runs through the configured engine (fresh, no store) and
+    /// is compared with the loop lines its sidecar NAME.expected.jsonl
+    /// labels (one `{"line": N}` a line; other fields ignored; empty for a
+    /// trace without loops).
+    ///
+    /// Prints precision, recall and F1 at the level of events (a line with
+    /// a detection is right when a labelled line is within --within lines
+    /// of it; a label is found when a detection is) and of traces (any
+    /// detection; a task ending behind the human gate), next to two
+    /// baselines: a detection on a random line, and calling every trace
+    /// longer than the median a loop. Exit status as for `score`.
+    Eval(EvalArgs),
     /// Load detector plugins and describe them: name, version, kinds, ABI,
     /// SDK and rustc versions. Runs no trace.
     ///
@@ -222,6 +235,34 @@ pub(crate) struct ScoreArgs {
     /// The kinds scored, comma-separated (e.g.
     /// `tool_repeat,tool_cycle,tool_no_new_info`); every kind without it.
     /// Detections of other kinds are neither hits nor false alarms.
+    #[arg(long, value_name = "KIND,...", value_delimiter = ',')]
+    pub(crate) kinds: Vec<String>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ScoreFormat::Text)]
+    pub(crate) format: ScoreFormat,
+}
+
+/// `loopguard eval`.
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// Traces (NAME.jsonl, each with its NAME.expected.jsonl) or
+    /// directories of them.
+    #[arg(value_name = "TRACE_OR_DIR", required = true)]
+    pub(crate) inputs: Vec<PathBuf>,
+
+    /// Settings as TOML, as for `replay`. Without it, the built-in
+    /// defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// How many lines from a labelled line a detection may be and still
+    /// count.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub(crate) within: u64,
+
+    /// The kinds whose detections count, comma-separated; every kind
+    /// without it.
     #[arg(long, value_name = "KIND,...", value_delimiter = ',')]
     pub(crate) kinds: Vec<String>,
 

@@ -47,6 +47,7 @@ use clap::Parser;
 
 mod cli;
 mod demo;
+mod eval;
 mod logging;
 mod outcome;
 mod output;
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
             Command::Similarity(args) => similarity::run(&args, no_semantic).await,
             Command::Tune(args) => tune::run(&args, no_semantic).await,
             Command::Score(args) => score::run(&args, no_semantic).await,
+            Command::Eval(args) => eval::run(&args, no_semantic).await,
             Command::Plugins(args) => plugins::run(&args),
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,

@@ -27,7 +27,7 @@ use crate::outcome::Outcome;
 use crate::setup::{self, ConfigSource, Setup};
 
 /// The sidecar of a trace: `x.jsonl` -> `x.expected.jsonl`.
-fn sidecar_of(trace: &Path) -> PathBuf {
+pub(crate) fn sidecar_of(trace: &Path) -> PathBuf {
     let stem = trace
         .file_name()
         .and_then(|name| name.to_str())
@@ -38,7 +38,7 @@ fn sidecar_of(trace: &Path) -> PathBuf {
 
 /// The traces named: files as given, directories' `*.jsonl` files (not
 /// their sidecars), sorted by name.
-fn traces_of(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn traces_of(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut traces = Vec::new();
     for input in inputs {
         if input.is_dir() {
@@ -107,11 +107,11 @@ fn read_expected(path: &Path) -> anyhow::Result<Vec<Key>> {
 
 /// Counts of one kind, or of all.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
-struct Counts {
-    tp: u64,
-    fp: u64,
+pub(crate) struct Counts {
+    pub(crate) tp: u64,
+    pub(crate) fp: u64,
     #[serde(rename = "fn")]
-    fn_: u64,
+    pub(crate) fn_: u64,
 }
 
 impl Counts {
@@ -127,7 +127,7 @@ impl Counts {
         ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn_)
     }
 
-    fn add(&mut self, other: Counts) {
+    pub(crate) fn add(&mut self, other: Counts) {
         self.tp += other.tp;
         self.fp += other.fp;
         self.fn_ += other.fn_;
@@ -175,12 +175,12 @@ struct Scores {
 
 /// Counts with their rates, for the JSON.
 #[derive(Debug, Serialize)]
-struct Rates {
+pub(crate) struct Rates {
     #[serde(flatten)]
-    counts: Counts,
-    precision: Option<f64>,
-    recall: Option<f64>,
-    f1: Option<f64>,
+    pub(crate) counts: Counts,
+    pub(crate) precision: Option<f64>,
+    pub(crate) recall: Option<f64>,
+    pub(crate) f1: Option<f64>,
 }
 
 impl From<Counts> for Rates {
