@@ -25,6 +25,8 @@ mod durability;
 mod failures;
 #[path = "integration/hubs.rs"]
 mod hubs;
+#[path = "integration/import.rs"]
+mod import;
 #[path = "integration/limits.rs"]
 mod limits;
 #[path = "integration/phases.rs"]

@@ -103,6 +103,16 @@ pub(crate) enum Command {
     /// baselines: a detection on a random line, and calling every trace
     /// longer than the median a loop. Exit status as for `score`.
     Eval(EvalArgs),
+    /// Turn other frameworks' logs into loopguard's trace format, on
+    /// standard output, one event per line (ruling 16: an importer adds no
+    /// rules). What each log drops (an orchestrator's own ledger, runner
+    /// noise) is counted on stderr. Formats: magentic-one (Magentic-One /
+    /// AutoGen AgentChat logs: a JSON object with a `history` of `{"role",
+    /// "content"}` messages). Mapping tables: docs/importers.md. Exit
+    /// status: 0 when every log was imported, 1 when some could not be
+    /// (each named on stderr; the others are still written), 2 for an
+    /// unknown format.
+    Import(ImportArgs),
     /// Load detector plugins and describe them: name, version, kinds, ABI,
     /// SDK and rustc versions. Runs no trace.
     ///
@@ -241,6 +251,19 @@ pub(crate) struct ScoreArgs {
     /// Output format on stdout.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ScoreFormat::Text)]
     pub(crate) format: ScoreFormat,
+}
+
+/// `loopguard import`.
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The logs' format: magentic-one.
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) from: String,
+
+    /// The logs; each one's task id is its `task_id`, or its file name
+    /// without the extension.
+    #[arg(value_name = "FILE", required = true)]
+    pub(crate) inputs: Vec<PathBuf>,
 }
 
 /// `loopguard eval`.
@@ -470,6 +493,11 @@ pub(crate) struct ReplayArgs {
     /// The trace: a JSON Lines file, or `-` for standard input.
     #[arg(value_name = "FILE|-")]
     pub(crate) input: PathBuf,
+
+    /// The input is another framework's log, imported first as `loopguard
+    /// import --from FORMAT` would (formats: magentic-one).
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) from: Option<String>,
 
     /// Settings as TOML (keys as in config/default.toml; unknown keys are
     /// errors). Without it, the built-in defaults.

@@ -48,6 +48,7 @@ use clap::Parser;
 mod cli;
 mod demo;
 mod eval;
+mod import;
 mod logging;
 mod outcome;
 mod output;
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
             Command::Tune(args) => tune::run(&args, no_semantic).await,
             Command::Score(args) => score::run(&args, no_semantic).await,
             Command::Eval(args) => eval::run(&args, no_semantic).await,
+            Command::Import(args) => import::run(&args),
             Command::Plugins(args) => plugins::run(&args),
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,

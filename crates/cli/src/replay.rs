@@ -30,7 +30,10 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     notes.extend(setup.judge_notes()?);
     let store = setup::open_store(&args.store).await?;
     let engine = setup.engine(Some(Arc::clone(&store)))?;
-    let (input, name) = open_input(&args.input)?;
+    let (input, name) = match &args.from {
+        Some(format) => crate::import::open_imported(format, &args.input)?,
+        None => open_input(&args.input)?,
+    };
     // The store's run: where it resumes, and the line each commit covers.
     let (input, first_line) =
         store::begin_run(store.as_ref(), input, args.first_line, args.resume).await?;
