@@ -21,46 +21,18 @@
 //!   a loop.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File};
-use std::io::{BufReader, Write};
-use std::path::Path;
+use std::io::Write;
 
-use anyhow::{Context, anyhow, bail};
-use loopguard_core_types::{TaskStatus, kinds};
-use loopguard_host::{ReplayItem, replay_each};
+use loopguard_core_types::TaskStatus;
+use loopguard_host::ReplayItem;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::cli::{EvalArgs, ScoreFormat};
 use crate::outcome::Outcome;
-use crate::score::{Counts, Rates, sidecar_of, traces_of};
+use crate::score::{
+    Counts, Rates, read_sidecar, replay_trace, scored_kinds, sidecar_of, traces_of,
+};
 use crate::setup::{self, ConfigSource, Setup};
-
-/// Reads a sidecar's labelled lines; an error names the file and the line.
-fn read_labels(path: &Path) -> anyhow::Result<BTreeSet<u64>> {
-    let text = fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read {} (every trace needs a sidecar NAME.expected.jsonl, empty when it \
-             has no loop)",
-            path.display()
-        )
-    })?;
-    let mut labels = BTreeSet::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = || format!("{} line {}", path.display(), index + 1);
-        let value: Value =
-            serde_json::from_str(line).map_err(|err| anyhow!("{}: not JSON: {err}", at()))?;
-        let labelled = value["line"]
-            .as_u64()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| anyhow!("{}: `line` must be a line number (1 or more)", at()))?;
-        labels.insert(labelled);
-    }
-    Ok(labels)
-}
 
 /// One trace replayed: its lines, its detection lines, whether a task
 /// ended gated.
@@ -132,19 +104,7 @@ struct Evaluation {
 
 /// Runs `loopguard eval`.
 pub(crate) async fn run(args: &EvalArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let scored: Vec<String> = if args.kinds.is_empty() {
-        kinds::ALL.iter().map(|kind| (*kind).to_owned()).collect()
-    } else {
-        for kind in &args.kinds {
-            if !kinds::ALL.contains(&kind.as_str()) {
-                bail!(
-                    "--kinds: unknown kind {kind:?} (one of {})",
-                    kinds::ALL.join(", ")
-                );
-            }
-        }
-        args.kinds.clone()
-    };
+    let scored = scored_kinds(&args.kinds)?;
     let config = setup::config(ConfigSource {
         file: args.config.as_deref(),
         no_semantic,
@@ -153,20 +113,23 @@ pub(crate) async fn run(args: &EvalArgs, no_semantic: bool) -> anyhow::Result<Ou
     let traces = traces_of(&args.inputs)?;
     let mut labelled = Vec::new();
     for trace in traces {
-        let labels = read_labels(&sidecar_of(&trace))?;
+        // Labelled lines; a kind, when given, must be a known one.
+        let labels: BTreeSet<u64> = read_sidecar(&sidecar_of(&trace), false)?
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect();
         labelled.push((trace, labels));
     }
     let setup = Setup::start(config)?;
     let mut replayed = Vec::new();
     for (trace, _) in &labelled {
         let engine = setup.engine(None)?;
-        let file = File::open(trace).with_context(|| format!("cannot open {}", trace.display()))?;
         let mut run = Replayed {
             lines: 0,
             detections: BTreeSet::new(),
             gated: false,
         };
-        replay_each(&engine, BufReader::new(file), |item| match item {
+        replay_trace(&engine, trace, |item| match item {
             ReplayItem::Decision(decision) => {
                 run.lines = run.lines.max(decision.line);
                 let kind_scored = |kind: &str| scored.iter().any(|scored| scored == kind);
@@ -182,8 +145,7 @@ pub(crate) async fn run(args: &EvalArgs, no_semantic: bool) -> anyhow::Result<Ou
             }
             ReplayItem::Error(error) => run.lines = run.lines.max(error.line),
         })
-        .await
-        .map_err(|err| anyhow!(err).context(format!("cannot read {}", trace.display())))?;
+        .await?;
         replayed.push(run);
     }
     let within = args.within;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
 use loopguard_core_types::kinds;
-use loopguard_host::{ReplayItem, replay_each};
+use loopguard_host::{LoopGuard, ReplayItem, replay_each};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -68,9 +68,13 @@ pub(crate) fn traces_of(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 /// One expected or fired detection: its line and kind.
 type Key = (u64, String);
 
-/// Reads a sidecar: every line a `{"line", "kind"}` object whose kind is
-/// known; an error names the file and the line.
-fn read_expected(path: &Path) -> anyhow::Result<Vec<Key>> {
+/// Reads a sidecar: every line a `{"line": N}` object, its `kind` (when
+/// there, or when `kind_required`) a known kind; an error names the file
+/// and the line. Other fields (a `note`) are ignored.
+pub(crate) fn read_sidecar(
+    path: &Path,
+    kind_required: bool,
+) -> anyhow::Result<Vec<(u64, Option<String>)>> {
     let text = fs::read_to_string(path).with_context(|| {
         format!(
             "cannot read {} (every trace needs a sidecar NAME.expected.jsonl, empty when it \
@@ -78,7 +82,7 @@ fn read_expected(path: &Path) -> anyhow::Result<Vec<Key>> {
             path.display()
         )
     })?;
-    let mut expected = Vec::new();
+    let mut entries = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -90,19 +94,58 @@ fn read_expected(path: &Path) -> anyhow::Result<Vec<Key>> {
             .as_u64()
             .filter(|&n| n >= 1)
             .ok_or_else(|| anyhow!("{}: `line` must be a line number (1 or more)", at()))?;
-        let kind = value["kind"]
-            .as_str()
-            .ok_or_else(|| anyhow!("{}: `kind` is missing", at()))?;
-        if !kinds::ALL.contains(&kind) {
-            bail!(
+        let kind = match value["kind"].as_str() {
+            Some(kind) if !kinds::ALL.contains(&kind) => bail!(
                 "{}: unknown kind {kind:?} (one of {})",
                 at(),
                 kinds::ALL.join(", ")
-            );
-        }
-        expected.push((trace_line, kind.to_owned()));
+            ),
+            None if kind_required => bail!("{}: `kind` is missing", at()),
+            kind => kind.map(str::to_owned),
+        };
+        entries.push((trace_line, kind));
     }
-    Ok(expected)
+    Ok(entries)
+}
+
+/// A sidecar's expected detections, each with its kind.
+fn read_expected(path: &Path) -> anyhow::Result<Vec<Key>> {
+    Ok(read_sidecar(path, true)?
+        .into_iter()
+        .filter_map(|(line, kind)| Some((line, kind?)))
+        .collect())
+}
+
+/// The kinds `--kinds` names (every kind when it names none); an unknown
+/// one is an error listing the known ones.
+pub(crate) fn scored_kinds(named: &[String]) -> anyhow::Result<Vec<String>> {
+    if named.is_empty() {
+        return Ok(kinds::ALL.iter().map(|kind| (*kind).to_owned()).collect());
+    }
+    if let Some(kind) = named
+        .iter()
+        .find(|kind| !kinds::ALL.contains(&kind.as_str()))
+    {
+        bail!(
+            "--kinds: unknown kind {kind:?} (one of {})",
+            kinds::ALL.join(", ")
+        );
+    }
+    Ok(named.to_vec())
+}
+
+/// Replays the trace at `path` through `engine`, handing each answer to
+/// `sink`; an error names the trace.
+pub(crate) async fn replay_trace(
+    engine: &LoopGuard,
+    path: &Path,
+    sink: impl FnMut(ReplayItem<'_>),
+) -> anyhow::Result<()> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    replay_each(engine, BufReader::new(file), sink)
+        .await
+        .map_err(|err| anyhow!(err).context(format!("cannot read {}", path.display())))?;
+    Ok(())
 }
 
 /// Counts of one kind, or of all.
@@ -210,19 +253,7 @@ fn matched(expected: &[Key], fired: &[Key]) -> (Vec<Key>, Vec<Key>, Vec<Key>) {
 
 /// Runs `loopguard score`.
 pub(crate) async fn run(args: &ScoreArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
-    let scored: Vec<String> = if args.kinds.is_empty() {
-        kinds::ALL.iter().map(|kind| (*kind).to_owned()).collect()
-    } else {
-        for kind in &args.kinds {
-            if !kinds::ALL.contains(&kind.as_str()) {
-                bail!(
-                    "--kinds: unknown kind {kind:?} (one of {})",
-                    kinds::ALL.join(", ")
-                );
-            }
-        }
-        args.kinds.clone()
-    };
+    let scored = scored_kinds(&args.kinds)?;
     let config = setup::config(ConfigSource {
         file: args.config.as_deref(),
         no_semantic,
@@ -247,10 +278,9 @@ pub(crate) async fn run(args: &ScoreArgs, no_semantic: bool) -> anyhow::Result<O
     let mut results = Vec::new();
     for (trace, expected) in &sets {
         let engine = setup.engine(None)?;
-        let file = File::open(trace).with_context(|| format!("cannot open {}", trace.display()))?;
         let mut fired: Vec<Key> = Vec::new();
         let mut line_errors = 0;
-        replay_each(&engine, BufReader::new(file), |item| match item {
+        replay_trace(&engine, trace, |item| match item {
             ReplayItem::Decision(decision) => {
                 for detection in &decision.detections {
                     let kind: &str = &detection.kind;
@@ -261,8 +291,7 @@ pub(crate) async fn run(args: &ScoreArgs, no_semantic: bool) -> anyhow::Result<O
             }
             ReplayItem::Error(_) => line_errors += 1,
         })
-        .await
-        .map_err(|err| anyhow!(err).context(format!("cannot read {}", trace.display())))?;
+        .await?;
         if line_errors > 0 {
             eprintln!(
                 "loopguard: {}: {line_errors} line error(s) (`loopguard replay` lists them)",

@@ -33,6 +33,29 @@ pub fn push_bounded<T>(window: &mut VecDeque<T>, item: T, cap: usize) {
     window.push_back(item);
 }
 
+/// The item of `window` that `is_it` finds, made the most recent (moved to
+/// the back); without one, `make()` is pushed as the most recent,
+/// forgetting the least recent past `cap` (an LRU list small enough to
+/// scan).
+pub fn most_recent_mut<T>(
+    window: &mut VecDeque<T>,
+    is_it: impl Fn(&T) -> bool,
+    make: impl FnOnce() -> T,
+    cap: usize,
+) -> &mut T {
+    match window.iter().position(is_it) {
+        Some(at) => {
+            if let Some(item) = window.remove(at) {
+                window.push_back(item);
+            }
+        }
+        None => push_bounded(window, make(), cap),
+    }
+    // Not empty: an item was just moved or pushed to the back.
+    let last = window.len() - 1;
+    &mut window[last]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +89,22 @@ mod tests {
                 0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f,
                 0xb9, 0x24
             ]
+        );
+    }
+
+    #[test]
+    fn the_item_found_becomes_the_most_recent_and_a_new_one_forgets_the_oldest() {
+        let mut window: VecDeque<(u8, u32)> = VecDeque::new();
+        for key in 1..=3 {
+            *most_recent_mut(&mut window, |item| item.0 == key, || (key, 0), 3) = (key, 1);
+        }
+        most_recent_mut(&mut window, |item| item.0 == 1, || (1, 0), 3).1 += 1;
+        assert_eq!(window, [(2, 1), (3, 1), (1, 2)]);
+        most_recent_mut(&mut window, |item| item.0 == 4, || (4, 0), 3);
+        assert_eq!(
+            window,
+            [(3, 1), (1, 2), (4, 0)],
+            "the least recent, 2, is forgotten"
         );
     }
 }

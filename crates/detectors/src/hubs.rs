@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 use loopguard_core_types::{Config, Event, EventKind};
 use serde::{Deserialize, Serialize};
 
-use crate::bounded::{hash128, push_bounded};
+use crate::bounded::{hash128, most_recent_mut, push_bounded};
 use crate::tool_calls::normalize_text;
 
 /// Agents remembered per task.
@@ -159,25 +159,17 @@ impl HubState {
     /// The record of `agent`, made the most recently active (created when
     /// new, forgetting the least recently active past the bound).
     fn agent_mut(&mut self, agent: &str) -> &mut AgentRecord {
-        match self.agents.iter().position(|record| record.agent == agent) {
-            Some(at) => {
-                if let Some(record) = self.agents.remove(at) {
-                    self.agents.push_back(record);
-                }
-            }
-            None => push_bounded(
-                &mut self.agents,
-                AgentRecord {
-                    agent: agent.to_owned(),
-                    sides: 0,
-                    partners: Vec::new(),
-                    said: VecDeque::new(),
-                },
-                AGENTS_PER_TASK,
-            ),
-        }
-        let last = self.agents.len() - 1;
-        &mut self.agents[last]
+        most_recent_mut(
+            &mut self.agents,
+            |record| record.agent == agent,
+            || AgentRecord {
+                agent: agent.to_owned(),
+                sides: 0,
+                partners: Vec::new(),
+                said: VecDeque::new(),
+            },
+            AGENTS_PER_TASK,
+        )
     }
 }
 
@@ -193,27 +185,15 @@ impl AgentRecord {
 
     /// Remembers `text` said to `to`: whether it was said to `to` before.
     fn said_to(&mut self, to: &str, text: [u8; 16]) -> bool {
-        let said = match self.said.iter().position(|said| said.to == to) {
-            Some(at) => {
-                if let Some(said) = self.said.remove(at) {
-                    self.said.push_back(said);
-                }
-                let last = self.said.len() - 1;
-                &mut self.said[last]
-            }
-            None => {
-                push_bounded(
-                    &mut self.said,
-                    Said {
-                        to: to.to_owned(),
-                        texts: VecDeque::new(),
-                    },
-                    RECIPIENTS_KEPT,
-                );
-                let last = self.said.len() - 1;
-                &mut self.said[last]
-            }
-        };
+        let said = most_recent_mut(
+            &mut self.said,
+            |said| said.to == to,
+            || Said {
+                to: to.to_owned(),
+                texts: VecDeque::new(),
+            },
+            RECIPIENTS_KEPT,
+        );
         if said.texts.contains(&text) {
             return true;
         }

@@ -42,7 +42,7 @@
 #![deny(missing_docs)]
 
 pub use agent_pair::AgentPair;
-pub use bounded::{hash128, push_bounded};
+pub use bounded::{hash128, most_recent_mut, push_bounded};
 pub use clock::{Clamped, TaskClock};
 pub use edge_limit::EdgeLimit;
 pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};

@@ -69,7 +69,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bounded::{hash128, push_bounded};
+use crate::bounded::{hash128, most_recent_mut, push_bounded};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
 /// Agents remembered per task, the least recently active forgotten first.
@@ -185,28 +185,18 @@ impl ToolCallsState {
     /// The calls of `agent`, made the most recently active (created when
     /// new, forgetting the least recently active agent past the bound).
     fn agent_mut(&mut self, agent: &str) -> &mut AgentCalls {
-        match self.agents.iter().position(|calls| calls.agent == agent) {
-            Some(at) => {
-                if let Some(calls) = self.agents.remove(at) {
-                    self.agents.push_back(calls);
-                }
-            }
-            None => {
-                if self.agents.len() >= AGENTS_PER_TASK {
-                    self.agents.pop_front();
-                }
-                self.agents.push_back(AgentCalls {
-                    agent: agent.to_owned(),
-                    calls: VecDeque::new(),
-                    results: VecDeque::new(),
-                    recent: VecDeque::new(),
-                    run: Run::default(),
-                });
-            }
-        }
-        // Pushed or moved to the back just above.
-        let last = self.agents.len() - 1;
-        &mut self.agents[last]
+        most_recent_mut(
+            &mut self.agents,
+            |calls| calls.agent == agent,
+            || AgentCalls {
+                agent: agent.to_owned(),
+                calls: VecDeque::new(),
+                results: VecDeque::new(),
+                recent: VecDeque::new(),
+                run: Run::default(),
+            },
+            AGENTS_PER_TASK,
+        )
     }
 }
 

@@ -52,7 +52,7 @@ fn patterns() -> &'static Patterns {
         };
         Patterns {
             instruction: compile(r"^(.+?)\s*\(->\s*(.+?)\)$"),
-            marked: compile(r"^(.+?)\s*\((.+)\)$"),
+            marked: compile(r"^(.*?)\s*\((.+)\)$"),
             clicked: compile(r"^I clicked '([^']*)'\.?\s*"),
             typed: compile(r"^I typed '([^']*)' into (?:'([^']*)'|([^.\n]*))\.?\s*"),
             noise: compile(
@@ -96,9 +96,18 @@ fn without_noise(text: &str) -> (String, usize) {
     (kept.join("\n").trim().to_owned(), removed)
 }
 
-fn event(value: Value) -> Event {
-    // Every event below is built with its required fields.
-    Event::from_value(&value).unwrap_or_else(|err| panic!("an importer's event {value}: {err}"))
+impl Imported {
+    /// Adds the event `value` describes; one the trace format refuses is
+    /// dropped and counted, never a panic.
+    fn push(&mut self, value: &Value) {
+        match Event::from_value(value) {
+            Ok(event) => self.events.push(event),
+            Err(_) => self.drop_one(
+                "messages that make no valid event".to_owned(),
+                "the trace format refuses what they would become",
+            ),
+        }
+    }
 }
 
 pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
@@ -119,6 +128,7 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
     let task = log
         .get("task_id")
         .and_then(Value::as_str)
+        .filter(|task| !task.trim().is_empty())
         .unwrap_or(name)
         .to_owned();
     let patterns = patterns();
@@ -126,7 +136,12 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
     let mut hub = DEFAULT_HUB.to_owned();
     for (index, message) in history.iter().enumerate() {
         let id = format!("m{}", index + 1);
-        let Some(role) = message.get("role").and_then(Value::as_str) else {
+        let Some(role) = message
+            .get("role")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|role| !role.is_empty())
+        else {
             imported.drop_one(
                 "messages without a role".to_owned(),
                 "nobody to attribute them to",
@@ -142,14 +157,17 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
                 "Python warnings and tracebacks from the runner, not the agents' words",
             );
         }
-        let role = role.trim();
-        if let Some(caps) = patterns.instruction.captures(role) {
-            let (from, to) = (caps[1].trim().to_owned(), caps[2].trim().to_owned());
+        let instruction = patterns
+            .instruction
+            .captures(role)
+            .map(|caps| (caps[1].trim().to_owned(), caps[2].trim().to_owned()))
+            .filter(|(from, to)| !from.is_empty() && !to.is_empty());
+        if let Some((from, to)) = instruction {
             hub.clone_from(&from);
-            imported.events.push(event(json!({
+            imported.push(&json!({
                 "type": "handoff", "task": task, "id": id,
                 "from": from, "to": to, "content": content,
-            })));
+            }));
         } else if let Some(caps) = patterns.marked.captures(role) {
             let why = match caps[2].trim() {
                 "thought" => {
@@ -166,15 +184,15 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
             );
         } else {
             if let Some(call) = browser_action(&content) {
-                imported.events.push(event(json!({
+                imported.push(&json!({
                     "type": "tool_call", "task": task, "id": format!("{id}.action"),
                     "agent": role, "tool": call.0, "args": call.1, "result": call.2,
-                })));
+                }));
             }
-            imported.events.push(event(json!({
+            imported.push(&json!({
                 "type": "handoff", "task": task, "id": id,
                 "from": role, "to": hub, "content": content,
-            })));
+            }));
         }
     }
     Ok(imported)

@@ -63,15 +63,21 @@ fn edge_cases_are_dropped_by_name_and_the_rest_is_imported() {
     let imported = round_trip("magentic_one_edges");
     assert_eq!(
         imported.events[0].task, "magentic_one_edges",
-        "the log's name"
+        "a blank task_id: the log's name"
     );
-    let whats: Vec<&str> = imported.dropped.iter().map(|d| d.what.as_str()).collect();
+    let dropped: Vec<(&str, usize)> = imported
+        .dropped
+        .iter()
+        .map(|d| (d.what.as_str(), d.count))
+        .collect();
     assert_eq!(
-        whats,
+        dropped,
         [
-            "messages without a role",
-            "messages of role 'Planner (scratchpad)'"
-        ]
+            ("messages without a role", 2),
+            ("messages of role 'Planner (scratchpad)'", 1),
+            ("messages of role '(-> FileSurfer)'", 1),
+        ],
+        "a missing or blank role, an unknown shape, an instruction from nobody"
     );
 }
 

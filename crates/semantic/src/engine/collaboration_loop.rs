@@ -43,9 +43,9 @@ use serde::{Deserialize, Serialize};
 use super::history::{
     History, Matcher, Probe, SavedRow, Seen, TaskStates, parse_saved, restore_histories,
 };
-use super::judged::{best, judge_candidates};
+use super::judged::{best, deciding, judge_candidates};
 use super::{EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, task_type};
-use crate::judge::{JudgeKind, SameRequestJudge};
+use crate::judge::SameRequestJudge;
 use crate::service::EmbeddingService;
 
 /// Per task: one history of requests per ordered pair (`from`, `to`), the
@@ -130,11 +130,10 @@ impl CollaborationLoop {
         probe: Probe,
         this: Seen,
         service: &EmbeddingService,
+        floor: f32,
     ) -> Result<Vec<Detection>, ExtensionError> {
         let task_type = task_type(event.event);
-        let cosine_threshold = self.similarity.request_threshold_for(task_type);
         let threshold = self.judge.threshold_for(&self.similarity, task_type);
-        let floor = self.judge.candidate_floor(cosine_threshold.value);
         let pair = (from.to_owned(), to.to_owned());
         let (matcher, limits) = (&self.matcher, &self.limits);
         let candidates = self.tasks.with(
@@ -254,10 +253,17 @@ impl ExtensionDetector for CollaborationLoop {
             line: event.line,
             id: event.event.id.as_deref().map(Arc::from),
         };
-        if let (JudgeKind::Calibrated, Some(service)) = (self.judge.kind(), self.matcher.service())
-        {
+        let deciding = deciding(&self.judge, &self.matcher, threshold.value);
+        if let Some(service) = deciding.service {
             return self
-                .observe_judged(event, (from, to, request), probe, this, service)
+                .observe_judged(
+                    event,
+                    (from, to, request),
+                    probe,
+                    this,
+                    service,
+                    deciding.floor,
+                )
                 .await;
         }
         let pair = (from.clone(), to.clone());

@@ -8,13 +8,63 @@
 
 use std::sync::Arc;
 
+use super::history::{History, Matcher, Probe};
 use crate::error::Result;
-use crate::judge::{SameRequestJudge, Verdict};
+use crate::judge::{JudgeKind, SameRequestJudge, Verdict};
 use crate::service::EmbeddingService;
 
 /// An earlier text above the floor: its key, its cosine with the new text,
 /// and the text.
 pub(crate) type Candidate<K> = (K, f32, Arc<str>);
+
+/// How a detector tells "the same request": with the calibrated judge and
+/// embeddings, the judge is asked about every earlier text above its
+/// candidate floor (`service` is set); otherwise the cosine (or, without
+/// embeddings, exact text) above the cosine threshold decides alone.
+pub(crate) struct Deciding<'a> {
+    /// The service the judge embeds residual texts with, when it judges.
+    pub(crate) service: Option<&'a EmbeddingService>,
+    /// The similarity above which an earlier text is a candidate.
+    pub(crate) floor: f32,
+}
+
+/// How `judge` decides over `matcher` with `cosine_threshold` (the request
+/// threshold of the event's task type).
+pub(crate) fn deciding<'a>(
+    judge: &SameRequestJudge,
+    matcher: &'a Matcher,
+    cosine_threshold: f32,
+) -> Deciding<'a> {
+    match (judge.kind(), matcher.service()) {
+        (JudgeKind::Calibrated, Some(service)) => Deciding {
+            service: Some(service),
+            floor: judge.candidate_floor(cosine_threshold),
+        },
+        _ => Deciding {
+            service: None,
+            floor: cosine_threshold,
+        },
+    }
+}
+
+impl Deciding<'_> {
+    /// The entries of `history` above the floor, oldest first; with their
+    /// texts when the judge needs them (an empty text otherwise).
+    pub(crate) fn candidates<K: Clone + PartialEq>(
+        &self,
+        history: &History<K>,
+        probe: &Probe,
+    ) -> Result<Vec<Candidate<K>>> {
+        match self.service {
+            Some(_) => history.all_above_with_texts(probe, self.floor),
+            None => Ok(history
+                .all_above(probe, self.floor)?
+                .into_iter()
+                .map(|(key, cosine)| (key, cosine, Arc::from("")))
+                .collect()),
+        }
+    }
+}
 
 /// A candidate the judge called the same request, with its verdict.
 #[derive(Debug, Clone)]

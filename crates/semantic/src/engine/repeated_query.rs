@@ -52,11 +52,11 @@ use super::history::{
     History, Matcher, Probe, SavedRow, Seen, TaskStates, import_error, parse_saved,
     restore_histories,
 };
-use super::judged::{best, judge_candidates};
+use super::judged::{best, deciding, judge_candidates};
 use super::{
     EXACT_SUFFIX, STATE_FORMAT, SemanticLimits, extension_error, non_zero, ordinal, task_type,
 };
-use crate::judge::{JudgeKind, SameRequestJudge};
+use crate::judge::SameRequestJudge;
 
 /// Per task: the progress metrics seen, and one history per recipient of
 /// the queries since the last progress.
@@ -231,14 +231,7 @@ impl RepeatedQuery {
     ) -> Result<bool, ExtensionError> {
         let task_type = task_type(event.event);
         let cosine_threshold = self.similarity.request_threshold_for(task_type);
-        let judging = match (self.judge.kind(), self.matcher.service()) {
-            (JudgeKind::Calibrated, Some(service)) => Some(service),
-            _ => None,
-        };
-        let floor = match judging {
-            Some(_) => self.judge.candidate_floor(cosine_threshold.value),
-            None => cosine_threshold.value,
-        };
+        let deciding = deciding(&self.judge, &self.matcher, cosine_threshold.value);
         let (matcher, limits) = (&self.matcher, &self.limits);
         let candidates = self.tasks.with(
             &event.event.task,
@@ -247,25 +240,12 @@ impl RepeatedQuery {
                 let history = state
                     .replies
                     .get_or_insert_mut_ref(from, || matcher.history(limits.rows_per_history));
-                history
-                    .all_above_with_texts(probe, floor)
-                    .and_then(|found| {
-                        // Without texts (exact matching), the plain look-up.
-                        if found.is_empty() && judging.is_none() {
-                            Ok(history
-                                .best_above(probe, floor)?
-                                .map(|(seen, cosine)| (seen, cosine, Arc::from("")))
-                                .into_iter()
-                                .collect())
-                        } else {
-                            Ok(found)
-                        }
-                    })
+                deciding.candidates(history, probe)
             },
         );
         let candidates =
             candidates.map_err(|err| extension_error("cannot compare the reply", &err))?;
-        let repeated = match judging {
+        let repeated = match deciding.service {
             Some(service) => {
                 let threshold = self.judge.threshold_for(&self.similarity, task_type);
                 !judge_candidates(&self.judge, service, content, candidates, threshold.value)
@@ -388,16 +368,9 @@ impl ExtensionDetector for RepeatedQuery {
             id: event.event.id.as_deref().map(Arc::from),
         };
         let (matcher, limits) = (&self.matcher, &self.limits);
-        let judging = match (self.judge.kind(), self.matcher.service()) {
-            (JudgeKind::Calibrated, Some(service)) => Some(service),
-            _ => None,
-        };
         // With the calibrated judge: the candidates above its floor, with
         // their texts; otherwise every query above the cosine threshold.
-        let floor = match judging {
-            Some(_) => self.judge.candidate_floor(cosine_threshold.value),
-            None => cosine_threshold.value,
-        };
+        let deciding = deciding(&self.judge, &self.matcher, cosine_threshold.value);
         let candidates = self.tasks.with(
             &event.event.task,
             || self.fresh(),
@@ -405,21 +378,14 @@ impl ExtensionDetector for RepeatedQuery {
                 let history = state.recipients.get_or_insert_mut_ref(to.as_str(), || {
                     matcher.history(limits.rows_per_history)
                 });
-                let candidates = match judging {
-                    Some(_) => history.all_above_with_texts(&probe, floor)?,
-                    None => history
-                        .all_above(&probe, floor)?
-                        .into_iter()
-                        .map(|(query, cosine)| (query, cosine, Arc::from("")))
-                        .collect(),
-                };
+                let candidates = deciding.candidates(history, &probe)?;
                 history.push(this.clone(), &probe)?;
                 Ok::<_, crate::SemanticError>(candidates)
             },
         );
         let candidates =
             candidates.map_err(|err| extension_error("cannot compare the query", &err))?;
-        let (earlier, best_match, verdict, threshold) = match judging {
+        let (earlier, best_match, verdict, threshold) = match deciding.service {
             Some(service) => {
                 let threshold = self.judge.threshold_for(&self.similarity, task_type);
                 let judged =

@@ -38,9 +38,9 @@ use serde_json::Value;
 use super::history::{
     History, Matcher, SavedRow, Seen, TaskStates, parse_saved, restore_histories,
 };
-use super::judged::{best, judge_candidates};
+use super::judged::{best, deciding, judge_candidates};
 use super::{STATE_FORMAT, SemanticLimits, extension_error, non_zero};
-use crate::judge::{JudgeKind, SameRequestJudge};
+use crate::judge::SameRequestJudge;
 
 /// Free-text arguments of one call looked at, in the arguments' order.
 pub const MAX_FREE_TEXT_ARGS: usize = 8;
@@ -188,12 +188,7 @@ impl ToolArguments {
         };
         let cosine_threshold = self.similarity.request_threshold_for(call.task_type);
         let threshold = self.judge.threshold_for(&self.similarity, call.task_type);
-        let calibrated = self.judge.kind() == JudgeKind::Calibrated;
-        let floor = if calibrated {
-            self.judge.candidate_floor(cosine_threshold.value)
-        } else {
-            cosine_threshold.value
-        };
+        let deciding = deciding(&self.judge, &self.matcher, cosine_threshold.value);
         let (matcher, limits) = (&self.matcher, &self.limits);
         let candidates = self.tasks.with(
             call.task,
@@ -202,13 +197,14 @@ impl ToolArguments {
                 let history = state
                     .args
                     .get_or_insert_mut(arg.clone(), || matcher.history(limits.rows_per_history));
-                history.all_above_with_texts(&probe, floor)
+                // The texts always: a matched value is replaced by its text.
+                history.all_above_with_texts(&probe, deciding.floor)
             },
         );
         let candidates =
             candidates.map_err(|err| extension_error("cannot compare an argument", &err))?;
-        let found = match (calibrated, self.matcher.service()) {
-            (true, Some(service)) => {
+        let found = match deciding.service {
+            Some(service) => {
                 let judged =
                     judge_candidates(&self.judge, service, text, candidates, threshold.value)
                         .await
