@@ -11,19 +11,44 @@ fn import_fixture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-#[test]
-fn a_magentic_one_log_imports_and_replays_and_a_bad_one_is_named() {
-    let log = import_fixture("magentic_one_loop.json");
-    let edges = import_fixture("magentic_one_edges.json");
-    let cut = import_fixture("magentic_one_truncated.json");
-    let out = run([
+/// `loopguard import --from FORMAT` of the fixtures `logs`.
+fn import_logs(format: &str, logs: &[&str]) -> Run {
+    let paths: Vec<_> = logs.iter().map(|log| import_fixture(log)).collect();
+    let mut args = vec![
         OsStr::new("import"),
         OsStr::new("--from"),
-        OsStr::new("magentic-one"),
-        log.as_os_str(),
-        cut.as_os_str(),
-        edges.as_os_str(),
+        OsStr::new(format),
+    ];
+    args.extend(paths.iter().map(|path| path.as_os_str()));
+    run(args)
+}
+
+/// The decisions of `replay --from FORMAT` on the fixture `log`, by line.
+fn replay_log(format: &str, log: &str) -> Vec<serde_json::Value> {
+    let path = import_fixture(log);
+    let replayed = run([
+        OsStr::new("replay"),
+        OsStr::new("--from"),
+        OsStr::new(format),
+        path.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("jsonl"),
+        OsStr::new("--no-semantic"),
     ]);
+    assert_eq!(replayed.code, Some(0), "{replayed:?}");
+    parse_jsonl(&replayed.stdout)
+}
+
+#[test]
+fn a_magentic_one_log_imports_and_replays_and_a_bad_one_is_named() {
+    let out = import_logs(
+        "magentic-one",
+        &[
+            "magentic_one_loop.json",
+            "magentic_one_truncated.json",
+            "magentic_one_edges.json",
+        ],
+    );
     assert_eq!(out.code, Some(1), "one log could not be imported: {out:?}");
     let events = parse_jsonl(&out.stdout);
     assert_eq!(events.len(), 15 + 3, "both good logs are written");
@@ -41,33 +66,58 @@ fn a_magentic_one_log_imports_and_replays_and_a_bad_one_is_named() {
     );
 
     // Replayed directly: the re-issued instruction and the same page.
-    let replayed = run([
-        OsStr::new("replay"),
-        OsStr::new("--from"),
-        OsStr::new("magentic-one"),
-        log.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("jsonl"),
-        OsStr::new("--no-semantic"),
-    ]);
-    assert_eq!(replayed.code, Some(0), "{replayed:?}");
-    let decisions = parse_jsonl(&replayed.stdout);
+    let decisions = replay_log("magentic-one", "magentic_one_loop.json");
     assert_eq!(decisions.len(), 15);
     assert!(!lines_with(&decisions, "m1-pricing", "tool_repeat").is_empty());
     assert!(!lines_with(&decisions, "m1-pricing", "agent_pair").is_empty());
 
-    let unknown = run([
-        OsStr::new("import"),
-        OsStr::new("--from"),
-        OsStr::new("crewai"),
-        log.as_os_str(),
-    ]);
+    let unknown = import_logs("crewai", &["magentic_one_loop.json"]);
     assert_eq!(unknown.code, Some(2), "{unknown:?}");
     assert!(
         unknown
             .stderr
-            .contains("unknown log format (known: magentic-one)"),
+            .contains("unknown log format (known: magentic-one, openhands"),
         "{}",
         unknown.stderr
+    );
+}
+
+#[test]
+fn an_openhands_log_imports_and_replays_with_its_loops_found() {
+    let out = import_logs(
+        "openhands",
+        &[
+            "openhands_loop.json",
+            "openhands_truncated.jsonl",
+            "openhands_edges.jsonl",
+        ],
+    );
+    assert_eq!(out.code, Some(1), "one log could not be imported: {out:?}");
+    assert_eq!(parse_jsonl(&out.stdout).len(), 11 + 10, "both good logs");
+    assert!(
+        out.stderr.contains("openhands_truncated.jsonl")
+            && out.stderr.contains("not a JSON OpenHands log")
+            && out.stderr.contains("line 5 column"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("dropped events of kind 'TelemetryEvent': 1"),
+        "{}",
+        out.stderr
+    );
+
+    // The same failing test run again and again, then the same failing
+    // edit: a stale call, then exact repeats of an error.
+    let decisions = replay_log("openhands", "openhands_loop.json");
+    assert_eq!(decisions.len(), 11);
+    assert_eq!(
+        lines_with(&decisions, "oh-parse-date", "tool_repeat"),
+        [5, 6, 7]
+    );
+    assert_eq!(
+        lines_with(&decisions, "oh-parse-date", "exact_failure"),
+        [9, 10, 11]
     );
 }

@@ -108,7 +108,9 @@ pub(crate) enum Command {
     /// rules). What each log drops (an orchestrator's own ledger, runner
     /// noise) is counted on stderr. Formats: magentic-one (Magentic-One /
     /// AutoGen AgentChat logs: a JSON object with a `history` of `{"role",
-    /// "content"}` messages). Mapping tables: docs/importers.md. Exit
+    /// "content"}` messages), openhands (OpenHands event streams, the SDK's
+    /// or the older trajectories: a JSON array, an object with an `events`
+    /// list, or JSON Lines). Mapping tables: docs/importers.md. Exit
     /// status: 0 when every log was imported, 1 when some could not be
     /// (each named on stderr; the others are still written), 2 for an
     /// unknown format.
@@ -256,12 +258,13 @@ pub(crate) struct ScoreArgs {
 /// `loopguard import`.
 #[derive(Debug, Args)]
 pub(crate) struct ImportArgs {
-    /// The logs' format: magentic-one.
+    /// The logs' format: magentic-one, openhands.
     #[arg(long, value_name = "FORMAT")]
     pub(crate) from: String,
 
-    /// The logs; each one's task id is its `task_id`, or its file name
-    /// without the extension.
+    /// The logs; each one's task id is the one the log names (Magentic-One's
+    /// `task_id`, an OpenHands run's `conversation_id` or `instance_id`), or
+    /// its file name without the extension.
     #[arg(value_name = "FILE", required = true)]
     pub(crate) inputs: Vec<PathBuf>,
 }
@@ -495,7 +498,7 @@ pub(crate) struct ReplayArgs {
     pub(crate) input: PathBuf,
 
     /// The input is another framework's log, imported first as `loopguard
-    /// import --from FORMAT` would (formats: magentic-one).
+    /// import --from FORMAT` would (formats: magentic-one, openhands).
     #[arg(long, value_name = "FORMAT")]
     pub(crate) from: Option<String>,
 

@@ -1,6 +1,7 @@
-//! The cost of importing a Magentic-One log, per message: a 1,000-message
-//! run (instructions, replies with browser actions, ledger thoughts and
-//! runner noise in equal measure), parsed and mapped.
+//! The cost of importing a log, per message or event: a Magentic-One run
+//! of 1,000 messages (instructions, replies with browser actions, ledger
+//! thoughts and runner noise in equal measure) and an OpenHands event
+//! stream of 1,000 events, parsed and mapped.
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -29,9 +30,37 @@ fn per_message(c: &mut Criterion) {
     group.finish();
 }
 
+/// An OpenHands event stream as JSON Lines: actions with their
+/// observations, actions answered by an error, and messages.
+fn openhands_log(events: usize) -> String {
+    (0..events)
+        .map(|n| {
+            let call = n / 2;
+            match n % 5 {
+                0 | 2 => serde_json::json!({"kind": "ActionEvent", "id": format!("a{n}"), "timestamp": "2025-10-14T09:00:00.000000", "source": "agent", "thought": [{"type": "text", "text": "Run the tests."}], "tool_name": "terminal", "tool_call_id": format!("c{call}"), "tool_call": {"id": format!("c{call}"), "name": "terminal", "arguments": format!("{{\"command\": \"pytest -k case_{call}\"}}"), "origin": "completion"}, "action": {"kind": "TerminalAction", "command": format!("pytest -k case_{call}"), "is_input": false}, "llm_response_id": format!("r{n}")}),
+                1 => serde_json::json!({"kind": "ObservationEvent", "id": format!("o{n}"), "timestamp": "2025-10-14T09:00:01.000000", "source": "environment", "tool_name": "terminal", "tool_call_id": format!("c{call}"), "action_id": format!("a{}", n - 1), "observation": {"kind": "TerminalObservation", "content": [{"type": "text", "text": format!("1 failed, {n} passed in 0.{n}s")}], "is_error": false, "exit_code": 1}}),
+                3 => serde_json::json!({"kind": "AgentErrorEvent", "id": format!("x{n}"), "timestamp": "2025-10-14T09:00:02.000000", "source": "agent", "tool_name": "terminal", "tool_call_id": format!("c{}", (n - 1) / 2), "error": "Command timed out after 120 seconds"}),
+                _ => serde_json::json!({"kind": "MessageEvent", "id": format!("m{n}"), "timestamp": "2025-10-14T09:00:03.000000", "source": "agent", "llm_message": {"role": "assistant", "content": [{"type": "text", "text": "Still failing."}]}}),
+            }
+            .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn per_event(c: &mut Criterion) {
+    let text = openhands_log(1_000);
+    let mut group = c.benchmark_group("import/openhands");
+    group.throughput(Throughput::Elements(1_000));
+    group.bench_function("log_of_1000_events", |b| {
+        b.iter(|| black_box(import(Format::OpenHands, "bench", black_box(&text))))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = per_message
+    targets = per_message, per_event
 }
 criterion_main!(benches);

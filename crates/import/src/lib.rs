@@ -20,8 +20,10 @@
 //! ```
 
 use loopguard_core_types::Event;
+use serde_json::Value;
 
 mod magentic_one;
+mod openhands;
 
 /// A log format loopguard imports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +31,20 @@ pub enum Format {
     /// Magentic-One / AutoGen AgentChat logs: a JSON object whose `history`
     /// is a list of `{"role", "content"}` messages.
     MagenticOne,
+    /// OpenHands event streams: the software-agent-sdk's events (`kind`
+    /// `ActionEvent`, `ObservationEvent`, `AgentErrorEvent`, ...) or the
+    /// older trajectories (`action` / `observation` with `args`, `content`,
+    /// `extras`, `cause`), as a JSON array, an object with an `events`,
+    /// `history`, `trajectory` or `items` list, or JSON Lines.
+    OpenHands,
 }
 
 impl Format {
     /// Every format, by the name the command line takes.
-    pub const ALL: [(&'static str, Format); 1] = [("magentic-one", Format::MagenticOne)];
+    pub const ALL: [(&'static str, Format); 2] = [
+        ("magentic-one", Format::MagenticOne),
+        ("openhands", Format::OpenHands),
+    ];
 
     /// The format called `name` on the command line.
     pub fn named(name: &str) -> Option<Format> {
@@ -67,6 +78,18 @@ pub struct Dropped {
 }
 
 impl Imported {
+    /// Adds the event `value` describes; one the trace format refuses is
+    /// dropped and counted, never a panic.
+    fn push_event(&mut self, value: &Value) {
+        match Event::from_value(value) {
+            Ok(event) => self.events.push(event),
+            Err(_) => self.drop_one(
+                "items that make no valid event".to_owned(),
+                "the trace format refuses what they would become",
+            ),
+        }
+    }
+
     fn drop_one(&mut self, what: String, why: &'static str) {
         match self.dropped.iter_mut().find(|d| d.what == what) {
             Some(dropped) => dropped.count += 1,
@@ -76,6 +99,29 @@ impl Imported {
                 count: 1,
             }),
         }
+    }
+}
+
+/// A message's or observation's content as text: a string, the `text`s of
+/// a list of parts (images and other parts dropped), an object's `text`, or
+/// the JSON of anything else.
+pub(crate) fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        Value::Object(map) => match map.get("text") {
+            Some(Value::String(text)) => text.clone(),
+            _ => content.to_string(),
+        },
+        other => other.to_string(),
     }
 }
 
@@ -107,5 +153,6 @@ pub enum ImportError {
 pub fn import(format: Format, name: &str, text: &str) -> Result<Imported, ImportError> {
     match format {
         Format::MagenticOne => magentic_one::import(name, text),
+        Format::OpenHands => openhands::import(name, text),
     }
 }

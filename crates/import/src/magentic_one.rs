@@ -26,11 +26,10 @@
 
 use std::sync::OnceLock;
 
-use loopguard_core_types::Event;
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::{ImportError, Imported};
+use crate::{ImportError, Imported, text_of};
 
 const FORMAT: &str = "Magentic-One";
 /// The orchestrator's name when a reply comes before any instruction.
@@ -62,25 +61,6 @@ fn patterns() -> &'static Patterns {
     })
 }
 
-/// A message's content as text: a string, the `text` of a list of parts,
-/// or the JSON of anything else.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.clone()),
-                Value::Object(map) => map.get("text").and_then(Value::as_str).map(str::to_owned),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
 /// `text` without runner noise; the number of lines removed.
 fn without_noise(text: &str) -> (String, usize) {
     let noise = &patterns().noise;
@@ -94,20 +74,6 @@ fn without_noise(text: &str) -> (String, usize) {
         })
         .collect();
     (kept.join("\n").trim().to_owned(), removed)
-}
-
-impl Imported {
-    /// Adds the event `value` describes; one the trace format refuses is
-    /// dropped and counted, never a panic.
-    fn push(&mut self, value: &Value) {
-        match Event::from_value(value) {
-            Ok(event) => self.events.push(event),
-            Err(_) => self.drop_one(
-                "messages that make no valid event".to_owned(),
-                "the trace format refuses what they would become",
-            ),
-        }
-    }
 }
 
 pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
@@ -148,9 +114,8 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
             );
             continue;
         };
-        let (content, noise) = without_noise(&content_text(
-            message.get("content").unwrap_or(&Value::Null),
-        ));
+        let (content, noise) =
+            without_noise(&text_of(message.get("content").unwrap_or(&Value::Null)));
         for _ in 0..noise {
             imported.drop_one(
                 "lines of runner noise".to_owned(),
@@ -164,7 +129,7 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
             .filter(|(from, to)| !from.is_empty() && !to.is_empty());
         if let Some((from, to)) = instruction {
             hub.clone_from(&from);
-            imported.push(&json!({
+            imported.push_event(&json!({
                 "type": "handoff", "task": task, "id": id,
                 "from": from, "to": to, "content": content,
             }));
@@ -184,12 +149,12 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
             );
         } else {
             if let Some(call) = browser_action(&content) {
-                imported.push(&json!({
+                imported.push_event(&json!({
                     "type": "tool_call", "task": task, "id": format!("{id}.action"),
                     "agent": role, "tool": call.0, "args": call.1, "result": call.2,
                 }));
             }
-            imported.push(&json!({
+            imported.push_event(&json!({
                 "type": "handoff", "task": task, "id": id,
                 "from": role, "to": hub, "content": content,
             }));

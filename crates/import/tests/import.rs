@@ -1,6 +1,6 @@
 //! Each importer against its fixtures: small logs written for this project
 //! from each format's public description, with their edge cases. A fixture
-//! `NAME.json` imports to exactly `NAME.trace.jsonl` (checked in, reviewed
+//! `NAME.json` (or `.jsonl`) imports to exactly `NAME.trace.jsonl` (checked in, reviewed
 //! by hand), and the trace reads back as the same events.
 
 use std::fs;
@@ -20,7 +20,12 @@ fn read(name: &str) -> String {
 }
 
 fn round_trip(name: &str) -> loopguard_import::Imported {
-    let imported = import(Format::MagenticOne, name, &read(&format!("{name}.json")))
+    round_trip_as(Format::MagenticOne, name, "json")
+}
+
+/// The fixture `NAME.EXT` imported in `format`: exactly its trace.
+fn round_trip_as(format: Format, name: &str, ext: &str) -> loopguard_import::Imported {
+    let imported = import(format, name, &read(&format!("{name}.{ext}")))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let written: Vec<String> = imported.events.iter().map(Event::to_json).collect();
     let expected = read(&format!("{name}.trace.jsonl"));
@@ -102,4 +107,91 @@ fn a_truncated_or_foreign_log_is_an_error_naming_it_and_where() {
         foreign.to_string().contains("has no `history` list"),
         "{foreign}"
     );
+}
+
+fn dropped(imported: &loopguard_import::Imported) -> Vec<(&str, usize)> {
+    imported
+        .dropped
+        .iter()
+        .map(|d| (d.what.as_str(), d.count))
+        .collect()
+}
+
+#[test]
+fn an_openhands_run_becomes_tool_calls_paired_with_their_observations() {
+    let imported = round_trip_as(Format::OpenHands, "openhands_loop", "json");
+    assert_eq!(
+        imported.events[0].task, "oh-parse-date",
+        "the conversation id"
+    );
+    assert_eq!(
+        dropped(&imported),
+        [
+            ("system prompts", 1),
+            ("messages from the user", 1),
+            ("messages from the agent", 1),
+            ("state updates", 1),
+        ]
+    );
+    let trace = read("openhands_loop.trace.jsonl");
+    assert_eq!(trace.matches("\"type\":\"tool_call\"").count(), 11);
+    assert_eq!(
+        trace
+            .matches("\"error\":\"No replacement was performed")
+            .count(),
+        4,
+        "an observation with is_error makes a failing call"
+    );
+    assert!(trace.contains("\"call_id\":\"toolu_03\""), "{trace}");
+}
+
+#[test]
+fn openhands_edge_cases_of_both_generations() {
+    let imported = round_trip_as(Format::OpenHands, "openhands_edges", "jsonl");
+    assert_eq!(
+        dropped(&imported),
+        [
+            ("messages from the user", 1),
+            ("system prompts", 1),
+            ("recalls", 2),
+            ("state updates", 2),
+            ("delegation results", 1),
+            ("thoughts", 2),
+            ("actions 'teleport'", 1),
+            ("observations of no action in the log", 1),
+            ("condensation events", 1),
+            ("events of kind 'TelemetryEvent'", 1),
+            ("items that are not JSON objects", 1),
+            ("events of no known kind", 1),
+            ("messages from the agent", 1),
+            ("observations of finish actions", 1),
+        ]
+    );
+    let trace = read("openhands_edges.trace.jsonl");
+    let lines: Vec<&str> = trace.lines().collect();
+    // The delegation and the delegate's finish: a handoff each way, the
+    // delegate's browsing its own.
+    assert!(lines[1].contains("\"from\":\"agent\",\"to\":\"BrowsingAgent\""));
+    assert!(lines[2].contains("\"agent\":\"BrowsingAgent\",\"tool\":\"browse\""));
+    assert!(lines[3].contains("\"from\":\"BrowsingAgent\",\"to\":\"agent\""));
+    // The edit whose observation never came: a call without a result.
+    assert!(lines[4].contains("\"id\":\"e14\"") && !lines[4].contains("\"result\""));
+    // Errors of no action are failures; the SDK's finish is `completed`.
+    assert!(lines[5].starts_with("{\"type\":\"failure\""));
+    assert!(lines[7].contains("\"location\":\"grep_links\""));
+    assert!(lines[9].starts_with("{\"type\":\"completed\""));
+}
+
+#[test]
+fn a_truncated_openhands_log_is_an_error_naming_the_line() {
+    let truncated = import(Format::OpenHands, "cut", &read("openhands_truncated.jsonl"))
+        .expect_err("cut short");
+    let message = truncated.to_string();
+    assert!(
+        message.starts_with("cut: not a JSON OpenHands log: EOF while parsing")
+            && message.contains("line 5 column"),
+        "{message}"
+    );
+    let foreign = import(Format::OpenHands, "other", r#"{"messages": []}"#).expect_err("no list");
+    assert!(foreign.to_string().contains("has no `events`"), "{foreign}");
 }
