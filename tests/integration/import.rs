@@ -76,7 +76,7 @@ fn a_magentic_one_log_imports_and_replays_and_a_bad_one_is_named() {
     assert!(
         unknown
             .stderr
-            .contains("unknown log format (known: magentic-one, openhands"),
+            .contains("unknown log format (known: magentic-one, openhands, otlp)"),
         "{}",
         unknown.stderr
     );
@@ -120,4 +120,44 @@ fn an_openhands_log_imports_and_replays_with_its_loops_found() {
         lines_with(&decisions, "oh-parse-date", "exact_failure"),
         [9, 10, 11]
     );
+}
+
+#[test]
+fn an_otlp_export_imports_and_replays_with_its_loops_found() {
+    let out = import_logs(
+        "otlp",
+        &[
+            "otlp_openai_agents.json",
+            "otlp_truncated.json",
+            "otlp_openinference.jsonl",
+        ],
+    );
+    assert_eq!(
+        out.code,
+        Some(1),
+        "one export could not be imported: {out:?}"
+    );
+    assert_eq!(parse_jsonl(&out.stdout).len(), 7 + 9, "both good exports");
+    assert!(
+        out.stderr.contains("otlp_truncated.json") && out.stderr.contains("not a JSON OTLP log"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("dropped model call spans: 7"),
+        "{}",
+        out.stderr
+    );
+
+    // The billing agent looks the same invoices up again and again.
+    let decisions = replay_log("otlp", "otlp_openai_agents.json");
+    assert_eq!(
+        lines_with(&decisions, "conv_68ee1f2a9c", "tool_repeat"),
+        [4, 5, 6]
+    );
+    // The manager sends web_agent the same task three times.
+    let decisions = replay_log("otlp", "otlp_openinference.jsonl");
+    let task = "sess-2025-10-14-ab12";
+    assert_eq!(lines_with(&decisions, task, "agent_pair"), [6, 7, 9]);
+    assert_eq!(lines_with(&decisions, task, "tool_repeat"), [8]);
 }

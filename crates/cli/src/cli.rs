@@ -110,7 +110,9 @@ pub(crate) enum Command {
     /// AutoGen AgentChat logs: a JSON object with a `history` of `{"role",
     /// "content"}` messages), openhands (OpenHands event streams, the SDK's
     /// or the older trajectories: a JSON array, an object with an `events`
-    /// list, or JSON Lines). Mapping tables: docs/importers.md. Exit
+    /// list, or JSON Lines), otlp (OpenTelemetry traces as OTLP/JSON, one
+    /// export or JSON Lines of them, read by the GenAI semantic conventions
+    /// and OpenInference). Mapping tables: docs/importers.md. Exit
     /// status: 0 when every log was imported, 1 when some could not be
     /// (each named on stderr; the others are still written), 2 for an
     /// unknown format.
@@ -258,13 +260,14 @@ pub(crate) struct ScoreArgs {
 /// `loopguard import`.
 #[derive(Debug, Args)]
 pub(crate) struct ImportArgs {
-    /// The logs' format: magentic-one, openhands.
+    /// The logs' format: magentic-one, openhands, otlp.
     #[arg(long, value_name = "FORMAT")]
     pub(crate) from: String,
 
     /// The logs; each one's task id is the one the log names (Magentic-One's
-    /// `task_id`, an OpenHands run's `conversation_id` or `instance_id`), or
-    /// its file name without the extension.
+    /// `task_id`, an OpenHands run's `conversation_id` or `instance_id`, a
+    /// trace's `gen_ai.conversation.id` or `session.id`, else its trace id),
+    /// or its file name without the extension.
     #[arg(value_name = "FILE", required = true)]
     pub(crate) inputs: Vec<PathBuf>,
 }
@@ -498,7 +501,7 @@ pub(crate) struct ReplayArgs {
     pub(crate) input: PathBuf,
 
     /// The input is another framework's log, imported first as `loopguard
-    /// import --from FORMAT` would (formats: magentic-one, openhands).
+    /// import --from FORMAT` would (formats: magentic-one, openhands, otlp).
     #[arg(long, value_name = "FORMAT")]
     pub(crate) from: Option<String>,
 

@@ -1,7 +1,8 @@
 //! The cost of importing a log, per message or event: a Magentic-One run
 //! of 1,000 messages (instructions, replies with browser actions, ledger
-//! thoughts and runner noise in equal measure) and an OpenHands event
-//! stream of 1,000 events, parsed and mapped.
+//! thoughts and runner noise in equal measure), an OpenHands event stream
+//! of 1,000 events and an OTLP/JSON export of 1,000 spans, parsed and
+//! mapped.
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -58,9 +59,40 @@ fn per_event(c: &mut Criterion) {
     group.finish();
 }
 
+/// An OTLP/JSON export of `spans` spans: a root agent, sub-agent spans
+/// each with a model call and tool calls, in reverse order.
+fn otlp_export(spans: usize) -> String {
+    let attr =
+        |key: &str, value: String| serde_json::json!({"key": key, "value": {"stringValue": value}});
+    let mut list: Vec<serde_json::Value> = (0..spans)
+        .map(|n| {
+            let (parent, attributes) = match n % 5 {
+                0 if n == 0 => (String::new(), vec![attr("gen_ai.operation.name", "invoke_agent".into()), attr("gen_ai.agent.name", "Root".into()), attr("gen_ai.conversation.id", "bench".into())]),
+                0 => ("0".to_owned(), vec![attr("gen_ai.operation.name", "invoke_agent".into()), attr("gen_ai.agent.name", format!("Worker{}", n % 3)), attr("gen_ai.input.messages", format!("[{{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"content\": \"step {n}\"}}]}}]"))]),
+                1 => (format!("{}", n - 1), vec![attr("gen_ai.operation.name", "chat".into())]),
+                _ => (format!("{}", n - n % 5), vec![attr("gen_ai.operation.name", "execute_tool".into()), attr("gen_ai.tool.name", "search".into()), attr("gen_ai.tool.call.arguments", format!("{{\"q\": \"item {}\"}}", n % 7)), attr("gen_ai.tool.call.result", format!("result {}", n % 11))]),
+            };
+            let start = 1_760_432_400_000_000_000_u64 + n as u64 * 1_000_000;
+            serde_json::json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": format!("{n}"), "parentSpanId": parent, "name": "span", "kind": 1, "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 500_000).to_string(), "attributes": attributes, "status": {}})
+        })
+        .collect();
+    list.reverse();
+    serde_json::json!({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "bench"}, "spans": list}]}]}).to_string()
+}
+
+fn per_span(c: &mut Criterion) {
+    let text = otlp_export(1_000);
+    let mut group = c.benchmark_group("import/otlp");
+    group.throughput(Throughput::Elements(1_000));
+    group.bench_function("export_of_1000_spans", |b| {
+        b.iter(|| black_box(import(Format::Otlp, "bench", black_box(&text))))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = per_message, per_event
+    targets = per_message, per_event, per_span
 }
 criterion_main!(benches);

@@ -5,7 +5,9 @@
 //! An importer adds no rules (ruling 16): it says what became what, and
 //! drops what is not work (an orchestrator's own bookkeeping, runner
 //! noise). A converted trace replays exactly like a hand-written one.
-//! `docs/importers.md` has each format's mapping table.
+//! `docs/importers.md` has each format's mapping table. The OpenTelemetry
+//! mapping is also public as a function of decoded spans
+//! ([`otlp::events_from_spans`]), for receivers that decode OTLP themselves.
 //!
 //! ```
 //! use loopguard_import::{Format, import};
@@ -24,6 +26,7 @@ use serde_json::Value;
 
 mod magentic_one;
 mod openhands;
+pub mod otlp;
 
 /// A log format loopguard imports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,13 +40,18 @@ pub enum Format {
     /// `extras`, `cause`), as a JSON array, an object with an `events`,
     /// `history`, `trajectory` or `items` list, or JSON Lines.
     OpenHands,
+    /// OpenTelemetry traces in the OTLP/JSON encoding (`resourceSpans`), one
+    /// export or JSON Lines of them (the collector's file exporter), read
+    /// by the GenAI semantic conventions and OpenInference's attributes.
+    Otlp,
 }
 
 impl Format {
     /// Every format, by the name the command line takes.
-    pub const ALL: [(&'static str, Format); 2] = [
+    pub const ALL: [(&'static str, Format); 3] = [
         ("magentic-one", Format::MagenticOne),
         ("openhands", Format::OpenHands),
+        ("otlp", Format::Otlp),
     ];
 
     /// The format called `name` on the command line.
@@ -58,7 +66,7 @@ impl Format {
 /// What an import gave: the events, in order, and what was dropped.
 #[derive(Debug, Clone, Default)]
 pub struct Imported {
-    /// The trace's events, in the log's order.
+    /// The trace's events, in order (the log's, or for spans their time's).
     pub events: Vec<Event>,
     /// What was left out and why, one entry per kind of thing with a count
     /// ("3 messages of role 'Orchestrator (thought)': the orchestrator's
@@ -148,11 +156,63 @@ pub enum ImportError {
     },
 }
 
+impl ImportError {
+    fn shape(name: &str, problem: &str) -> ImportError {
+        ImportError::Shape {
+            name: name.to_owned(),
+            problem: problem.to_owned(),
+        }
+    }
+}
+
+/// A log's JSON, as its first non-blank character says.
+enum JsonLog {
+    /// `[`: one array.
+    Array(Vec<Value>),
+    /// `{`: one object, or several (JSON Lines, or objects one after the
+    /// other).
+    Objects(Vec<Value>),
+}
+
+/// Reads the JSON of the log `text` in `format`; empty text is an error
+/// saying so, text that is neither an array nor objects one saying what
+/// the format takes (`expected`), and a syntax error one naming the line
+/// and the column.
+fn read_json(
+    name: &str,
+    format: &'static str,
+    text: &str,
+    expected: &str,
+) -> Result<JsonLog, ImportError> {
+    let json_error = |error| ImportError::Json {
+        name: name.to_owned(),
+        format,
+        error,
+    };
+    match text.trim_start().chars().next() {
+        None => Err(ImportError::shape(name, "is empty")),
+        Some('[') => serde_json::from_str(text)
+            .map(JsonLog::Array)
+            .map_err(json_error),
+        Some('{') => serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .map(JsonLog::Objects)
+            .map_err(json_error),
+        Some(_) => {
+            // Not JSON, most likely: the parser says where.
+            serde_json::from_str::<Value>(text).map_err(json_error)?;
+            Err(ImportError::shape(name, expected))
+        }
+    }
+}
+
 /// Imports the log `text` (called `name` in errors; its task id unless the
 /// log names one) in `format`.
 pub fn import(format: Format, name: &str, text: &str) -> Result<Imported, ImportError> {
     match format {
         Format::MagenticOne => magentic_one::import(name, text),
         Format::OpenHands => openhands::import(name, text),
+        Format::Otlp => otlp::import(name, text),
     }
 }

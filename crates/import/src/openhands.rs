@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use loopguard_core_types::Timestamp;
 use serde_json::{Map, Value, json};
 
-use crate::{ImportError, Imported, text_of};
+use crate::{ImportError, Imported, JsonLog, read_json, text_of};
 
 const FORMAT: &str = "OpenHands";
 /// The agent's name: the logs name none but a delegate.
@@ -95,49 +95,29 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
     Ok(imported)
 }
 
-fn shape(name: &str, problem: &str) -> ImportError {
-    ImportError::Shape {
-        name: name.to_owned(),
-        problem: problem.to_owned(),
-    }
-}
-
 /// The log's runs: decided by its first non-blank character.
 fn runs(name: &str, text: &str) -> Result<Vec<Run>, ImportError> {
-    let json_error = |error| ImportError::Json {
-        name: name.to_owned(),
-        format: FORMAT,
-        error,
-    };
-    let values: Vec<Value> = match text.trim_start().chars().next() {
-        None => return Err(shape(name, "is empty: no events")),
-        Some('[') => {
-            let events: Vec<Value> = serde_json::from_str(text).map_err(json_error)?;
+    let values = match read_json(
+        name,
+        FORMAT,
+        text,
+        "is neither a JSON array of OpenHands events, an object with their list, \
+         nor JSON Lines of them",
+    )? {
+        JsonLog::Array(events) => {
             return Ok(vec![Run {
                 task: name.to_owned(),
                 events,
             }]);
         }
-        Some('{') => serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .collect::<Result<_, _>>()
-            .map_err(json_error)?,
-        Some(_) => {
-            // Not JSON, most likely: the parser says where.
-            serde_json::from_str::<Value>(text).map_err(json_error)?;
-            return Err(shape(
-                name,
-                "is neither a JSON array of OpenHands events, an object with their list, \
-                 nor JSON Lines of them",
-            ));
-        }
+        JsonLog::Objects(values) => values,
     };
     let runs_in_log = values.iter().filter(|v| event_list(v).is_some()).count();
     if let [only] = values.as_slice()
         && runs_in_log == 0
         && !is_event(only)
     {
-        return Err(shape(
+        return Err(ImportError::shape(
             name,
             "has no `events`, `history`, `trajectory` or `items` list and is not an event \
              (is it an OpenHands log?)",

@@ -195,3 +195,102 @@ fn a_truncated_openhands_log_is_an_error_naming_the_line() {
     let foreign = import(Format::OpenHands, "other", r#"{"messages": []}"#).expect_err("no list");
     assert!(foreign.to_string().contains("has no `events`"), "{foreign}");
 }
+
+#[test]
+fn an_otlp_export_in_genai_conventions_becomes_handoffs_and_tool_calls() {
+    let imported = round_trip_as(Format::Otlp, "otlp_openai_agents", "json");
+    assert_eq!(
+        imported.events[0].task, "conv_68ee1f2a9c",
+        "the conversation id"
+    );
+    assert_eq!(dropped(&imported), [("model call spans", 7)]);
+    let trace = read("otlp_openai_agents.trace.jsonl");
+    let lines: Vec<&str> = trace.lines().collect();
+    assert_eq!(
+        lines.len(),
+        7,
+        "spans sorted by time though they came by end"
+    );
+    assert!(lines[0].contains("\"from\":\"Triage\",\"to\":\"Billing\""));
+    assert!(lines[6].contains("\"id\":\"sa000000000000002.back\""));
+    assert_eq!(trace.matches("\"tool\":\"lookup_invoices\"").count(), 5);
+}
+
+#[test]
+fn otlp_json_lines_with_openinference_attributes() {
+    let imported = round_trip_as(Format::Otlp, "otlp_openinference", "jsonl");
+    assert_eq!(
+        imported.events[0].task, "sess-2025-10-14-ab12",
+        "the session id"
+    );
+    assert_eq!(
+        dropped(&imported),
+        [("other spans", 3), ("model call spans", 3)],
+        "the steps (chains) and the model calls"
+    );
+    let trace = read("otlp_openinference.trace.jsonl");
+    assert_eq!(trace.matches("\"to\":\"web_agent\"").count(), 3);
+    assert_eq!(
+        trace
+            .matches("\"from\":\"web_agent\",\"to\":\"CodeAgent.run\"")
+            .count(),
+        3,
+        "the root agent is named by its span when it has no agent.name"
+    );
+}
+
+#[test]
+fn otlp_edge_cases_out_of_order_orphans_and_errors() {
+    let imported = round_trip_as(Format::Otlp, "otlp_edges", "json");
+    assert_eq!(
+        imported.events[0].task, "aaaabbbbccccddddeeeeffff00001111",
+        "no conversation id: the trace id"
+    );
+    assert_eq!(
+        dropped(&imported),
+        [
+            ("spans without a span id", 1),
+            ("other spans", 2),
+            ("model call spans", 1),
+        ]
+    );
+    let trace = read("otlp_edges.trace.jsonl");
+    let lines: Vec<&str> = trace.lines().collect();
+    assert!(
+        lines[1]
+            .contains("\"error\":\"Read timed out after 30 s\",\"error_type\":\"TimeoutError\"")
+    );
+    assert!(
+        lines[2].contains("\"agent\":\"agent\""),
+        "a parent not in the log"
+    );
+    assert!(
+        lines[3].contains("\"error\":\"No such file: notes.md\""),
+        "the exception event"
+    );
+    assert!(
+        lines[4].starts_with("{\"type\":\"failure\""),
+        "an agent span in error"
+    );
+    assert!(
+        !trace.contains("\"to\":\"Planner\",\"content\""),
+        "no handoff of Planner to itself"
+    );
+}
+
+#[test]
+fn a_truncated_otlp_export_is_an_error_naming_the_line() {
+    let message = import(Format::Otlp, "cut", &read("otlp_truncated.json"))
+        .expect_err("cut short")
+        .to_string();
+    assert!(
+        message.starts_with("cut: not a JSON OTLP log: EOF while parsing")
+            && message.contains("line 109 column"),
+        "{message}"
+    );
+    let foreign = import(Format::Otlp, "other", r#"{"resourceLogs": []}"#).expect_err("no spans");
+    assert!(
+        foreign.to_string().contains("has no `resourceSpans`"),
+        "{foreign}"
+    );
+}
