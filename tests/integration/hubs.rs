@@ -3,6 +3,7 @@
 //! nothing new count.
 
 use std::ffi::OsStr;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -76,6 +77,21 @@ fn without_recognition_every_exchange_counts_and_a_named_hub_counts_from_the_sta
 }
 
 #[test]
+fn a_hubs_reworded_instruction_and_its_workers_reworded_reply_bring_nothing_new() {
+    let config = config("hubs_named.toml");
+    let config = config.to_str().expect("a UTF-8 path");
+    // R1: the orchestrator asks the web surfer three times for one price,
+    // in other words each time, and gets the same broken page back, in
+    // other words each time. Judged by meaning (semantic matching on), the
+    // exchanges at 5 to 8 bring nothing new, and the 4th is a pair cycle.
+    let judged = replay_jsonl("hub_reworded.jsonl", &["--config", config]);
+    assert_eq!(lines_with(&judged, "R1", "agent_pair"), [8]);
+    // Compared as text, every one of them is news: the protocol.
+    let exact = replay_jsonl("hub_reworded.jsonl", &["--config", config, "--no-semantic"]);
+    assert!(lines_with(&exact, "R1", "agent_pair").is_empty());
+}
+
+#[test]
 fn hub_settings_are_validated_by_name() {
     let dir = tempfile::TempDir::new().expect("a temporary directory");
     let bad = dir.path().join("bad.toml");
@@ -90,4 +106,55 @@ fn hub_settings_are_validated_by_name() {
     ]);
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("cycles.hub_share"), "{}", out.stderr);
+}
+
+/// `loopguard eval` on the labelled team corpus (`data/team-traces`), with
+/// `extra` arguments, as JSON.
+fn eval_team_corpus(extra: &[&str]) -> Value {
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/team-traces");
+    let mut args = vec![
+        OsStr::new("eval"),
+        corpus.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("json"),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    let out = run(args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    serde_json::from_str(&out.stdout).expect("eval prints JSON")
+}
+
+/// Every detection kind that reports a loop (all built-in kinds but
+/// `external_failure`, which reports an outside-world failure).
+const LOOP_KINDS: &str = "exact_failure,collaboration_loop,agent_pair,multi_agent,topic_cycle,\
+repeated_query,edge_limit,phase_visits,transition_limit,oscillation,repeated_output,no_progress,\
+regression,tool_repeat,tool_cycle,tool_no_new_info";
+
+#[test]
+fn on_the_team_corpus_repeats_only_keeps_normal_runs_quiet_and_finds_the_loops() {
+    let repeats_only =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/repeats-only.toml");
+    let repeats_only = repeats_only.to_str().expect("a UTF-8 path");
+    let figures = eval_team_corpus(&["--config", repeats_only, "--kinds", LOOP_KINDS]);
+    let events = &figures["events"];
+    let (precision, recall) = (
+        events["precision"].as_f64().expect("a precision"),
+        events["recall"].as_f64().expect("a recall"),
+    );
+    assert!(precision >= 0.85 && recall >= 0.5, "{figures}");
+    assert_eq!(
+        figures["trace_any_detection"]["fp"], 0,
+        "no normal run flagged: {figures}"
+    );
+    // With the trace format's defaults (ruling 4 for peers, and for a
+    // hub's exchanges before it is recognized), normal peer work and a
+    // hub's first exchanges with its only worker are cycles.
+    let defaults = eval_team_corpus(&["--kinds", LOOP_KINDS]);
+    assert!(
+        defaults["trace_any_detection"]["fp"]
+            .as_u64()
+            .expect("a count")
+            > 0,
+        "{defaults}"
+    );
 }

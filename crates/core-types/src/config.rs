@@ -332,6 +332,11 @@ pub struct CycleConfig {
     /// Handoffs a task needs before a hub is recognized (default 6; at
     /// least 2).
     pub hub_after: u32,
+    /// Whether every exchange, not only a hub's, counts toward
+    /// `agent_pair`, `multi_agent` and `topic_cycle` only when it brings
+    /// nothing new (an extension of ruling 17 to peers and to the
+    /// exchanges before a hub is recognized; default false, ruling 4).
+    pub repeats_only: bool,
 }
 
 /// `[edges]`: hops along one transition edge without progress.
@@ -522,6 +527,7 @@ impl Default for CycleConfig {
             recognize_hubs: true,
             hub_share: 0.8,
             hub_after: 6,
+            repeats_only: false,
         }
     }
 }

@@ -16,16 +16,21 @@
 //!
 //! "Repeats" is the same text after normalization (case, spacing, and the
 //! timestamps, ids and durations ruling 15 replaces with placeholders;
-//! a handoff without content is the empty text). Judging reworded repeats
-//! by meaning is not done here yet: the semantic `repeated_query` detector
-//! still catches a reworded instruction to the same agent.
+//! a handoff without content is the empty text), or judged the same by
+//! meaning: with semantic matching on, the engine's exchange matcher
+//! ([`ObservedEvent::matched_text`](crate::ObservedEvent::matched_text))
+//! hands over the earlier text of the same sender that the same-request
+//! judge called the same, and the tracker compares that text instead.
 //!
 //! A hub is an agent named in `cycles.hubs`, or (with
 //! `cycles.recognize_hubs`) an agent that is one side of at least
 //! `cycles.hub_share` (0.8) of the task's handoffs once there have been
 //! `cycles.hub_after` (6), and that has dealt with at least 2 other agents.
 //! Exchanges before a hub is recognized count as between peers. Exchanges
-//! between two agents that are not hubs keep ruling 4.
+//! between two agents that are not hubs keep ruling 4, unless
+//! `cycles.repeats_only` (an extension, off by default) asks for every
+//! exchange what ruling 17 asks for a hub's: it counts only when it brings
+//! nothing new.
 //!
 //! State is bounded: per task at most 64 agents (their handoff counts and up
 //! to 8 partners each, as hashes) and, per agent, the hashes of its last 32
@@ -48,6 +53,21 @@ const RECIPIENTS_KEPT: usize = 16;
 /// Distinct texts remembered per sender and recipient.
 const TEXTS_KEPT: usize = 32;
 
+/// An exchange's text (a `handoff`'s content, a `collaboration`'s
+/// request) judged the same as an earlier text of the same sender by a
+/// semantic matcher (the engine's `ExchangeMatcher`): the hub tracker
+/// compares the exchange as that text (ruling 17: "judged the same").
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchedText {
+    /// The earlier text, as its sender wrote it.
+    pub text: String,
+    /// The input line it was first seen on.
+    pub line: u64,
+    /// The judge's verdict in words ("same request (score 0.93, cosine
+    /// 0.88)").
+    pub reason: String,
+}
+
 /// Tells hub exchanges that bring something new (ruling 17).
 #[derive(Debug, Clone)]
 pub struct HubTracker {
@@ -55,6 +75,7 @@ pub struct HubTracker {
     recognize: bool,
     share: f64,
     after: u64,
+    repeats_only: bool,
 }
 
 /// What the hub tracker remembers of one task.
@@ -94,6 +115,7 @@ impl HubTracker {
             recognize: config.cycles.recognize_hubs,
             share: config.cycles.hub_share,
             after: u64::from(config.cycles.hub_after),
+            repeats_only: config.cycles.repeats_only,
         }
     }
 
@@ -101,6 +123,18 @@ impl HubTracker {
     /// brings something new (the protocol, not counted by the exchange
     /// detectors).
     pub fn observe(&self, state: &mut HubState, event: &Event) -> bool {
+        self.observe_matched(state, event, None)
+    }
+
+    /// [`HubTracker::observe`], comparing the exchange's text as `matched`
+    /// when a matcher judged it the same as that earlier text of its sender
+    /// ([`MatchedText::text`]).
+    pub fn observe_matched(
+        &self,
+        state: &mut HubState,
+        event: &Event,
+        matched: Option<&MatchedText>,
+    ) -> bool {
         let (from, to, text, is_handoff) = match &event.kind {
             EventKind::Handoff {
                 from, to, content, ..
@@ -116,7 +150,7 @@ impl HubTracker {
             state.agent_mut(from).met(to);
             state.agent_mut(to).met(from);
         }
-        let text = hash128(&normalized(text));
+        let text = hash128(&normalized(matched.map_or(text, |m| m.text.as_str())));
         let from_is_hub = self.is_hub(state, from);
         let to_is_hub = self.is_hub(state, to);
         // Remembered whatever it is, so that a later repeat is seen.
@@ -130,7 +164,7 @@ impl HubTracker {
         });
         if from_is_hub {
             !repeats_instruction
-        } else if to_is_hub {
+        } else if to_is_hub || self.repeats_only {
             !(repeats_instruction || repeats_reply)
         } else {
             false
@@ -252,6 +286,75 @@ mod tests {
             [false, false, false, false, false, true, false, false, true],
             "before the 6th handoff peers; then new exchanges are protocol, repeats count"
         );
+    }
+
+    #[test]
+    fn a_text_matched_by_meaning_is_compared_as_the_earlier_one() {
+        let mut config = Config::default();
+        config.cycles.hubs = vec!["orch".to_owned()];
+        let tracker = HubTracker::new(&config);
+        let mut state = HubState::default();
+        let first = handoff("orch", "web", "Find ACME's 2024 revenue");
+        let reworded = handoff("orch", "web", "Look up how much revenue ACME made in 2024");
+        assert!(tracker.observe(&mut state, &first), "new: the protocol");
+        let matched = MatchedText {
+            text: "Find ACME's 2024 revenue".to_owned(),
+            line: 1,
+            reason: "same request (score 0.93, cosine 0.88)".to_owned(),
+        };
+        assert!(
+            !tracker.observe_matched(&mut state, &reworded, Some(&matched)),
+            "judged the same as line 1: it brings nothing new"
+        );
+        // Unmatched, the same rewording would have been news.
+        let mut fresh = HubState::default();
+        tracker.observe(&mut fresh, &first);
+        assert!(tracker.observe(&mut fresh, &reworded));
+    }
+
+    #[test]
+    fn with_repeats_only_every_exchange_needs_a_repeat_to_count() {
+        let mut config = Config::default();
+        config.cycles.repeats_only = true;
+        let events = [
+            handoff(
+                "coder",
+                "reviewer",
+                "Revision 1 of the parser is up for review",
+            ),
+            handoff(
+                "reviewer",
+                "coder",
+                "Two comments: handle empty input, rename parse_x",
+            ),
+            handoff(
+                "coder",
+                "reviewer",
+                "Revision 2 handles empty input and renames parse_x",
+            ),
+            handoff(
+                "reviewer",
+                "coder",
+                "One comment left: add a test for empty input",
+            ),
+            handoff(
+                "coder",
+                "reviewer",
+                "Revision 2 handles empty input and renames parse_x",
+            ),
+            handoff(
+                "reviewer",
+                "coder",
+                "One comment left: add a test for empty input",
+            ),
+        ];
+        assert_eq!(
+            run(&config, &events),
+            [true, true, true, true, false, false],
+            "new revisions and new comments are work; the same ones again are not"
+        );
+        // By default peers keep ruling 4: every exchange counts.
+        assert_eq!(run(&Config::default(), &events), [false; 6]);
     }
 
     #[test]

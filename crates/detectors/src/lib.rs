@@ -48,7 +48,7 @@ pub use edge_limit::EdgeLimit;
 pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
 pub use failure_class::{ExternalKind, FailureClass, classify};
-pub use hubs::{HubState, HubTracker};
+pub use hubs::{HubState, HubTracker, MatchedText};
 pub use multi_agent::MultiAgent;
 pub use oscillation::Oscillation;
 pub use phase_visits::{PhaseVisits, TransitionLimit};
@@ -96,7 +96,8 @@ pub struct ObservedEvent<'a> {
     /// metric, or a higher `files_changed`). Set by [`ProgressTracker`].
     pub progressed: bool,
     /// Whether this event is an exchange with a hub that brings something
-    /// new: the protocol of a hub-and-spoke team, not a cycle (ruling 17).
+    /// new: the protocol of a hub-and-spoke team, not a cycle (ruling 17);
+    /// with `cycles.repeats_only`, any exchange that brings something new.
     /// Set by [`HubTracker`]; `agent_pair`, `multi_agent` and `topic_cycle`
     /// do not count it.
     pub hub_protocol: bool,
@@ -107,6 +108,10 @@ pub struct ObservedEvent<'a> {
     /// argument matcher judged the same as earlier values replaced by
     /// those, when one is configured. `tool_calls` compares calls by them.
     pub matched_args: Option<&'a MatchedArgs>,
+    /// A `handoff`'s or `collaboration`'s text judged the same as an
+    /// earlier text of its sender, when a semantic exchange matcher is
+    /// configured. The [`HubTracker`] compares the exchange as that text.
+    pub matched_text: Option<&'a MatchedText>,
     /// The event's evidence record, made by the first detector that keeps
     /// the event and shared with every other one.
     evidence: OnceLock<EvidenceRef>,
@@ -124,6 +129,7 @@ impl<'a> ObservedEvent<'a> {
             hub_protocol: false,
             semantic_topic: None,
             matched_args: None,
+            matched_text: None,
             evidence: OnceLock::new(),
         }
     }
@@ -145,6 +151,13 @@ impl<'a> ObservedEvent<'a> {
     /// matched.
     pub fn with_matched_args(mut self, matched: Option<&'a MatchedArgs>) -> ObservedEvent<'a> {
         self.matched_args = matched;
+        self
+    }
+
+    /// The same event with the earlier text a semantic exchange matcher
+    /// judged its text the same as.
+    pub fn with_matched_text(mut self, matched: Option<&'a MatchedText>) -> ObservedEvent<'a> {
+        self.matched_text = matched;
         self
     }
 

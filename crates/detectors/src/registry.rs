@@ -92,7 +92,9 @@ macro_rules! builtin_detectors {
                 }
                 let too_late = clamped.is_some_and(|late| late.behind_ms() > self.window_ms);
                 event.progressed = self.progress.observe(&mut state.progress, event.event);
-                event.hub_protocol = self.hubs.observe(&mut state.hubs, event.event);
+                event.hub_protocol =
+                    self.hubs
+                        .observe_matched(&mut state.hubs, event.event, event.matched_text);
                 $(
                     if !(too_late && <$detector as Detector>::WINDOWED) {
                         Detector::observe(&self.$field, &mut state.$field, event, out);

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use loopguard_core_types::{Detection, Event, EventKind};
-use loopguard_detectors::{MatchedArgs, ObservedEvent, SemanticTopic};
+use loopguard_detectors::{MatchedArgs, MatchedText, ObservedEvent, SemanticTopic};
 
 /// Why an extension detector could not judge an event.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +137,90 @@ pub trait ArgumentMatcher: Send + Sync + std::fmt::Debug {
     ) -> Result<(), ExtensionError> {
         let _ = (task, state);
         Ok(())
+    }
+}
+
+/// Matches an exchange's text by meaning with its sender's earlier texts
+/// (ruling 17: a hub's instruction or a worker's reply "judged the same";
+/// the seam the semantic crate fills). The engine asks it about every
+/// `handoff` with content and every `collaboration` between two agents, and
+/// passes the answer to the hub tracker as
+/// [`ObservedEvent::matched_text`]. Without a matcher, exchanges compare as
+/// normalized text.
+#[async_trait]
+pub trait ExchangeMatcher: Send + Sync + std::fmt::Debug {
+    /// The earlier text of the same sender (in the same task) that the
+    /// exchange's text is judged the same as; `None` when there is none
+    /// (the text is then remembered as new).
+    async fn match_exchange(
+        &self,
+        exchange: ExchangeRef<'_>,
+    ) -> Result<Option<MatchedText>, ExtensionError>;
+
+    /// Forgets a task's texts (on `completed` and `human`).
+    async fn reset_task(&self, task: &str) {
+        let _ = task;
+    }
+
+    /// The task's texts as JSON, for a durable store (see
+    /// [`ExtensionDetector::export_task`]). Default: nothing to keep.
+    async fn export_task(&self, task: &str) -> Option<serde_json::Value> {
+        let _ = task;
+        None
+    }
+
+    /// Puts back what [`export_task`](Self::export_task) gave. Default:
+    /// ignored.
+    async fn import_task(
+        &self,
+        task: &str,
+        state: serde_json::Value,
+    ) -> Result<(), ExtensionError> {
+        let _ = (task, state);
+        Ok(())
+    }
+}
+
+/// The exchange an [`ExchangeMatcher`] is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct ExchangeRef<'a> {
+    /// The task.
+    pub task: &'a str,
+    /// The event's `task_type`, if it has one (for per-type thresholds).
+    pub task_type: Option<&'a str>,
+    /// The input line.
+    pub line: u64,
+    /// The sender.
+    pub from: &'a str,
+    /// The recipient.
+    pub to: &'a str,
+    /// What was sent: a handoff's `content`, a collaboration's `request`.
+    pub text: &'a str,
+}
+
+impl<'a> ExchangeRef<'a> {
+    /// The exchange of `event` (seen on line `line`): a `handoff` with
+    /// content or a `collaboration`, between two different agents, with
+    /// text that is not blank; `None` otherwise.
+    pub fn of(event: &'a Event, line: u64) -> Option<ExchangeRef<'a>> {
+        let (from, to, text) = match &event.kind {
+            EventKind::Handoff {
+                from,
+                to,
+                content: Some(content),
+                ..
+            } => (from, to, content.as_str()),
+            EventKind::Collaboration { from, to, request } => (from, to, request.as_str()),
+            _ => return None,
+        };
+        (from != to && !text.trim().is_empty()).then(|| ExchangeRef {
+            task: &event.task,
+            task_type: event.extra.get("task_type").and_then(|v| v.as_str()),
+            line,
+            from,
+            to,
+            text,
+        })
     }
 }
 

@@ -48,8 +48,8 @@
 pub use engine::{LoopGuard, LoopGuardBuilder, STATE_FORMAT};
 pub use error::HostError;
 pub use extension::{
-    ArgumentMatcher, ExtensionDetector, ExtensionError, ToolCallRef, TopicAssigner, id_seed,
-    topic_text,
+    ArgumentMatcher, ExchangeMatcher, ExchangeRef, ExtensionDetector, ExtensionError, ToolCallRef,
+    TopicAssigner, id_seed, topic_text,
 };
 #[cfg(feature = "plugins")]
 pub use plugins::{

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use loopguard_core_types::{Config, Event};
 use loopguard_detectors::ObservedEvent;
-use loopguard_host::{ArgumentMatcher, ExtensionDetector, LoopGuard, ToolCallRef};
+use loopguard_host::{
+    ArgumentMatcher, ExchangeMatcher, ExchangeRef, ExtensionDetector, LoopGuard, ToolCallRef,
+};
 use loopguard_semantic::{
     Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, JudgeKind, ModelFiles,
     ProvisionOptions, SemanticDetectors, ServiceOptions,
@@ -190,6 +192,20 @@ fn benches(c: &mut Criterion) {
             let event = &searches[n % searches.len()];
             let call = ToolCallRef::of(event, n as u64).unwrap_or_else(|| panic!("a tool call"));
             black_box(runtime.block_on(arguments.match_args(call)))
+        });
+    });
+
+    // The exchange matcher on a hub's handoff, matched against its earlier
+    // texts (ruling 17).
+    let exchanges = detectors.exchanges().unwrap_or_else(|| panic!("semantic"));
+    let mut n = 0usize;
+    group.bench_function("exchange_texts_handoff", |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &handoffs[n % handoffs.len()];
+            let exchange =
+                ExchangeRef::of(event, n as u64).unwrap_or_else(|| panic!("an exchange"));
+            black_box(runtime.block_on(exchanges.match_exchange(exchange)))
         });
     });
 

@@ -71,8 +71,8 @@ pub use embedder::{
 pub use engine::load_service;
 #[cfg(feature = "engine")]
 pub use engine::{
-    CollaborationLoop, EXACT_SUFFIX, RepeatedQuery, SemanticDetectors, SemanticLimits,
-    SemanticTopics, provision_options,
+    CollaborationLoop, EXACT_SUFFIX, ExchangeTexts, RepeatedQuery, SemanticDetectors,
+    SemanticLimits, SemanticTopics, ToolArguments, provision_options,
 };
 pub use error::{Result, SemanticError};
 pub use judge::{

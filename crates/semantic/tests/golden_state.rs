@@ -41,7 +41,7 @@
 //! A normal run never writes; a missing fixture fails with that command.
 
 #[path = "../../../tests/support/golden_state.rs"]
-mod golden;
+pub(crate) mod golden;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -144,7 +144,7 @@ impl Golden {
 }
 
 /// The fixture's exports: (task, detector, state).
-fn states_of(fixture: &Value) -> Vec<(String, String, Value)> {
+pub(crate) fn states_of(fixture: &Value) -> Vec<(String, String, Value)> {
     fixture["states"]
         .as_array()
         .unwrap_or_else(|| panic!("a fixture has states"))

@@ -94,3 +94,16 @@ async fn matched_tool_arguments_survive_a_restart_anywhere_with_the_model() {
         "the reworded searches are one call: {whole:?}"
     );
 }
+
+#[tokio::test]
+async fn matched_exchange_texts_survive_a_restart_anywhere_with_the_model() {
+    // The orchestrator becomes a hub at the 6th handoff; its reworded
+    // instructions and the web surfer's reworded replies bring nothing
+    // new, so they count as exchanges: a pair cycle, whichever line the
+    // restart falls before.
+    let whole = engine_split_everywhere("hub_reworded.jsonl", &|| model_detectors(64)).await;
+    assert!(
+        kinds_decided(&whole).contains("agent_pair"),
+        "the reworded exchanges repeat: {whole:?}"
+    );
+}

@@ -16,6 +16,8 @@ mod engine_exact;
 #[cfg(all(feature = "fastembed", feature = "engine"))]
 mod engine_judged;
 #[cfg(feature = "engine")]
+mod golden_matchers;
+#[cfg(feature = "engine")]
 mod golden_state;
 #[cfg(feature = "engine")]
 mod limits;

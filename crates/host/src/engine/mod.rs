@@ -6,9 +6,10 @@
 //! 1. **load** the task's stored record when the engine does not hold the
 //!    task, or always on a shared store (under its row lock), and
 //!    [`restore`](saved) it;
-//! 2. **topic** and **arguments**: the semantic assigner's topic for the
-//!    event's text, and a tool call's free-text arguments matched by
-//!    meaning;
+//! 2. **topic**, **arguments** and **exchanges**: the semantic assigner's
+//!    topic for the event's text, a tool call's free-text arguments matched
+//!    by meaning, and a handoff's text matched with its sender's earlier
+//!    ones (for the hub tracker);
 //! 3. **extensions**: plugins and the semantic and progress detectors
 //!    (they may await, so they run before the task's lock is taken);
 //! 4. **decide**, synchronously under the task's lock: install the
@@ -36,7 +37,7 @@ use loopguard_core_types::{
     Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp,
 };
 use loopguard_detectors::{
-    BuiltinDetectors, BuiltinState, MatchedArgs, ObservedEvent, SemanticTopic,
+    BuiltinDetectors, BuiltinState, MatchedArgs, MatchedText, ObservedEvent, SemanticTopic,
 };
 use parking_lot::Mutex;
 
@@ -46,7 +47,8 @@ use self::saved::{Restored, StoredStateOut};
 use crate::HostError;
 use crate::backlog::{Backlog, NotWritten};
 use crate::extension::{
-    ArgumentMatcher, ExtensionDetector, ToolCallRef, TopicAssigner, topic_text,
+    ArgumentMatcher, ExchangeMatcher, ExchangeRef, ExtensionDetector, ToolCallRef, TopicAssigner,
+    topic_text,
 };
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
@@ -91,6 +93,7 @@ pub struct LoopGuard {
     extensions: Vec<Arc<dyn ExtensionDetector>>,
     topics: Option<Arc<dyn TopicAssigner>>,
     arguments: Option<Arc<dyn ArgumentMatcher>>,
+    exchanges: Option<Arc<dyn ExchangeMatcher>>,
     store: Arc<dyn Store>,
     shards: Box<[Mutex<Shard>]>,
     sequence: AtomicU64,
@@ -188,6 +191,7 @@ pub struct LoopGuardBuilder {
     extensions: Vec<Arc<dyn ExtensionDetector>>,
     topics: Option<Arc<dyn TopicAssigner>>,
     arguments: Option<Arc<dyn ArgumentMatcher>>,
+    exchanges: Option<Arc<dyn ExchangeMatcher>>,
 }
 
 impl LoopGuardBuilder {
@@ -220,6 +224,14 @@ impl LoopGuardBuilder {
         self
     }
 
+    /// Matches exchanges' texts by meaning for the hub tracker (ruling 17,
+    /// the semantic crate's matcher); without one, they compare as
+    /// normalized text.
+    pub fn exchanges(mut self, matcher: Arc<dyn ExchangeMatcher>) -> Self {
+        self.exchanges = Some(matcher);
+        self
+    }
+
     /// Validates the config and builds the engine.
     pub fn build(self) -> Result<LoopGuard, HostError> {
         self.config.validate()?;
@@ -231,6 +243,7 @@ impl LoopGuardBuilder {
             extensions: self.extensions,
             topics: self.topics,
             arguments: self.arguments,
+            exchanges: self.exchanges,
             persistence: Persistence::of(store.as_ref()),
             store,
             shards,
@@ -259,6 +272,7 @@ impl LoopGuard {
             extensions: Vec::new(),
             topics: None,
             arguments: None,
+            exchanges: None,
         }
     }
 
@@ -351,10 +365,12 @@ impl LoopGuard {
         let locked = lock.is_some();
         let topic = self.assign_topic(&event, line, &mut errors).await;
         let matched_args = self.match_arguments(&event, line, &mut errors).await;
+        let matched_text = self.match_exchange(&event, line, &mut errors).await;
         let mut observed = ObservedEvent::new(line, &event)
             .at(time)
             .with_topic(topic.as_ref())
-            .with_matched_args(matched_args.as_ref());
+            .with_matched_args(matched_args.as_ref())
+            .with_matched_text(matched_text.as_ref());
         let extension_detections = self.run_extensions(&observed, &mut errors).await;
         let extension_states = if self.persistence.keeps_state() {
             self.export_extensions(&event.task).await
@@ -497,6 +513,30 @@ impl LoopGuard {
         }
     }
 
+    /// Stage 2, exchanges: a handoff's or collaboration's text matched by
+    /// meaning with its sender's earlier texts, when a matcher is
+    /// configured. A matcher that fails is reported on the decision; the
+    /// exchange then compares by normalized text.
+    async fn match_exchange(
+        &self,
+        event: &Event,
+        line: u64,
+        errors: &mut Vec<String>,
+    ) -> Option<MatchedText> {
+        let (Some(matcher), Some(exchange)) = (&self.exchanges, ExchangeRef::of(event, line))
+        else {
+            return None;
+        };
+        match matcher.match_exchange(exchange).await {
+            Ok(matched) => matched,
+            Err(err) => {
+                tracing::error!(task = %event.task, line, error = %err, "exchange matching failed");
+                errors.push(format!("exchange matcher: {err}"));
+                None
+            }
+        }
+    }
+
     /// Stage 3, extensions: every extension detector in turn (they may
     /// await: plugins run off the reactor). A detector that fails is
     /// reported on the decision; the others go on. On `completed` and
@@ -522,11 +562,8 @@ impl LoopGuard {
             for extension in &self.extensions {
                 extension.reset_task(&event.task).await;
             }
-            if let Some(assigner) = &self.topics {
-                assigner.reset_task(&event.task).await;
-            }
-            if let Some(matcher) = &self.arguments {
-                matcher.reset_task(&event.task).await;
+            for (_, seam) in self.seams() {
+                seam.reset(&event.task).await;
             }
         }
         found

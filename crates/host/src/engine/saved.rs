@@ -8,11 +8,14 @@
 //! fixture, and the old format is still read or refused by name.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use async_trait::async_trait;
 use loopguard_detectors::BuiltinState;
 use serde::{Deserialize, Serialize};
 
 use super::LoopGuard;
+use crate::extension::{ArgumentMatcher, ExchangeMatcher, ExtensionError, TopicAssigner};
 use crate::store::{CycleEpisode, TaskRecord, TaskSnapshot};
 
 /// The format of the detector state a durable store keeps per task. A
@@ -23,6 +26,8 @@ pub const STATE_FORMAT: u32 = 1;
 const TOPICS_STATE: &str = "topics";
 /// The key of the argument matcher's state among the extensions' states.
 const ARGUMENTS_STATE: &str = "tool_arguments";
+/// The key of the exchange matcher's state among the extensions' states.
+const EXCHANGES_STATE: &str = "exchange_texts";
 
 /// A task's state as a durable store keeps it (JSON text, written whole at
 /// every commit).
@@ -119,36 +124,19 @@ impl LoopGuard {
                 ));
             }
         }
-        if let Some(assigner) = &self.topics {
-            let result = match extensions.remove(TOPICS_STATE) {
-                Some(state) => assigner.import_task(&task, state).await,
+        for (key, seam) in self.seams() {
+            let result = match extensions.remove(key) {
+                Some(state) => seam.import(&task, state).await,
                 None => {
-                    assigner.reset_task(&task).await;
+                    seam.reset(&task).await;
                     Ok(())
                 }
             };
             if let Err(err) = result {
-                assigner.reset_task(&task).await;
-                tracing::error!(task = %task, line, error = %err, "topics not restored");
-                errors.push(format!(
-                    "topic assigner: its saved state was not restored: {err}"
-                ));
-            }
-        }
-        if let Some(matcher) = &self.arguments {
-            let result = match extensions.remove(ARGUMENTS_STATE) {
-                Some(state) => matcher.import_task(&task, state).await,
-                None => {
-                    matcher.reset_task(&task).await;
-                    Ok(())
-                }
-            };
-            if let Err(err) = result {
-                matcher.reset_task(&task).await;
-                tracing::error!(task = %task, line, error = %err, "tool arguments not restored");
-                errors.push(format!(
-                    "argument matcher: its saved state was not restored: {err}"
-                ));
+                seam.reset(&task).await;
+                let name = seam.name();
+                tracing::error!(task = %task, line, error = %err, "{name}: state not restored");
+                errors.push(format!("{name}: its saved state was not restored: {err}"));
             }
         }
         Restored {
@@ -170,16 +158,75 @@ impl LoopGuard {
                 states.insert(extension.name().to_owned(), state);
             }
         }
-        if let Some(assigner) = &self.topics
-            && let Some(state) = assigner.export_task(task).await
-        {
-            states.insert(TOPICS_STATE.to_owned(), state);
-        }
-        if let Some(matcher) = &self.arguments
-            && let Some(state) = matcher.export_task(task).await
-        {
-            states.insert(ARGUMENTS_STATE.to_owned(), state);
+        for (key, seam) in self.seams() {
+            if let Some(state) = seam.export(task).await {
+                states.insert(key.to_owned(), state);
+            }
         }
         states
     }
 }
+
+impl LoopGuard {
+    /// The engine's seams that keep per-task state (the topic assigner,
+    /// the argument and exchange matchers), each with the key its state is
+    /// saved under among the extensions' states.
+    pub(super) fn seams(&self) -> Vec<(&'static str, &dyn SeamState)> {
+        let mut seams: Vec<(&'static str, &dyn SeamState)> = Vec::new();
+        if let Some(assigner) = &self.topics {
+            seams.push((TOPICS_STATE, assigner));
+        }
+        if let Some(matcher) = &self.arguments {
+            seams.push((ARGUMENTS_STATE, matcher));
+        }
+        if let Some(matcher) = &self.exchanges {
+            seams.push((EXCHANGES_STATE, matcher));
+        }
+        seams
+    }
+}
+
+/// What the engine does with a seam's per-task state, whichever seam it
+/// is: the three seam traits have the same three methods.
+#[async_trait]
+pub(super) trait SeamState: Send + Sync {
+    /// The seam, in messages ("topic assigner").
+    fn name(&self) -> &'static str;
+    /// Forgets the task.
+    async fn reset(&self, task: &str);
+    /// The task's state, for a durable store.
+    async fn export(&self, task: &str) -> Option<serde_json::Value>;
+    /// Puts back what `export` gave.
+    async fn import(&self, task: &str, state: serde_json::Value) -> Result<(), ExtensionError>;
+}
+
+/// [`SeamState`] for an `Arc` of a seam trait, by forwarding.
+macro_rules! seam_state {
+    ($($seam:ident: $name:literal),+ $(,)?) => {$(
+        #[async_trait]
+        impl SeamState for Arc<dyn $seam> {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            async fn reset(&self, task: &str) {
+                self.reset_task(task).await;
+            }
+            async fn export(&self, task: &str) -> Option<serde_json::Value> {
+                self.export_task(task).await
+            }
+            async fn import(
+                &self,
+                task: &str,
+                state: serde_json::Value,
+            ) -> Result<(), ExtensionError> {
+                self.import_task(task, state).await
+            }
+        }
+    )+};
+}
+
+seam_state!(
+    TopicAssigner: "topic assigner",
+    ArgumentMatcher: "argument matcher",
+    ExchangeMatcher: "exchange matcher",
+);

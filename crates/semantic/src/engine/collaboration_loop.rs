@@ -150,7 +150,9 @@ impl CollaborationLoop {
         );
         let candidates =
             candidates.map_err(|err| extension_error("cannot compare the request", &err))?;
-        let judged = judge_candidates(&self.judge, service, request, candidates, threshold.value)
+        let cosine_threshold = self.similarity.request_threshold_for(task_type).value;
+        let thresholds = (threshold.value, cosine_threshold);
+        let judged = judge_candidates(&self.judge, service, request, candidates, thresholds)
             .await
             .map_err(|err| extension_error("cannot judge the request", &err))?;
         let Some(best) = best(&judged) else {

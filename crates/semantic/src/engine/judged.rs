@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::history::{History, Matcher, Probe};
 use crate::error::Result;
+use crate::judge::lexical::reads_as_statement;
 use crate::judge::{JudgeKind, SameRequestJudge, Verdict};
 use crate::service::EmbeddingService;
 
@@ -78,15 +79,27 @@ pub(crate) struct Judged<K> {
 
 /// The candidates `judge` calls the same request as `text` at
 /// `threshold`, in the candidates' order (oldest first).
+///
+/// Two texts that both read as statements ([`reads_as_statement`]: what
+/// an agent found or did, not what it asks) are the same only when their
+/// cosine is also above `cosine_threshold` (the request threshold): the
+/// judge was fitted on requests, and two replies on one subject that say
+/// different things ("the 2023 revenue was $3.7B", "no restatement
+/// found") share most of their words. A reply repeated as it was, the
+/// same broken page again, stays far above it.
 pub(crate) async fn judge_candidates<K>(
     judge: &SameRequestJudge,
     service: &EmbeddingService,
     text: &str,
     candidates: Vec<Candidate<K>>,
-    threshold: f32,
+    (threshold, cosine_threshold): (f32, f32),
 ) -> Result<Vec<Judged<K>>> {
     let mut same = Vec::new();
+    let text_states = reads_as_statement(text);
     for (key, cosine, earlier) in candidates {
+        if text_states && cosine <= cosine_threshold && reads_as_statement(&earlier) {
+            continue;
+        }
         let verdict = judge
             .judge(service, &earlier, text, cosine, threshold)
             .await?;

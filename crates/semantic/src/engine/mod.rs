@@ -88,10 +88,12 @@ use std::sync::Arc;
 
 use loopguard_core_types::{Config, Event};
 use loopguard_host::{
-    ArgumentMatcher, ExtensionDetector, ExtensionError, LoopGuardBuilder, TopicAssigner,
+    ArgumentMatcher, ExchangeMatcher, ExtensionDetector, ExtensionError, LoopGuardBuilder,
+    TopicAssigner,
 };
 
 pub use collaboration_loop::CollaborationLoop;
+pub use exchange_texts::ExchangeTexts;
 pub use repeated_query::RepeatedQuery;
 pub use tool_arguments::{MAX_FREE_TEXT_ARGS, ToolArguments};
 pub use topics::{SemanticTopics, TOPIC_LABEL_CHARS};
@@ -102,8 +104,10 @@ use crate::service::EmbeddingService;
 use history::{Matcher, Probe};
 
 mod collaboration_loop;
+mod exchange_texts;
 mod history;
 mod judged;
+mod keyed_texts;
 mod repeated_query;
 mod tool_arguments;
 mod topics;
@@ -210,6 +214,7 @@ pub struct SemanticDetectors {
     queries: Arc<RepeatedQuery>,
     topics: Option<Arc<SemanticTopics>>,
     arguments: Option<Arc<ToolArguments>>,
+    exchanges: Option<Arc<ExchangeTexts>>,
 }
 
 impl SemanticDetectors {
@@ -313,6 +318,15 @@ impl SemanticDetectors {
                 limits.clone(),
                 judge.clone(),
             )),
+            // Without embeddings, the hub tracker compares texts itself.
+            exchanges: service.is_some().then(|| {
+                Arc::new(ExchangeTexts::new(
+                    matcher.clone(),
+                    similarity.clone(),
+                    limits.clone(),
+                    judge.clone(),
+                ))
+            }),
             // Without embeddings, `tool_calls` compares free text itself.
             arguments: service.is_some().then(|| {
                 Arc::new(ToolArguments::new(
@@ -383,8 +397,15 @@ impl SemanticDetectors {
         self.arguments.clone()
     }
 
-    /// Adds the extension detectors, the topic assigner and the
-    /// tool-argument matcher to `builder`.
+    /// The exchange matcher, for [`LoopGuardBuilder::exchanges`]; `None`
+    /// when semantic matching is off (the hub tracker then compares
+    /// exchanges' texts as normalized text).
+    pub fn exchanges(&self) -> Option<Arc<ExchangeTexts>> {
+        self.exchanges.clone()
+    }
+
+    /// Adds the extension detectors, the topic assigner, the tool-argument
+    /// matcher and the exchange matcher to `builder`.
     pub fn install(&self, mut builder: LoopGuardBuilder) -> LoopGuardBuilder {
         for extension in self.extensions() {
             builder = builder.extension(extension);
@@ -394,6 +415,9 @@ impl SemanticDetectors {
         }
         if let Some(arguments) = &self.arguments {
             builder = builder.arguments(Arc::clone(arguments) as Arc<dyn ArgumentMatcher>);
+        }
+        if let Some(exchanges) = &self.exchanges {
+            builder = builder.exchanges(Arc::clone(exchanges) as Arc<dyn ExchangeMatcher>);
         }
         builder
     }

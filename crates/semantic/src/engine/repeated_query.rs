@@ -248,7 +248,8 @@ impl RepeatedQuery {
         let repeated = match deciding.service {
             Some(service) => {
                 let threshold = self.judge.threshold_for(&self.similarity, task_type);
-                !judge_candidates(&self.judge, service, content, candidates, threshold.value)
+                let thresholds = (threshold.value, cosine_threshold.value);
+                !judge_candidates(&self.judge, service, content, candidates, thresholds)
                     .await
                     .map_err(|err| extension_error("cannot judge the reply", &err))?
                     .is_empty()
@@ -388,8 +389,9 @@ impl ExtensionDetector for RepeatedQuery {
         let (earlier, best_match, verdict, threshold) = match deciding.service {
             Some(service) => {
                 let threshold = self.judge.threshold_for(&self.similarity, task_type);
+                let thresholds = (threshold.value, cosine_threshold.value);
                 let judged =
-                    judge_candidates(&self.judge, service, content, candidates, threshold.value)
+                    judge_candidates(&self.judge, service, content, candidates, thresholds)
                         .await
                         .map_err(|err| extension_error("cannot judge the query", &err))?;
                 let best_match = best(&judged).map(|b| (b.key.clone(), b.cosine));

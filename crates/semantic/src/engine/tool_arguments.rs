@@ -25,21 +25,16 @@
 //! [`ArgumentMatcher`]: loopguard_host::ArgumentMatcher
 //! [`is_free_text`]: loopguard_detectors::is_free_text
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use loopguard_core_types::{SimilarityConfig, ToolsConfig};
 use loopguard_detectors::{ArgMatch, MatchedArgs, is_free_text};
 use loopguard_host::{ArgumentMatcher, ExtensionError, ToolCallRef};
-use lru::LruCache;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::history::{
-    History, Matcher, SavedRow, Seen, TaskStates, parse_saved, restore_histories,
-};
-use super::judged::{best, deciding, judge_candidates};
-use super::{STATE_FORMAT, SemanticLimits, extension_error, non_zero};
+use super::history::{Matcher, SavedRow, parse_saved};
+use super::keyed_texts::KeyedTexts;
+use super::{STATE_FORMAT, SemanticLimits};
 use crate::judge::SameRequestJudge;
 
 /// Free-text arguments of one call looked at, in the arguments' order.
@@ -51,12 +46,7 @@ const NAME: &str = "tool arguments";
 /// An argument: the agent, the tool and the key path.
 type ArgKey = (String, String, String);
 
-/// Per task: each argument's earlier distinct values.
-struct ArgHistories {
-    args: LruCache<ArgKey, History<Seen>>,
-}
-
-/// [`ArgHistories`] as a durable store keeps it.
+/// The arguments' values of a task as a durable store keeps them.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SavedArgs {
@@ -78,12 +68,8 @@ struct SavedArg {
 /// Matches tool calls' free-text arguments with the same-request judge.
 #[derive(Debug)]
 pub struct ToolArguments {
-    matcher: Matcher,
-    judge: SameRequestJudge,
-    similarity: SimilarityConfig,
     tools: ToolsConfig,
-    limits: SemanticLimits,
-    tasks: TaskStates<ArgHistories>,
+    texts: KeyedTexts<ArgKey>,
 }
 
 /// A free-text string argument: where it is and its text.
@@ -109,24 +95,14 @@ impl ToolArguments {
         judge: SameRequestJudge,
     ) -> ToolArguments {
         ToolArguments {
-            tasks: TaskStates::new(limits.max_tasks),
-            matcher,
-            judge,
-            similarity,
             tools,
-            limits,
+            texts: KeyedTexts::new(matcher, similarity, limits, judge, "an argument"),
         }
     }
 
     /// How many tasks it remembers.
     pub fn tasks(&self) -> usize {
-        self.tasks.len()
-    }
-
-    fn fresh(&self) -> ArgHistories {
-        ArgHistories {
-            args: LruCache::new(non_zero(self.limits.histories_per_task)),
-        }
+        self.texts.tasks()
     }
 
     /// The free-text arguments of `args` worth matching, at most
@@ -169,114 +145,17 @@ impl ToolArguments {
         }
     }
 
-    /// The earlier value of `arg` that `text` is judged the same as (its
-    /// line, its text and the verdict in words); otherwise `text` is kept
-    /// as a new value.
-    async fn match_one(
-        &self,
-        call: &ToolCallRef<'_>,
-        arg: ArgKey,
-        text: &str,
-    ) -> Result<Option<(Seen, Arc<str>, String)>, ExtensionError> {
-        let Some(probe) = self
-            .matcher
-            .probe(text)
-            .await
-            .map_err(|err| extension_error("cannot embed an argument", &err))?
-        else {
-            return Ok(None);
-        };
-        let cosine_threshold = self.similarity.request_threshold_for(call.task_type);
-        let threshold = self.judge.threshold_for(&self.similarity, call.task_type);
-        let deciding = deciding(&self.judge, &self.matcher, cosine_threshold.value);
-        let (matcher, limits) = (&self.matcher, &self.limits);
-        let candidates = self.tasks.with(
-            call.task,
-            || self.fresh(),
-            |state| {
-                let history = state
-                    .args
-                    .get_or_insert_mut(arg.clone(), || matcher.history(limits.rows_per_history));
-                // The texts always: a matched value is replaced by its text.
-                history.all_above_with_texts(&probe, deciding.floor)
-            },
-        );
-        let candidates =
-            candidates.map_err(|err| extension_error("cannot compare an argument", &err))?;
-        let found = match deciding.service {
-            Some(service) => {
-                let judged =
-                    judge_candidates(&self.judge, service, text, candidates, threshold.value)
-                        .await
-                        .map_err(|err| extension_error("cannot judge an argument", &err))?;
-                best(&judged).map(|best| {
-                    (
-                        best.key.clone(),
-                        Arc::clone(&best.text),
-                        best.verdict.reason(),
-                    )
-                })
-            }
-            _ => candidates
-                .into_iter()
-                .rev()
-                .fold(
-                    None::<(Seen, f32, Arc<str>)>,
-                    |best, candidate| match best {
-                        Some(best) if best.1 >= candidate.1 => Some(best),
-                        _ => Some(candidate),
-                    },
-                )
-                .map(|(seen, cosine, text)| {
-                    let reason = format!(
-                        "cosine {cosine:.2} above the threshold {:.2}",
-                        threshold.value
-                    );
-                    (seen, text, reason)
-                }),
-        };
-        if found.is_none() {
-            // A new value: kept for the calls to come.
-            let this = Seen {
-                line: call.line,
-                id: None,
-            };
-            let pushed = self.tasks.with(
-                call.task,
-                || self.fresh(),
-                |state| {
-                    let history = state
-                        .args
-                        .get_or_insert_mut(arg, || matcher.history(limits.rows_per_history));
-                    history.push(this, &probe)
-                },
-            );
-            pushed.map_err(|err| extension_error("cannot keep an argument", &err))?;
-        }
-        Ok(found)
-    }
-
     /// [`ArgumentMatcher::import_task`] without the clean-up on error.
     async fn restore(&self, task: &str, state: Value) -> Result<(), ExtensionError> {
         let saved: SavedArgs = parse_saved(NAME, task, state)?;
-        let limits = (self.limits.histories_per_task, self.limits.rows_per_history);
-        let restored = restore_histories(
-            &self.matcher,
-            &saved.args,
-            |arg| &arg.values,
-            limits,
-            (NAME, task),
-        )
-        .await?;
-        let mut state = self.fresh();
-        for (arg, history) in restored {
-            state.args.put(
-                (arg.agent.clone(), arg.tool.clone(), arg.key.clone()),
-                history,
-            );
-        }
-        self.tasks.insert(task, state);
-        Ok(())
+        self.texts
+            .restore(
+                (NAME, task),
+                &saved.args,
+                |arg| &arg.values,
+                |arg| (arg.agent.clone(), arg.tool.clone(), arg.key.clone()),
+            )
+            .await
     }
 }
 
@@ -335,13 +214,13 @@ impl ArgumentMatcher for ToolArguments {
         let mut matches = Vec::new();
         for FreeText { path, key, text } in free {
             let arg = (call.agent.to_owned(), call.tool.to_owned(), key.clone());
-            if let Some((earlier, earlier_text, reason)) = self.match_one(&call, arg, &text).await?
-            {
-                replace_at(&mut args, &path, &earlier_text);
+            let at = (call.task, call.task_type, call.line);
+            if let Some(found) = self.texts.match_text(at, arg, &text).await? {
+                replace_at(&mut args, &path, &found.text);
                 matches.push(ArgMatch {
                     key,
-                    line: earlier.line,
-                    reason,
+                    line: found.seen.line,
+                    reason: found.reason,
                 });
             }
         }
@@ -349,27 +228,25 @@ impl ArgumentMatcher for ToolArguments {
     }
 
     async fn reset_task(&self, task: &str) {
-        self.tasks.remove(task);
+        self.texts.reset(task);
     }
 
     /// The task's arguments, the least recently used first, each with its
     /// kept values (line and original text), oldest first.
     async fn export_task(&self, task: &str) -> Option<Value> {
-        let saved = self.tasks.peek(task, |state| SavedArgs {
+        let args = self
+            .texts
+            .export(task, |(agent, tool, key), values| SavedArg {
+                agent: agent.clone(),
+                tool: tool.clone(),
+                key: key.clone(),
+                values,
+            })?;
+        serde_json::to_value(SavedArgs {
             format: STATE_FORMAT,
-            args: state
-                .args
-                .iter()
-                .rev()
-                .map(|((agent, tool, key), history)| SavedArg {
-                    agent: agent.clone(),
-                    tool: tool.clone(),
-                    key: key.clone(),
-                    values: history.save(),
-                })
-                .collect(),
-        })?;
-        serde_json::to_value(saved).ok()
+            args,
+        })
+        .ok()
     }
 
     /// Puts back what [`export_task`](ArgumentMatcher::export_task) gave
@@ -378,7 +255,7 @@ impl ArgumentMatcher for ToolArguments {
     /// starts afresh.
     async fn import_task(&self, task: &str, state: Value) -> Result<(), ExtensionError> {
         let restored = self.restore(task, state).await;
-        self.tasks.forget_on_error(task, restored)
+        self.texts.forget_on_error(task, restored)
     }
 }
 

@@ -337,13 +337,9 @@ pub fn compare(a: &str, b: &str) -> Contrast {
 /// did, or what a figure was.
 pub fn reads_as_report(text: &str) -> bool {
     let lower = text.to_lowercase();
-    if lower.contains('?') {
+    let Some(words) = words_if_no_question(&lower) else {
         return false;
-    }
-    let words: Vec<&str> = lower
-        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
-        .filter(|w| !w.is_empty())
-        .collect();
+    };
     let asks = |w: &[&str]| {
         matches!(
             w.first().copied(),
@@ -404,6 +400,78 @@ pub fn reads_as_report(text: &str) -> bool {
             ))
     });
     measured || state || did
+}
+
+/// The words of a lowercase text (apostrophes kept), or `None` when it
+/// has a question mark: a question asks, whatever its words.
+fn words_if_no_question(lower: &str) -> Option<Vec<&str>> {
+    (!lower.contains('?')).then(|| {
+        lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+            .filter(|w| !w.is_empty())
+            .collect()
+    })
+}
+
+/// Whether `text` states something rather than asks for it: it
+/// [reads as a report](reads_as_report), or it asks nothing (no question
+/// mark, no "please", no "can you", no "I need") and opens as a statement
+/// does, with an article, a pronoun, "there" or a number ("The 2024 model
+/// tows 2,000 kg", "I clicked 'Pricing'", "5,500 - 3,500 = 2,000"), never
+/// as an instruction does, with its verb.
+pub fn reads_as_statement(text: &str) -> bool {
+    if reads_as_report(text) {
+        return true;
+    }
+    let lower = text.to_lowercase();
+    let Some(words) = words_if_no_question(&lower) else {
+        return false;
+    };
+    let asks = words.iter().any(|w| matches!(*w, "please" | "pls" | "plz"))
+        || words.windows(2).any(|pair| {
+            matches!(pair[0], "can" | "could" | "would" | "will")
+                && matches!(pair[1], "you" | "we" | "someone")
+                || matches!(pair[0], "i" | "we") && matches!(pair[1], "need" | "want")
+        });
+    let opens_as_statement = words.first().is_some_and(|first| {
+        first.starts_with(|c: char| c.is_ascii_digit())
+            || matches!(
+                *first,
+                "the"
+                    | "a"
+                    | "an"
+                    | "this"
+                    | "that"
+                    | "these"
+                    | "those"
+                    | "it"
+                    | "its"
+                    | "i"
+                    | "i'm"
+                    | "i’m"
+                    | "im"
+                    | "we"
+                    | "we're"
+                    | "they"
+                    | "he"
+                    | "she"
+                    | "there"
+                    | "here"
+                    | "our"
+                    | "my"
+                    | "their"
+                    | "his"
+                    | "her"
+                    | "no"
+                    | "nothing"
+                    | "none"
+                    | "both"
+                    | "all"
+                    | "each"
+                    | "every"
+            )
+    });
+    !asks && opens_as_statement
 }
 
 /// Stems of the verbs a request starts with ("Summarize ...", "Close out
@@ -1352,6 +1420,27 @@ mod tests {
 
     fn veto(a: &str, b: &str) -> Option<String> {
         compare(a, b).veto.map(|veto| veto.to_string())
+    }
+
+    #[test]
+    fn statements_are_told_from_requests_by_how_they_open_and_whether_they_ask() {
+        for statement in [
+            "The 2024 Kaskade Tour can tow 2,000 kg braked with the 160 hp engine",
+            "5,500 - 3,500 = 2,000 kg, so the van can still pull the trailer",
+            "I clicked 'Pricing'. The price table did not load.",
+            "There is no Discography section on the page",
+        ] {
+            assert!(reads_as_statement(statement), "{statement}");
+        }
+        for request in [
+            "Go to the 'Studio albums' subsection and list every album",
+            "The pricing page: can you find the Pro plan's price?",
+            "The table, please, with one row per plan",
+            "Find the monthly price of the Pro plan",
+            "I need the monthly price of the Pro plan",
+        ] {
+            assert!(!reads_as_statement(request), "{request}");
+        }
     }
 
     #[test]
