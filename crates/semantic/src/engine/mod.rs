@@ -122,19 +122,22 @@ pub const EXACT_SUFFIX: &str = "(exact normalized text: semantic matching is off
 
 /// How much the semantic detectors remember. Memory is dominated by the
 /// vectors (384 floats, 1.5 KB each): with the defaults, one task holds at
-/// most 8 × 32 request vectors, 8 × 32 query vectors and 32 × 4 topic
-/// vectors (about 1 MB when every history is full, which takes 640
-/// distinct texts in one task; a task with one looping pair holds a few
-/// KB).
+/// most 8 × 32 vectors in each of five keyed histories (`collaboration_loop`'s
+/// pairs, `repeated_query`'s recipients and its senders' replies, the
+/// argument matcher's arguments, the exchange matcher's senders) and 32 × 4
+/// topic vectors: about 2 MB when every history is full, which takes more
+/// than a thousand distinct texts in one task; a task with one looping pair
+/// holds a few KB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemanticLimits {
     /// Tasks each detector remembers; the least recently seen is forgotten
     /// first (default 1024).
     pub max_tasks: usize,
-    /// Per task: ordered pairs (`collaboration_loop`) and recipients
-    /// (`repeated_query`) remembered, least recently used forgotten first
-    /// (default 8).
+    /// Per task: ordered pairs (`collaboration_loop`), recipients and
+    /// senders (`repeated_query`), arguments (the argument matcher) and
+    /// senders (the exchange matcher) remembered, each least recently used
+    /// forgotten first (default 8 of each).
     pub histories_per_task: usize,
     /// Requests or queries remembered per pair or recipient, oldest
     /// forgotten first (default 32).
