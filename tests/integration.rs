@@ -41,6 +41,8 @@ mod repeated_output;
 mod restart;
 #[path = "integration/semantic.rs"]
 mod semantic;
+#[path = "integration/serve.rs"]
+mod serve;
 #[path = "integration/store.rs"]
 mod store;
 #[path = "integration/tools.rs"]

@@ -150,6 +150,46 @@ pub(crate) enum Command {
     /// store gives the report of one replay of the whole trace. The store
     /// is opened read-only, as by `loopguard tasks`.
     Report(ReportArgs),
+    /// Serve the engine over HTTP until SIGTERM or SIGINT: POST events (one
+    /// JSON event, or NDJSON) and get their decisions as `replay --format
+    /// jsonl` prints them; list tasks, read a task's report, lift a gate.
+    ///
+    /// Routes: POST /v1/events, GET /v1/tasks, GET /v1/tasks/TASK, POST
+    /// /v1/tasks/TASK/human, GET /healthz, GET /readyz (see the README's
+    /// "Serve"). The store defaults to sqlite://DATA/serve.sqlite, DATA
+    /// being $LOOPGUARD_DATA_DIR, else $XDG_DATA_HOME/loopguard, else
+    /// ~/.local/share/loopguard, so a restart keeps every task. Listening
+    /// on anything but loopback needs `[serve] token`. On SIGTERM or SIGINT
+    /// the requests in flight finish and every answered decision is
+    /// committed. Exit status: 0 after a clean shutdown, 1 when some
+    /// answered event's writes never reached the store, 2 when the config,
+    /// the model, the store or the address stops it from starting.
+    Serve(ServeArgs),
+}
+
+/// `loopguard serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Settings as TOML (keys as in config/default.toml; `[serve]` for the
+    /// server). Without it, the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// The store: `sqlite://PATH`, `postgres://USER@HOST/DATABASE` or
+    /// `memory` [default: sqlite://DATA/serve.sqlite, see above].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+
+    /// The address to listen on, e.g. 127.0.0.1:7878 (port 0: any free
+    /// port; the address is printed on stderr) [default: serve.listen,
+    /// 127.0.0.1:7878].
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+
+    /// Load a detector plugin (a cdylib built against loopguard-plugin-api);
+    /// repeat for more.
+    #[arg(long = "plugin", value_name = "PATH")]
+    pub(crate) plugins: Vec<PathBuf>,
 }
 
 /// The largest `--first-line`: 2^53, the largest integer every JSON reader

@@ -18,6 +18,7 @@
 //! loopguard tasks --store sqlite://loopguard.db      # each task: status and counts
 //! loopguard log --store sqlite://loopguard.db --task T-1042   # the audit trail
 //! loopguard report --store sqlite://loopguard.db     # the report of all a store keeps
+//! loopguard serve --listen 127.0.0.1:7878           # the engine over HTTP
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
@@ -32,7 +33,8 @@
 //! progress evaluator and its LLM judge, the store, the engine). The
 //! commands: [`replay`] runs a trace through the engine, [`demo`] holds the
 //! bundled scenarios, [`similarity`] compares two texts, [`tune`] sweeps
-//! the similarity threshold over labelled pairs or traces, [`plugins`]
+//! the similarity threshold over labelled pairs or traces, [`serve`] serves
+//! the engine over HTTP, [`plugins`]
 //! describes detector plugins, [`store`] prints what a store keeps. Below
 //! them, [`output`] writes decisions and reports in each format and
 //! [`summary`] counts what a streamed replay keeps; [`logging`] sets up
@@ -55,6 +57,7 @@ mod output;
 mod plugins;
 mod replay;
 mod score;
+mod serve;
 mod setup;
 mod similarity;
 mod store;
@@ -78,10 +81,14 @@ fn main() -> ExitCode {
     if let Err(err) = logging::init(cli.log_level) {
         return fail(&err);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // The server answers requests on every core; the other commands read
+    // one input in order.
+    let mut builder = if matches!(cli.command, Command::Serve(_)) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&anyhow::Error::new(err).context("cannot start the runtime")),
     };
@@ -99,6 +106,7 @@ fn main() -> ExitCode {
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,
             Command::Report(args) => store::report(&args).await,
+            Command::Serve(args) => serve::run(&args, no_semantic).await,
         }
     });
     match outcome {

@@ -55,6 +55,38 @@ pub struct Config {
     /// Bounds on input: line length, task id length, and how much of a
     /// text detectors keep.
     pub limits: LimitsConfig,
+    /// `loopguard serve`: where it listens, its token and its limits.
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: the HTTP sidecar (`loopguard serve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The bearer token every write (and every read of task data) must
+    /// carry as `Authorization: Bearer TOKEN` (default none). Without one,
+    /// the server listens on a loopback address only.
+    pub token: Option<String>,
+    /// The address to listen on (default `127.0.0.1:7878`); `--listen`
+    /// overrides it.
+    pub listen: String,
+    /// The largest request body in bytes (default 1 MiB); a larger one is
+    /// answered 413.
+    pub body_limit_bytes: usize,
+    /// Requests handled at once (default 64); one more is answered 503 at
+    /// once rather than queued, so memory stays bounded.
+    pub queue: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            token: None,
+            listen: "127.0.0.1:7878".to_owned(),
+            body_limit_bytes: 1024 * 1024,
+            queue: 64,
+        }
+    }
 }
 
 /// `[[plugins]]`: one detector plugin, a `cdylib` built against
@@ -1281,6 +1313,35 @@ impl Config {
                  text embeds as the whole text) and 1073741824 (1 GiB)",
             ));
         }
+        let serve = &self.serve;
+        if serve.token.as_deref().is_some_and(str::is_empty) {
+            return Err(invalid(
+                "serve.token",
+                "\"\"",
+                "must not be empty (leave it out for no token)",
+            ));
+        }
+        if serve.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "serve.listen",
+                &serve.listen,
+                "must be an IP address and a port, e.g. \"127.0.0.1:7878\"",
+            ));
+        }
+        if !(64..=1 << 30).contains(&serve.body_limit_bytes) {
+            return Err(invalid(
+                "serve.body_limit_bytes",
+                serve.body_limit_bytes,
+                "must be between 64 and 1073741824 (1 GiB)",
+            ));
+        }
+        if !(1..=1 << 20).contains(&serve.queue) {
+            return Err(invalid(
+                "serve.queue",
+                serve.queue,
+                "must be between 1 and 1048576",
+            ));
+        }
         for (index, plugin) in self.plugins.iter().enumerate() {
             if plugin.path.as_os_str().is_empty() {
                 return Err(invalid(
@@ -1764,6 +1825,25 @@ mod tests {
             err.to_string(),
             "config: `cycles.window_secs` = 0 is not valid: must be at least 1"
         );
+    }
+
+    #[test]
+    fn serve_keys_are_checked_like_the_others() {
+        let config =
+            Config::from_toml_str("[serve]\ntoken = \"t\"\nqueue = 2\n").expect("a valid [serve]");
+        assert_eq!(config.serve.token.as_deref(), Some("t"));
+        assert_eq!(config.serve.queue, 2);
+        assert_eq!(config.serve.body_limit_bytes, 1024 * 1024);
+        for (text, key) in [
+            ("[serve]\ntokn = \"t\"\n", "tokn"),
+            ("[serve]\nlisten = \"localhost\"\n", "serve.listen"),
+            ("[serve]\nqueue = 0\n", "serve.queue"),
+            ("[serve]\nbody_limit_bytes = 1\n", "serve.body_limit_bytes"),
+            ("[serve]\ntoken = \"\"\n", "serve.token"),
+        ] {
+            let err = Config::from_toml_str(text).expect_err(text);
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -1,0 +1,47 @@
+//! `loopguard serve`: the engine behind an HTTP API, so that an
+//! orchestrator in any language can ask it about each event.
+//!
+//! A [`Server`] holds one [`LoopGuard`](loopguard_host::LoopGuard) (shared by every request) and its
+//! store; [`Server::router`] is the axum [`Router`](axum::Router) that
+//! answers:
+//!
+//! | route | what |
+//! |-------|------|
+//! | `POST /v1/events` | one event (`application/json`) or many (`application/x-ndjson`) in, their decisions out, exactly as `loopguard replay --format jsonl` prints them |
+//! | `GET /v1/tasks` | every stored task: status, loop count, pivots, detections, the last detection |
+//! | `GET /v1/tasks/{task}` | one task's report (as `replay --format json` prints a task) and its cycle log |
+//! | `POST /v1/tasks/{task}/human` | a `human` event for the task (lifts the gate), optional `{"note": "..."}` |
+//! | `GET /healthz`, `GET /readyz` | the process runs; the store answers |
+//!
+//! With a token ([`ServeOptions::token`]) every `/v1` request needs
+//! `Authorization: Bearer TOKEN`; [`check_listen`] refuses a non-loopback
+//! address without one. Bodies are bounded ([`ServeOptions::body_limit_bytes`],
+//! 413 beyond), and so are the requests handled at once
+//! ([`ServeOptions::queue`], 503 beyond: nothing waits in an unbounded
+//! queue). [`Server::run`] serves until its shutdown future resolves, lets
+//! the requests in flight finish, and commits what was answered.
+//!
+//! ```
+//! use loopguard_core_types::Config;
+//! use loopguard_host::LoopGuard;
+//! use loopguard_serve::{ServeOptions, Server};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let engine = LoopGuard::new(Config::default())?;
+//! let server = Server::start(engine, ServeOptions::default()).await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! // Serve until the future resolves (here at once), then commit and stop.
+//! let finished = server.run(listener, async {}).await?;
+//! assert_eq!(finished.lost, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+pub use error::ServeError;
+pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
+
+mod error;
+mod routes;
+mod server;

@@ -1,0 +1,395 @@
+//! The server's routes over a real socket: the router on a listener bound
+//! to 127.0.0.1:0, reqwest as the client. (The binary's tests, against
+//! `loopguard replay` and across restarts and SIGTERM, are in
+//! tests/integration/serve.rs.)
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use loopguard_core_types::Config;
+use loopguard_host::{LoopGuard, MemoryStore};
+use loopguard_serve::{ServeError, ServeOptions, Server, check_listen};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+/// A server on a free loopback port, stopped (and finished) when dropped
+/// or through `stop`.
+struct Running {
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<loopguard_serve::Finished, ServeError>>,
+    client: reqwest::Client,
+}
+
+impl Running {
+    async fn start(options: ServeOptions) -> Running {
+        // The durable memory store keeps what SQLite would (the audit log
+        // too), so the task routes see everything.
+        let engine = LoopGuard::builder(Config::default())
+            .store(Arc::new(MemoryStore::durable()))
+            .build()
+            .expect("the defaults are valid");
+        let server = Server::start(engine, options)
+            .await
+            .expect("the server starts");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let addr = listener.local_addr().expect("an address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(server.run(listener, async {
+            let _ = stopped.await;
+        }));
+        Running {
+            url: format!("http://{addr}"),
+            stop: Some(stop),
+            done,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}{path}", self.url))
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(format!("{}{path}", self.url))
+    }
+
+    async fn events(&self, body: &str) -> reqwest::Response {
+        self.post("/v1/events")
+            .header("content-type", "application/x-ndjson")
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("an answer")
+    }
+
+    async fn stop(mut self) -> loopguard_serve::Finished {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.done)
+            .await
+            .expect("the server task ends")
+            .expect("the server stops cleanly")
+    }
+}
+
+fn lines(body: &str) -> Vec<Value> {
+    body.lines()
+        .map(|line| serde_json::from_str(line).expect("each answer line is JSON"))
+        .collect()
+}
+
+const FAILURE: &str =
+    r#"{"type":"failure","task":"T1","agent":"coder","error":"assertion failed: x == 3"}"#;
+
+#[tokio::test]
+async fn one_event_gets_its_decision_and_ndjson_a_line_per_input_line_even_past_a_bad_one() {
+    let server = Running::start(ServeOptions::default()).await;
+    let one = server
+        .post("/v1/events")
+        .header("content-type", "application/json")
+        .body(FAILURE)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(one.status(), StatusCode::OK);
+    let decision: Value = one.json().await.expect("a JSON decision");
+    assert_eq!(decision["task"], "T1");
+    assert_eq!(decision["action"], "none");
+    assert_eq!(decision["line"], 1);
+
+    let batch =
+        format!("{FAILURE}\n{{\"type\":\"failure\",\"task\":\"T1\"}}\n\n{FAILURE}\n{FAILURE}\n");
+    let answer = server.events(&batch).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(
+        answer.headers()["content-type"],
+        "application/x-ndjson",
+        "NDJSON in, NDJSON out"
+    );
+    let answers = lines(&answer.text().await.expect("a body"));
+    // Four non-blank lines: three decisions and one error, in order.
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    assert_eq!(answers[0]["action"], "warn", "the second identical failure");
+    assert_eq!(answers[1]["line"], 2, "error lines are per request");
+    let error = answers[1]["error"].as_str().expect("an error message");
+    assert!(error.contains("agent"), "names the missing field: {error}");
+    // The blank line is skipped; the rest go on, on the same engine.
+    assert_eq!(answers[2]["task"], "T1");
+    assert_eq!(answers[3]["action"], "escalate", "{:?}", answers[3]);
+    assert_eq!(answers[3]["status"], "escalated");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_single_bad_event_is_a_400_naming_the_field_and_other_content_types_a_415() {
+    let server = Running::start(ServeOptions::default()).await;
+    let answer = server
+        .post("/v1/events")
+        .header("content-type", "application/json")
+        .body(r#"{"type":"failure","task":"T1","agent":"coder"}"#)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let body: Value = answer.json().await.expect("a JSON error");
+    assert_eq!(body["line"], 1);
+    let error = body["error"].as_str().expect("a message");
+    assert!(
+        error.contains("error"),
+        "names the missing `error` field: {error}"
+    );
+
+    let answer = server
+        .post("/v1/events")
+        .header("content-type", "text/plain")
+        .body(FAILURE)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn with_a_token_every_api_request_needs_it_and_health_never_does() {
+    let server = Running::start(ServeOptions {
+        token: Some("s3cret".into()),
+        ..ServeOptions::default()
+    })
+    .await;
+    let post = |token: Option<&str>| {
+        let mut request = server
+            .post("/v1/events")
+            .header("content-type", "application/json")
+            .body(FAILURE);
+        if let Some(token) = token {
+            request = request.header("authorization", token);
+        }
+        request.send()
+    };
+    let missing = post(None).await.expect("an answer");
+    assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    for wrong in ["Bearer s3cre", "Bearer s3cret2", "s3cret", "Basic s3cret"] {
+        let answer = post(Some(wrong)).await.expect("an answer");
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{wrong}");
+    }
+    let right = post(Some("Bearer s3cret")).await.expect("an answer");
+    assert_eq!(right.status(), StatusCode::OK);
+
+    let tasks = server.get("/v1/tasks").send().await.expect("an answer");
+    assert_eq!(
+        tasks.status(),
+        StatusCode::UNAUTHORIZED,
+        "reads of task data too"
+    );
+    let tasks = server
+        .get("/v1/tasks")
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(tasks.status(), StatusCode::OK);
+    for path in ["/healthz", "/readyz"] {
+        let answer = server.get(path).send().await.expect("an answer");
+        assert_eq!(answer.status(), StatusCode::OK, "{path}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_a_413() {
+    let server = Running::start(ServeOptions {
+        body_limit_bytes: 256,
+        ..ServeOptions::default()
+    })
+    .await;
+    let small = server.events(FAILURE).await;
+    assert_eq!(small.status(), StatusCode::OK);
+    let big = format!("{FAILURE}\n").repeat(4);
+    let answer = server.events(&big).await;
+    assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = answer.json().await.expect("a JSON error");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("body_limit_bytes"))
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_beyond_the_queue_is_a_503_and_the_held_one_still_completes() {
+    let server = Running::start(ServeOptions {
+        queue: 1,
+        ..ServeOptions::default()
+    })
+    .await;
+    // A request whose body is not all sent yet holds the one place.
+    let mut held = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("a connection");
+    let body = format!("{FAILURE}\n");
+    let head = format!(
+        "POST /v1/events HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    held.write_all(head.as_bytes()).await.expect("sent");
+    held.write_all(&body.as_bytes()[..10]).await.expect("sent");
+    // The server takes the held request's place as soon as it reads its
+    // head; until then other requests still pass. Ask until one is turned
+    // away (bounded: no assertion on time).
+    let mut refused = None;
+    for _ in 0..2000 {
+        let answer = server.get("/v1/tasks").send().await.expect("an answer");
+        if answer.status() != StatusCode::OK {
+            refused = Some(answer);
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let refused = refused.expect("a request beyond the queue is refused");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    // Health is not queued.
+    let health = server.get("/healthz").send().await.expect("an answer");
+    assert_eq!(health.status(), StatusCode::OK);
+    // The held request completes, and its place is free again.
+    held.write_all(&body.as_bytes()[10..]).await.expect("sent");
+    let mut answer = String::new();
+    held.read_to_string(&mut answer).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""task":"T1""#), "{answer}");
+    let after = server.get("/v1/tasks").send().await.expect("an answer");
+    assert_eq!(after.status(), StatusCode::OK);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tasks_list_and_report_what_was_fed_and_an_unknown_task_is_a_404() {
+    let server = Running::start(ServeOptions::default()).await;
+    let trace = format!(
+        "{FAILURE}\n{FAILURE}\n{}\n",
+        r#"{"type":"turn","task":"T2","agent":"coder","output":"done","success":true}"#
+    );
+    assert_eq!(server.events(&trace).await.status(), StatusCode::OK);
+    let tasks: Value = server
+        .get("/v1/tasks")
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON");
+    let tasks = tasks["tasks"].as_array().expect("a list");
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["task"], "T1");
+    assert_eq!(tasks[0]["status"], "active");
+    assert_eq!(tasks[1]["task"], "T2");
+    assert_eq!(tasks[1]["loop_count"], 0);
+    assert_eq!(tasks[0]["detections"], 1);
+    assert_eq!(tasks[0]["last_detection"]["kind"], "exact_failure");
+    assert_eq!(tasks[0]["last_detection"]["line"], 2);
+    assert_eq!(tasks[1]["last_detection"], Value::Null);
+
+    let task = server.get("/v1/tasks/T1").send().await.expect("an answer");
+    assert_eq!(task.status(), StatusCode::OK);
+    let task: Value = task.json().await.expect("JSON");
+    assert_eq!(task["task"], "T1");
+    assert_eq!(task["loop_count"], 1);
+    assert_eq!(task["detections"][0]["kind"], "exact_failure");
+    assert_eq!(task["cycle_log"][0]["task"], "T1", "{task}");
+
+    let unknown = server
+        .get("/v1/tasks/nope")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let body: Value = unknown.json().await.expect("a JSON error");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("nope")));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn human_lifts_the_gate_of_an_escalated_task() {
+    let server = Running::start(ServeOptions::default()).await;
+    let answers = lines(
+        &server
+            .events(&format!("{FAILURE}\n").repeat(4))
+            .await
+            .text()
+            .await
+            .expect("a body"),
+    );
+    assert_eq!(answers[3]["status"], "escalated");
+    let human = server
+        .post("/v1/tasks/T1/human")
+        .json(&json!({ "note": "keyed the cache by tenant" }))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(human.status(), StatusCode::OK);
+    let decision: Value = human.json().await.expect("a decision");
+    assert_eq!(decision["task"], "T1");
+    assert_eq!(decision["status"], "active");
+    assert_eq!(decision["loop_count"], 0);
+    assert_eq!(decision["line"], 5, "the next line after the batch's four");
+    // Without a body, too; a body with an unknown key is refused.
+    let bare = server
+        .post("/v1/tasks/T1/human")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(bare.status(), StatusCode::OK);
+    let typo = server
+        .post("/v1/tasks/T1/human")
+        .json(&json!({ "note": "x", "notes": "y" }))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(typo.status(), StatusCode::BAD_REQUEST);
+    let task: Value = server
+        .get("/v1/tasks/T1")
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(task["status"], "active");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_reports_the_last_line_answered() {
+    let server = Running::start(ServeOptions::default()).await;
+    server.events(&format!("{FAILURE}\n").repeat(3)).await;
+    let finished = server.stop().await;
+    assert_eq!(finished.last_line, 3);
+    assert_eq!(finished.lost, 0);
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token() {
+    let any: SocketAddr = "0.0.0.0:7878".parse().expect("an address");
+    let err = check_listen(any, None).expect_err("refused");
+    assert!(err.to_string().contains("token"), "{err}");
+    assert!(check_listen(any, Some("")).is_err());
+    assert!(check_listen(any, Some("t")).is_ok());
+    for local in ["127.0.0.1:7878", "[::1]:7878"] {
+        let local: SocketAddr = local.parse().expect("an address");
+        assert!(check_listen(local, None).is_ok());
+    }
+}

@@ -1,0 +1,280 @@
+//! `loopguard serve`, the real binary on 127.0.0.1:0: decisions over HTTP
+//! equal `loopguard replay --format jsonl` on the same trace; a
+//! non-loopback address without a token refuses to start; SIGTERM commits
+//! every answered event; a restart on the same SQLite file keeps the tasks.
+//! (The routes' own behaviour, auth and limits are tested in the serve
+//! crate.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::support::{
+    loopguard, parse_jsonl, replay_jsonl, replay_report, run, sqlite_url, store_report, trace,
+};
+
+/// A running `loopguard serve`.
+struct Serve {
+    child: Child,
+    addr: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Serve {
+    /// Starts `loopguard serve --listen 127.0.0.1:0 ARGS` and reads its
+    /// address from stderr.
+    fn start(args: &[&str]) -> Serve {
+        let mut child = loopguard()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("loopguard serve starts");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut seen = String::new();
+        let addr = loop {
+            let mut line = String::new();
+            let read = stderr.read_line(&mut line).expect("stderr is readable");
+            assert!(read > 0, "the server stopped before listening: {seen}");
+            seen.push_str(&line);
+            if let Some(addr) = line.trim().strip_prefix("loopguard: listening on http://") {
+                break addr.to_owned();
+            }
+        };
+        let collected = Arc::new(Mutex::new(seen));
+        let sink = Arc::clone(&collected);
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            if let Ok(mut all) = sink.lock() {
+                all.push_str(&rest);
+            }
+        });
+        Serve {
+            child,
+            addr,
+            stderr: collected,
+        }
+    }
+
+    /// One HTTP/1.1 request: the status and the body.
+    fn request(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).expect("the server accepts");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).expect("sent");
+        stream.write_all(body).expect("sent");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("an answer");
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status");
+        (status, body.to_owned())
+    }
+
+    /// `POST /v1/events` of NDJSON: the answer lines.
+    fn events(&self, body: &[u8]) -> Vec<Value> {
+        let (status, answer) = self.request("POST", "/v1/events", "application/x-ndjson", body);
+        assert_eq!(status, 200, "{answer}");
+        parse_jsonl(&answer)
+    }
+
+    /// `POST /v1/events` of one JSON event: its decision.
+    fn event(&self, line: &str) -> Value {
+        let (status, answer) =
+            self.request("POST", "/v1/events", "application/json", line.as_bytes());
+        assert_eq!(status, 200, "{answer}");
+        serde_json::from_str(&answer).expect("a JSON decision")
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let (status, body) = self.request("GET", path, "application/json", b"");
+        (status, serde_json::from_str(&body).expect("a JSON body"))
+    }
+
+    /// SIGTERM, then the exit code and everything said on stderr.
+    fn terminate(mut self) -> (Option<i32>, String) {
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
+        let status = self.child.wait().expect("the server exits");
+        // The reader thread ends with the process's stderr.
+        let mut stderr = String::new();
+        for _ in 0..100 {
+            stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+            if stderr.contains("stopped") || stderr.contains("not written") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        (status.code(), stderr)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Traces with several detection kinds between them (and one with bad
+/// lines, for the batch).
+const TRACES: [&str; 6] = [
+    "exact_failure.jsonl",
+    "hub_team.jsonl",
+    "human_gate.jsonl",
+    "multi_agent.jsonl",
+    "oscillation.jsonl",
+    "tool_calls.jsonl",
+];
+
+#[test]
+fn decisions_over_http_equal_replay_one_event_at_a_time_and_in_one_batch() {
+    for name in TRACES {
+        let replayed = replay_jsonl(name, &["--no-semantic"]);
+        let text = std::fs::read_to_string(trace(name)).expect("the trace");
+        let serve = Serve::start(&["--no-semantic", "--store", "memory"]);
+        let one_by_one: Vec<Value> = text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serve.event(line))
+            .collect();
+        assert_eq!(one_by_one, replayed, "{name}, one event per request");
+        let (code, _) = serve.terminate();
+        assert_eq!(code, Some(0));
+
+        let serve = Serve::start(&["--no-semantic", "--store", "memory"]);
+        assert_eq!(serve.events(text.as_bytes()), replayed, "{name}, one batch");
+    }
+}
+
+#[test]
+fn a_batch_with_bad_lines_answers_like_replay() {
+    let name = "bad_lines.jsonl";
+    let replayed = replay_jsonl(name, &["--no-semantic"]);
+    assert!(replayed.iter().any(|answer| answer.get("error").is_some()));
+    let serve = Serve::start(&["--no-semantic", "--store", "memory"]);
+    let bytes = std::fs::read(trace(name)).expect("the trace");
+    assert_eq!(serve.events(&bytes), replayed);
+}
+
+#[test]
+fn decisions_with_the_model_equal_replay_with_the_model() {
+    let name = "semantic_collaboration.jsonl";
+    let replayed = replay_jsonl(name, &[]);
+    let serve = Serve::start(&["--store", "memory"]);
+    let (status, ready) = serve.get("/readyz");
+    assert_eq!(status, 200);
+    assert_eq!(ready["semantic"], "loaded");
+    let bytes = std::fs::read(trace(name)).expect("the trace");
+    assert_eq!(serve.events(&bytes), replayed);
+}
+
+#[test]
+fn a_non_loopback_address_without_a_token_refuses_to_start() {
+    let run = run([
+        "serve",
+        "--no-semantic",
+        "--store",
+        "memory",
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.stderr.lines().count(), 1, "one message: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("refusing to listen on 0.0.0.0:0 without a token"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("[serve] token"), "{}", run.stderr);
+}
+
+#[test]
+fn sigterm_commits_every_answered_event_and_a_restart_keeps_the_tasks() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let url = sqlite_url(&dir.path().join("serve.sqlite"));
+    let name = "exact_failure.jsonl";
+    let text = std::fs::read_to_string(trace(name)).expect("the trace");
+    let events: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+
+    let serve = Serve::start(&["--no-semantic", "--store", &url]);
+    for line in &events {
+        serve.event(line);
+    }
+    let (code, stderr) = serve.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("every answered event is committed"),
+        "{stderr}"
+    );
+
+    // The store holds what a replay of the trace reports.
+    let stored = store_report(&url);
+    let replayed = replay_report(name, &["--no-semantic"]);
+    assert_eq!(stored["tasks"], replayed["tasks"]);
+    assert_eq!(stored["events"], events.len());
+    assert_eq!(stored["last_committed_line"], events.len());
+
+    // A restart on the same file: the tasks are there, the gate still
+    // holds, and line numbers go on.
+    let serve = Serve::start(&["--no-semantic", "--store", &url]);
+    let (status, tasks) = serve.get("/v1/tasks");
+    assert_eq!(status, 200);
+    let listed: Vec<&Value> = tasks["tasks"].as_array().expect("a list").iter().collect();
+    let expected = replayed["tasks"].as_array().expect("a list");
+    assert_eq!(listed.len(), expected.len());
+    for (listed, expected) in listed.iter().zip(expected) {
+        assert_eq!(listed["task"], expected["task"]);
+        assert_eq!(listed["status"], expected["status"]);
+        assert_eq!(listed["loop_count"], expected["loop_count"]);
+    }
+    let escalated = expected
+        .iter()
+        .find(|task| task["status"] == "escalated")
+        .and_then(|task| task["task"].as_str())
+        .expect("the trace escalates a task");
+    let gated = serve.event(events[events.len() - 1]);
+    assert_eq!(
+        gated["line"],
+        events.len() + 1,
+        "lines go on after a restart"
+    );
+    let (status, human) = serve.request(
+        "POST",
+        &format!("/v1/tasks/{escalated}/human"),
+        "application/json",
+        br#"{"note":"fixed the key"}"#,
+    );
+    assert_eq!(status, 200, "{human}");
+    let human: Value = serde_json::from_str(&human).expect("a decision");
+    assert_eq!(human["status"], "active");
+    let (code, stderr) = serve.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+    let stored = store_report(&url);
+    assert_eq!(stored["events"], events.len() + 2);
+    let task = stored["tasks"]
+        .as_array()
+        .and_then(|tasks| tasks.iter().find(|task| task["task"] == escalated))
+        .expect("the task");
+    assert_eq!(task["status"], "active");
+}
