@@ -215,7 +215,7 @@ impl<'a> ExchangeRef<'a> {
         };
         (from != to && !text.trim().is_empty()).then(|| ExchangeRef {
             task: &event.task,
-            task_type: event.extra.get("task_type").and_then(|v| v.as_str()),
+            task_type: task_type_of(event),
             line,
             from,
             to,
@@ -255,7 +255,7 @@ impl<'a> ToolCallRef<'a> {
                 ..
             } => Some(ToolCallRef {
                 task: &event.task,
-                task_type: event.extra.get("task_type").and_then(|v| v.as_str()),
+                task_type: task_type_of(event),
                 line,
                 agent,
                 tool,
@@ -296,4 +296,10 @@ pub fn id_seed() -> u64 {
     hasher.write_u128(nanos);
     hasher.write_u32(std::process::id());
     (hasher.finish() >> 2).max(1)
+}
+
+/// The event's `task_type` field, when it is a string (for per-type
+/// thresholds).
+pub(crate) fn task_type_of(event: &Event) -> Option<&str> {
+    event.extra.get("task_type").and_then(|v| v.as_str())
 }

@@ -56,145 +56,110 @@ const EXCHANGE_TEXTS: &str = "exchange_texts";
 /// Calls with free-text arguments, then the same calls again (verbatim
 /// repeats are the same at any threshold, whatever the embedder).
 fn matched_tool_arguments() -> Vec<Event> {
-    let call = |task: &str, id: Option<&str>, agent: &str, tool: &str, q: &str| {
-        let mut value = json!({
-            "type": "tool_call", "task": task, "agent": agent, "tool": tool,
-            "args": {"q": q, "limit": 5}, "result": "three results"
-        });
-        if let Some(id) = id {
-            value["id"] = json!(id);
-        }
-        event(&value.to_string())
-    };
-    vec![
-        call(
+    [
+        (
             "T1",
-            Some("c1"),
             "researcher",
             "web_search",
             "recent papers on retrieval augmented generation",
         ),
-        call(
+        (
             "T1",
-            None,
             "researcher",
             "arxiv",
             "benchmarks for long context retrieval",
         ),
-        call(
+        (
             "T1",
-            Some("c3"),
             "analyst",
             "web_search",
             "market size of vector databases",
         ),
-        call(
-            "T2",
-            Some("d1"),
-            "ops",
-            "runbook",
-            "restart the payments worker safely",
-        ),
-        call(
+        ("T2", "ops", "runbook", "restart the payments worker safely"),
+        (
             "T1",
-            Some("c5"),
             "researcher",
             "web_search",
             "recent papers on retrieval augmented generation",
         ),
-        call(
+        (
             "T1",
-            None,
             "researcher",
             "arxiv",
             "benchmarks for long context retrieval",
         ),
-        call(
-            "T2",
-            Some("d2"),
-            "ops",
-            "runbook",
-            "restart the payments worker safely",
-        ),
-        call(
+        ("T2", "ops", "runbook", "restart the payments worker safely"),
+        (
             "T1",
-            Some("c8"),
             "analyst",
             "web_search",
             "market size of vector databases",
         ),
     ]
+    .into_iter()
+    .map(|(task, agent, tool, q)| {
+        event_of(json!({
+            "type": "tool_call", "task": task, "agent": agent, "tool": tool,
+            "args": {"q": q, "limit": 5}, "result": "three results"
+        }))
+    })
+    .collect()
 }
 
 /// Instructions and replies, then the same ones again.
 fn matched_exchanges() -> Vec<Event> {
-    let handoff = |task: &str, id: Option<&str>, from: &str, to: &str, content: &str| {
-        let mut value = json!({
-            "type": "handoff", "task": task, "from": from, "to": to, "content": content
-        });
-        if let Some(id) = id {
-            value["id"] = json!(id);
-        }
-        event(&value.to_string())
-    };
-    vec![
-        handoff(
+    [
+        (
             "H1",
-            Some("h1"),
             "orchestrator",
             "web_surfer",
             "Find the monthly price of the Pro plan",
         ),
-        handoff(
+        (
             "H1",
-            None,
             "web_surfer",
             "orchestrator",
             "The pricing page did not load its price table",
         ),
-        handoff(
+        (
             "H1",
-            Some("h3"),
             "orchestrator",
             "coder",
             "Prepare a table of plan prices",
         ),
-        handoff(
-            "H2",
-            Some("g1"),
-            "lead",
-            "writer",
-            "Draft the release notes for 3.2",
-        ),
-        handoff(
+        ("H2", "lead", "writer", "Draft the release notes for 3.2"),
+        (
             "H1",
-            Some("h5"),
             "coder",
             "orchestrator",
             "The table is ready with no rows yet",
         ),
-        handoff(
+        (
             "H1",
-            Some("h6"),
             "orchestrator",
             "web_surfer",
             "Find the monthly price of the Pro plan",
         ),
-        handoff(
+        (
             "H1",
-            None,
             "web_surfer",
             "orchestrator",
             "The pricing page did not load its price table",
         ),
-        handoff(
-            "H2",
-            Some("g2"),
-            "lead",
-            "writer",
-            "Draft the release notes for 3.2",
-        ),
+        ("H2", "lead", "writer", "Draft the release notes for 3.2"),
     ]
+    .into_iter()
+    .map(|(task, from, to, content)| {
+        event_of(json!({
+            "type": "handoff", "task": task, "from": from, "to": to, "content": content
+        }))
+    })
+    .collect()
+}
+
+/// The event `value` describes.
+fn event_of(value: Value) -> Event {
+    event(&value.to_string())
 }
 
 fn detectors() -> SemanticDetectors {

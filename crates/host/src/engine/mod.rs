@@ -479,7 +479,7 @@ impl LoopGuard {
         let (Some(assigner), Some(text)) = (&self.topics, topic_text(event)) else {
             return None;
         };
-        let task_type = event.extra.get("task_type").and_then(|v| v.as_str());
+        let task_type = crate::extension::task_type_of(event);
         match assigner.assign(&event.task, task_type, line, text).await {
             Ok(topic) => topic,
             Err(err) => {
