@@ -56,7 +56,10 @@ pub use plugins::{
     AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,
     PluginInstance, load_plugins,
 };
-pub use replay::{ReplayItem, ReportBuilder, replay, replay_each, replay_each_from, store_report};
+pub use replay::{
+    Observed, ReplayItem, ReportBuilder, replay, replay_each, replay_each_from,
+    replay_observed_from, store_report,
+};
 pub use store::{
     AuditEntry, AuditRecord, CycleEpisode, Durability, MemoryStore, PivotRecord, Resolution,
     RunRecord, Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock, TaskRecord,

@@ -165,13 +165,52 @@ where
 /// replays with `first_line` 501). Returns the number of lines read.
 pub async fn replay_each_from<R, F>(
     engine: &LoopGuard,
-    mut input: R,
+    input: R,
     first_line: u64,
     mut sink: F,
 ) -> Result<u64, HostError>
 where
     R: BufRead,
     F: FnMut(ReplayItem<'_>),
+{
+    replay_observed_from(engine, input, first_line, |item, _| sink(item)).await
+}
+
+/// How the engine took one event of a replay: what
+/// [`replay_observed_from`] hands its sink with each decision.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Observed<'a> {
+    /// The event's `type` as the trace format names it (an unknown type as
+    /// it was written).
+    pub event_type: &'a str,
+    /// How long the engine took to decide it (the store's write included
+    /// when the store commits before answering).
+    pub elapsed: std::time::Duration,
+}
+
+impl<'a> Observed<'a> {
+    /// An event of type `event_type` that took `elapsed`.
+    pub fn new(event_type: &'a str, elapsed: std::time::Duration) -> Observed<'a> {
+        Observed {
+            event_type,
+            elapsed,
+        }
+    }
+}
+
+/// [`replay_each_from`] whose sink also learns, for each decision, the
+/// event's type and how long the engine took ([`Observed`]; `None` with a
+/// line error): what a server counts and times per event.
+pub async fn replay_observed_from<R, F>(
+    engine: &LoopGuard,
+    mut input: R,
+    first_line: u64,
+    mut sink: F,
+) -> Result<u64, HostError>
+where
+    R: BufRead,
+    F: FnMut(ReplayItem<'_>, Option<Observed<'_>>),
 {
     let limits = engine.config().limits.clone();
     let mut buffer = Vec::with_capacity(512);
@@ -209,7 +248,7 @@ where
             Ok(text) => text,
             Err(error) => {
                 let error = LineError { line, error };
-                sink(ReplayItem::Error(&error));
+                sink(ReplayItem::Error(&error), None);
                 continue;
             }
         };
@@ -218,15 +257,21 @@ where
         }
         match Event::from_json_within(text, &limits) {
             Ok(event) => {
+                let event_type = CompactString::from(event.kind.type_name());
+                let started = std::time::Instant::now();
                 let decision = engine.observe_line(line, event).await;
-                sink(ReplayItem::Decision(&decision));
+                let observed = Observed {
+                    event_type: &event_type,
+                    elapsed: started.elapsed(),
+                };
+                sink(ReplayItem::Decision(&decision), Some(observed));
             }
             Err(err) => {
                 let error = LineError {
                     line,
                     error: err.to_string(),
                 };
-                sink(ReplayItem::Error(&error));
+                sink(ReplayItem::Error(&error), None);
             }
         }
     }

@@ -12,6 +12,7 @@
 //! | `GET /v1/tasks/{task}` | one task's report (as `replay --format json` prints a task) and its cycle log |
 //! | `POST /v1/tasks/{task}/human` | a `human` event for the task (lifts the gate), optional `{"note": "..."}` |
 //! | `GET /healthz`, `GET /readyz` | the process runs; the store answers |
+//! | `GET /metrics` | the loop figures in the Prometheus text format (no token needed, like the health routes) |
 //!
 //! With a token ([`ServeOptions::token`]) every `/v1` request needs
 //! `Authorization: Bearer TOKEN`; [`check_listen`] refuses a non-loopback
@@ -43,5 +44,7 @@ pub use error::ServeError;
 pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
 
 mod error;
+mod metrics;
+mod outlets;
 mod routes;
 mod server;

@@ -43,6 +43,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(get_metrics))
         .merge(api)
         .with_state(state)
 }
@@ -152,21 +153,25 @@ const BOM: &str = "\u{feff}";
 async fn one_event(state: &State, body: &[u8]) -> Response {
     let text = match std::str::from_utf8(body) {
         Ok(text) => text,
-        Err(err) => return bad_line(&format!("the body is not valid UTF-8 ({err})")),
+        Err(err) => {
+            state.outlets.line_failed();
+            return bad_line(&format!("the body is not valid UTF-8 ({err})"));
+        }
     };
     let text = text.strip_prefix(BOM).unwrap_or(text).trim();
     let event = match Event::from_json_within(text, &state.engine.config().limits) {
         Ok(event) => event,
-        Err(err) => return bad_line(&err.to_string()),
+        Err(err) => {
+            state.outlets.line_failed();
+            return bad_line(&err.to_string());
+        }
     };
     decide(state, event).await
 }
 
 /// Decides `event` on the next line number.
 async fn decide(state: &State, event: Event) -> Response {
-    let line = state.take_lines(1);
-    let decision = state.engine.observe_line(line, event).await;
-    state.answered(line);
+    let decision = state.observe(event).await;
     json_response(StatusCode::OK, &decision)
 }
 
@@ -200,24 +205,31 @@ async fn many_events(state: &State, body: &[u8]) -> Response {
     let store = state.store();
     let mut out = Vec::with_capacity(body.len() / 2);
     let mut failed = None;
-    let replayed = loopguard_host::replay_each_from(&state.engine, body, first, |item| {
-        let written = match item {
-            ReplayItem::Decision(decision) => serde_json::to_writer(&mut out, decision),
-            ReplayItem::Error(error) => {
-                store.note_line_error(error.line, &error.error);
-                let local = LineError {
-                    line: error.line - first + 1,
-                    error: error.error.clone(),
-                };
-                serde_json::to_writer(&mut out, &local)
+    let replayed =
+        loopguard_host::replay_observed_from(&state.engine, body, first, |item, observed| {
+            let written = match item {
+                ReplayItem::Decision(decision) => {
+                    if let Some(observed) = observed {
+                        state.outlets.decided(decision, observed);
+                    }
+                    serde_json::to_writer(&mut out, decision)
+                }
+                ReplayItem::Error(error) => {
+                    state.outlets.line_failed();
+                    store.note_line_error(error.line, &error.error);
+                    let local = LineError {
+                        line: error.line - first + 1,
+                        error: error.error.clone(),
+                    };
+                    serde_json::to_writer(&mut out, &local)
+                }
+            };
+            match written {
+                Ok(()) => out.push(b'\n'),
+                Err(err) => failed = Some(err),
             }
-        };
-        match written {
-            Ok(()) => out.push(b'\n'),
-            Err(err) => failed = Some(err),
-        }
-    })
-    .await;
+        })
+        .await;
     state.answered(first + lines - 1);
     if let Err(err) = replayed {
         return error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string());
@@ -339,6 +351,22 @@ async fn get_task(Shared(state): Shared<Arc<State>>, Path(task): Path<String>) -
         object.insert("cycle_log".into(), json!(episodes));
     }
     json_response(StatusCode::OK, &value)
+}
+
+/// The content type of the Prometheus text format.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `GET /metrics`: the Prometheus text format.
+async fn get_metrics(Shared(state): Shared<Arc<State>>) -> Response {
+    match state.outlets.metrics.encode() {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, PROMETHEUS_TEXT)],
+            text,
+        )
+            .into_response(),
+        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
 }
 
 /// `GET /healthz`: the process runs.

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use loopguard_core_types::ServeConfig;
-use loopguard_host::{Durability, LoopGuard, Store};
+use loopguard_core_types::{Decision, Event, ServeConfig};
+use loopguard_host::{Durability, LoopGuard, Observed, Store};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::ServeError;
+use crate::outlets::Outlets;
 
 /// How long shutdown waits for the store to write what it still holds.
 const SETTLE_WAIT: Duration = Duration::from_secs(30);
@@ -102,6 +103,8 @@ pub(crate) struct State {
     next_line: AtomicU64,
     /// The last line answered.
     last_line: AtomicU64,
+    /// Where every decision goes besides its reply.
+    pub(crate) outlets: Outlets,
 }
 
 impl State {
@@ -113,6 +116,20 @@ impl State {
     /// Notes that `line` was answered.
     pub(crate) fn answered(&self, line: u64) {
         self.last_line.fetch_max(line, Ordering::Relaxed);
+    }
+
+    /// Decides `event` on the next line number and passes the decision to
+    /// the outlets (metrics, live feed): every route that feeds the engine
+    /// one event goes through here.
+    pub(crate) async fn observe(&self, event: Event) -> Decision {
+        let line = self.take_lines(1);
+        let event_type = compact_str::CompactString::from(event.kind.type_name());
+        let started = std::time::Instant::now();
+        let decision = self.engine.observe_line(line, event).await;
+        let observed = Observed::new(&event_type, started.elapsed());
+        self.answered(line);
+        self.outlets.decided(&decision, observed);
+        decision
     }
 
     /// The engine's store.
@@ -186,6 +203,7 @@ impl Server {
                 options,
                 next_line: AtomicU64::new(first_line),
                 last_line: AtomicU64::new(0),
+                outlets: Outlets::default(),
             }),
         })
     }
