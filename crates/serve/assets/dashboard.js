@@ -141,6 +141,8 @@
     const form = byId('token-form');
     const error = byId('token-error');
     form.hidden = false;
+    document.body.dataset.locked = 'true';
+    setLive('offline', 'needs the token');
     if (reason) {
       error.textContent = reason;
       error.hidden = false;
@@ -155,6 +157,8 @@
           try { sessionStorage.setItem(TOKEN_KEY, value); } catch (err) { /* kept nowhere */ }
           form.hidden = true;
           error.hidden = true;
+          delete document.body.dataset.locked;
+          setLive('connecting', 'connecting');
           form.removeEventListener('submit', onSubmit);
           tokenWanted = null;
           resolve();

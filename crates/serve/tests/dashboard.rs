@@ -339,8 +339,16 @@ async fn live_streams_each_decision_answered_after_subscribing_and_ends_on_shutd
 }
 
 #[tokio::test]
-async fn live_streams_are_bounded() {
-    let server = Running::start(ServeOptions::default(), durable()).await;
+async fn live_streams_are_bounded_and_hold_no_place_in_the_request_queue() {
+    // One request at a time: the open streams must not hold that place.
+    let server = Running::start(
+        ServeOptions {
+            queue: 1,
+            ..ServeOptions::default()
+        },
+        durable(),
+    )
+    .await;
     let mut open = Vec::new();
     let refused = loop {
         let answer = server.get("/v1/live").send().await.expect("an answer");
@@ -351,6 +359,12 @@ async fn live_streams_are_bounded() {
         assert!(open.len() <= 64, "more than 64 streams at once");
     };
     assert_eq!(open.len(), 64);
+    let tasks = server.get("/v1/tasks").send().await.expect("an answer");
+    assert_eq!(
+        tasks.status(),
+        StatusCode::OK,
+        "the streams take no queue place"
+    );
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers()["retry-after"], "5");
     // A stream that closes frees its place once the server notices (its
@@ -662,6 +676,10 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
         dom.contains("data-loaded=\"true\""),
         "the page loaded its data:\n{dom}"
     );
+    assert!(
+        dom.contains("id=\"live\" data-state=\"live\""),
+        "the page follows GET /v1/live"
+    );
     let rows: Vec<_> = tags_with(&dom, "class=\"task-row")
         .into_iter()
         .map(|row| {
@@ -803,8 +821,9 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
     let server = Running::start(with_token("s3 cr/et"), durable()).await;
     server
         .post_ndjson(&format!(
-            "{}\n",
-            r#"{"type":"failure","task":"secret-task","agent":"coder","error":"boom"}"#
+            "{}\n{}\n",
+            r#"{"type":"failure","task":"secret-task","agent":"coder","error":"boom"}"#,
+            r#"{"type":"failure","task":"team a/run 7","agent":"coder","error":"boom"}"#
         ))
         .await;
 
@@ -827,14 +846,39 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
         .await
         .expect("chromium ran");
     assert!(dom.contains("data-loaded=\"true\""), "loaded:\n{dom}");
-    let rows = tags_with(&dom, "class=\"task-row");
-    assert_eq!(rows.len(), 1);
-    assert_eq!(attr(&rows[0], "data-task"), "secret-task");
+    assert!(
+        dom.contains("id=\"live\" data-state=\"live\""),
+        "the live stream is read with the token"
+    );
+    let mut rows: Vec<String> = tags_with(&dom, "class=\"task-row")
+        .iter()
+        .map(|row| attr(row, "data-task").to_owned())
+        .collect();
+    rows.sort();
+    assert_eq!(rows, ["secret-task", "team a/run 7"]);
     let form = tags_with(&dom, "id=\"token-form\"");
     assert!(
         form.first()
             .is_some_and(|form| form.iter().any(|(name, _)| name == "hidden")),
         "the form stays hidden: {form:?}"
     );
+
+    // A task page, for an id with a slash and a space, with the token.
+    let url = format!("{}/tasks/team%20a%2Frun%207#token=s3%20cr%2Fet", server.url);
+    let page = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+        .await
+        .expect("chromium ran");
+    let head = tags_with(&page, "id=\"task\"");
+    let head = head.first().expect("the task section");
+    assert_eq!(attr(head, "data-task"), "team a/run 7");
+    assert_eq!(attr(head, "data-detections"), "0");
+
+    // What a person sees without the token.
+    let file = screenshot_dir().join("dashboard-token.png");
+    let url = format!("{}/", server.url);
+    let mode = format!("--screenshot={}", file.display());
+    tokio::task::spawn_blocking(move || headless_sized(&url, &mode, (1200, 700)))
+        .await
+        .expect("chromium ran");
     server.stop().await;
 }
