@@ -1,7 +1,9 @@
 //! The dashboard over a real socket: the pages and their headers, the
 //! dashboard data against `GET /v1/tasks`, the live feed (server-sent
 //! events) and the token; then the page itself in headless Chromium (Debian's
-//! `chromium`), whose rendered DOM must show what the API says.
+//! `chromium`): its rendered DOM (`--dump-dom`) must show what the API says,
+//! and, driven over the DevTools protocol on a pipe, it must show decisions
+//! answered after it loaded without a reload.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -880,5 +882,270 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
     tokio::task::spawn_blocking(move || headless_sized(&url, &mode, (1200, 700)))
         .await
         .expect("chromium ran");
+    server.stop().await;
+}
+
+/// Headless Chromium driven over the DevTools protocol on a pipe
+/// (`--remote-debugging-pipe`: commands in on fd 3, answers out on fd 4,
+/// each message ending in a NUL byte), through two named pipes: no
+/// WebSocket client needed. One page, attached in flat mode.
+struct Browser {
+    child: std::process::Child,
+    commands: std::fs::File,
+    answers: std::io::BufReader<std::fs::File>,
+    session: String,
+    next_id: u64,
+    _dir: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Opens `url` in a new headless Chromium.
+    fn open(url: &str) -> Browser {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let (commands_path, answers_path) = (dir.path().join("in"), dir.path().join("out"));
+        for fifo in [&commands_path, &answers_path] {
+            let made = Command::new("mkfifo")
+                .arg(fifo)
+                .status()
+                .expect("mkfifo runs");
+            assert!(made.success(), "mkfifo {}", fifo.display());
+        }
+        let profile = dir.path().join("profile");
+        // The shell opens the pipes as fds 3 and 4, then becomes Chromium.
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 3<"$LG_IN" 4>"$LG_OUT""#)
+            .arg(chromium())
+            .args([
+                "--headless",
+                "--disable-gpu",
+                "--no-sandbox",
+                "--no-first-run",
+                "--disable-extensions",
+                "--disable-dev-shm-usage",
+                "--remote-debugging-pipe",
+                "--window-size=1400,1000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .env("LG_IN", &commands_path)
+            .env("LG_OUT", &answers_path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromium starts");
+        // The same order as the shell's: fd 3 (our writer), then fd 4.
+        let commands = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&commands_path)
+            .expect("the command pipe");
+        let answers =
+            std::io::BufReader::new(std::fs::File::open(&answers_path).expect("the answer pipe"));
+        let mut browser = Browser {
+            child,
+            commands,
+            answers,
+            session: String::new(),
+            next_id: 0,
+            _dir: dir,
+        };
+        let target = browser.call(
+            None,
+            "Target.createTarget",
+            serde_json::json!({ "url": url }),
+        );
+        let target = target["targetId"].as_str().expect("a target id").to_owned();
+        let attached = browser.call(
+            None,
+            "Target.attachToTarget",
+            serde_json::json!({ "targetId": target, "flatten": true }),
+        );
+        browser.session = attached["sessionId"]
+            .as_str()
+            .expect("a session")
+            .to_owned();
+        browser
+    }
+
+    /// Sends one command and returns its result (events in between are
+    /// skipped).
+    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        use std::io::{BufRead, Write};
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = serde_json::json!({ "id": id, "method": method, "params": params });
+        if let Some(session) = session {
+            message["sessionId"] = Value::String(session.to_owned());
+        }
+        let mut bytes = message.to_string().into_bytes();
+        bytes.push(0);
+        self.commands
+            .write_all(&bytes)
+            .expect("chromium reads commands");
+        loop {
+            let mut answer = Vec::new();
+            let read = self
+                .answers
+                .read_until(0, &mut answer)
+                .expect("chromium answers");
+            assert!(read > 0, "chromium closed the pipe during {method}");
+            answer.pop();
+            let answer: Value = serde_json::from_slice(&answer).expect("a JSON message");
+            if answer["id"] == id {
+                assert!(answer.get("error").is_none(), "{method}: {answer}");
+                return answer["result"].clone();
+            }
+        }
+    }
+
+    /// The value of a JavaScript expression on the page.
+    fn eval(&mut self, expression: &str) -> Value {
+        let session = self.session.clone();
+        let result = self.call(
+            Some(&session),
+            "Runtime.evaluate",
+            serde_json::json!({ "expression": expression, "returnByValue": true }),
+        );
+        result["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true on the page: asks again every
+    /// 50 ms, and gives up (failing with `what`) after 1200 asks, a bound
+    /// on a hang, not an assertion on time.
+    fn wait_for(&mut self, expression: &str, what: &str) {
+        for _ in 0..1200 {
+            if self.eval(expression) == Value::Bool(true) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the page never showed {what} ({expression})");
+    }
+}
+
+impl Drop for Browser {
+    /// Asks Chromium to close; kills it if it has not after a while.
+    fn drop(&mut self) {
+        use std::io::Write;
+        self.next_id += 1;
+        let close = format!(r#"{{"id":{},"method":"Browser.close"}}"#, self.next_id);
+        let _ = self.commands.write_all(format!("{close}\0").as_bytes());
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_chromium_shows_new_decisions_live_without_a_reload() {
+    let server = Running::start(with_token("s3cret"), durable()).await;
+    let failure = |task: &str| {
+        format!(r#"{{"type":"failure","task":"{task}","agent":"coder","error":"boom"}}"#)
+    };
+    server.post_ndjson(&format!("{}\n", failure("early"))).await;
+    let url = format!("{}/#token=s3cret", server.url);
+    let mut browser = tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&url);
+        browser.wait_for(
+            "document.body.dataset.loaded === 'true' && document.getElementById('live').dataset.state === 'live'",
+            "its data and the live feed",
+        );
+        browser
+    })
+    .await
+    .expect("chromium ran");
+    assert_eq!(
+        browser.eval("location.hash"),
+        Value::String(String::new()),
+        "the token left the address bar"
+    );
+    assert_eq!(
+        browser.eval("sessionStorage.getItem('loopguard.token')"),
+        Value::String("s3cret".into())
+    );
+    assert_eq!(
+        browser.eval("document.querySelectorAll('tr.task-row').length"),
+        Value::from(1)
+    );
+
+    // Decisions answered now reach the page over /v1/live: a new task and
+    // the second failure's detection show up without a reload.
+    server
+        .post_ndjson(&format!("{}\n{}\n", failure("late"), failure("early")))
+        .await;
+    let browser = tokio::task::spawn_blocking(move || {
+        browser.wait_for(
+            "document.querySelector('tr.task-row[data-task=\"late\"]') !== null \
+             && document.querySelector('tr.task-row[data-task=\"early\"]').dataset.detections === '1'",
+            "the new task and the new detection",
+        );
+        let live = browser.eval("document.getElementById('live-text').textContent");
+        assert_eq!(live, Value::String("live · 2 decisions".into()));
+        let kinds = browser.eval(
+            "Array.from(document.querySelectorAll('li.detection')).map(li => li.dataset.kind).join()",
+        );
+        assert_eq!(kinds, Value::String("exact_failure".into()));
+        browser
+    })
+    .await
+    .expect("chromium ran");
+    drop(browser);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_chromium_takes_the_token_from_its_form_and_asks_again_when_refused() {
+    let server = Running::start(with_token("s3cret"), durable()).await;
+    server
+        .post_ndjson(&format!(
+            "{}\n",
+            r#"{"type":"failure","task":"T1","agent":"coder","error":"boom"}"#
+        ))
+        .await;
+    let url = format!("{}/", server.url);
+    let browser = tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&url);
+        let form_shown = "!document.getElementById('token-form').hidden";
+        browser.wait_for(form_shown, "the token form");
+        assert_eq!(
+            browser.eval("document.querySelectorAll('tr.task-row').length"),
+            Value::from(0)
+        );
+        let submit = |browser: &mut Browser, token: &str| {
+            browser.eval(&format!(
+                "document.getElementById('token-input').value = {token:?}; \
+                 document.getElementById('token-form').requestSubmit(); true"
+            ));
+        };
+        submit(&mut browser, "wrong");
+        browser.wait_for(
+            "!document.getElementById('token-error').hidden",
+            "that the token was refused",
+        );
+        assert_eq!(
+            browser.eval("document.getElementById('token-error').textContent"),
+            Value::String("The token was refused; enter it again.".into())
+        );
+        submit(&mut browser, "s3cret");
+        browser.wait_for(
+            "document.body.dataset.loaded === 'true' \
+             && document.querySelector('tr.task-row[data-task=\"T1\"]') !== null",
+            "the tasks",
+        );
+        assert_eq!(browser.eval(form_shown), Value::Bool(false));
+        assert_eq!(
+            browser.eval("sessionStorage.getItem('loopguard.token')"),
+            Value::String("s3cret".into())
+        );
+        browser
+    })
+    .await
+    .expect("chromium ran");
+    drop(browser);
     server.stop().await;
 }
