@@ -412,7 +412,8 @@
       }
     }
     replace(byId('chart'), svg);
-    byId('chart-range').textContent = 'Per minute, ' + clock(start) + '–' + clock(end) + ' (the hour up to the latest detection)';
+    byId('chart-range').textContent = 'Per minute, ' + clock(start) + '–' + clock(end) +
+      (timeline.series.length || data.totals.detections ? ' (the hour up to the latest detection)' : ' (the last hour)');
     replace(byId('legend'), timeline.series.length
       ? timeline.series.map((entry) => h('li', { 'data-kind': entry.kind, 'data-total': entry.total }, [
         h('span', { class: 'swatch', 'data-color': colors.get(entry.kind) }),

@@ -40,6 +40,9 @@
 //! latest `'from' -> 'to'`), `collaboration_loop` (`request from 'a' to
 //! 'b'`) and `repeated_query` (`query to 'a'`) — and its `skip_agent`. Other
 //! kinds (failures, phases, tools) name no agent pair and do not count.
+//! The reasons are read as these detectors word them (the tests feed real
+//! traces through them); a reworded reason names no agents until this
+//! reader follows it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;

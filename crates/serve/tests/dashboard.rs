@@ -507,6 +507,11 @@ async fn the_dashboard_agrees_with_the_tasks_route_and_survives_a_restart() {
     assert!(count("planner", "coder") > 0);
     assert_eq!(count("planner", "coder"), count("coder", "planner"));
     assert!(count("coder", "coder") >= count("coder", "reviewer"));
+    // The detectors' own wording, read: agent_pair's pair, topic_cycle's
+    // latest handoff (and the multi-agent cycle), the hub team's pair.
+    assert!(count("coder", "reviewer") > 0);
+    assert!(count("planner", "researcher") > 0);
+    assert!(count("orchestrator", "web_surfer") > 0);
 
     // A new server on the same store shows the same.
     server.stop().await;
