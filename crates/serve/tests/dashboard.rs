@@ -1,9 +1,11 @@
 //! The dashboard over a real socket: the pages and their headers, the
 //! dashboard data against `GET /v1/tasks`, the live feed (server-sent
 //! events) and the token; then the page itself in headless Chromium (Debian's
-//! `chromium`): its rendered DOM (`--dump-dom`) must show what the API says,
-//! and, driven over the DevTools protocol on a pipe, it must show decisions
-//! answered after it loaded without a reload.
+//! `chromium`, driven over the DevTools protocol on a pipe): its rendered
+//! DOM must show what the API says, decisions answered after it loaded must
+//! show up without a reload, and the token is taken from the form or the
+//! address's fragment. Screenshots go to the target folder (or
+//! `LOOPGUARD_SCREENSHOTS`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -542,6 +544,7 @@ fn chromium() -> PathBuf {
         }
         let dirs = std::env::var_os("PATH").unwrap_or_default();
         std::env::split_paths(&dirs)
+            .chain([PathBuf::from("/usr/bin")])
             .flat_map(|dir| {
                 ["chromium", "chromium-browser"]
                     .into_iter()
@@ -559,7 +562,7 @@ fn chromium() -> PathBuf {
         }
         let install = || {
             Command::new("apt-get")
-                .args(["install", "-y", "--no-install-recommends", "chromium"])
+                .args(["install", "-y", "chromium"])
                 .env("DEBIAN_FRONTEND", "noninteractive")
                 .status()
                 .is_ok_and(|status| status.success())
@@ -581,14 +584,27 @@ fn chromium() -> PathBuf {
     path
 }
 
-/// Runs headless Chromium on `url` with its own profile; `mode` is
-/// `--dump-dom` or `--screenshot=PATH`. Returns standard output.
-fn headless(url: &str, mode: &str) -> String {
-    headless_sized(url, mode, (1400, 1000))
+/// When the page has loaded its data and follows the live feed.
+const LOADED: &str = "document.body.dataset.loaded === 'true' \
+                      && document.getElementById('live').dataset.state === 'live'";
+/// When the page shows the token form.
+const FORM_SHOWN: &str = "!document.getElementById('token-form').hidden";
+
+/// The DOM of `url` in headless Chromium (as HTML) once `ready` is true on
+/// the page.
+fn rendered(url: &str, ready: &str) -> String {
+    let mut browser = Browser::open(url);
+    browser.wait_for(ready, "that it is ready");
+    match browser.eval("document.documentElement.outerHTML") {
+        Value::String(html) => html,
+        other => panic!("the page's HTML: {other}"),
+    }
 }
 
-/// [`headless`] with a window of `size` (width, height) pixels.
-fn headless_sized(url: &str, mode: &str, size: (u32, u32)) -> String {
+/// A screenshot of `url` in a window of `size` (width, height) pixels,
+/// saved to `file` (Chromium's own `--screenshot`: the page as a person
+/// sees it after its scripts ran).
+fn screenshot(url: &str, file: &Path, size: (u32, u32)) {
     let profile = tempfile::tempdir().expect("a temporary profile");
     let output = Command::new(chromium())
         .args([
@@ -603,7 +619,7 @@ fn headless_sized(url: &str, mode: &str, size: (u32, u32)) -> String {
         ])
         .arg(format!("--window-size={},{}", size.0, size.1))
         .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(mode)
+        .arg(format!("--screenshot={}", file.display()))
         .arg(url)
         .output()
         .expect("chromium runs");
@@ -612,7 +628,8 @@ fn headless_sized(url: &str, mode: &str, size: (u32, u32)) -> String {
         "chromium failed on {url}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).expect("the DOM is UTF-8")
+    let png = std::fs::read(file).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "{} is a PNG", file.display());
 }
 
 /// `name="value"` attributes of the start tag that contains `marker`, for
@@ -676,7 +693,7 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
     let dashboard = server.json("/v1/dashboard").await;
 
     let url = format!("{}/", server.url);
-    let dom = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+    let dom = tokio::task::spawn_blocking(move || rendered(&url, LOADED))
         .await
         .expect("chromium ran");
     assert!(
@@ -771,7 +788,7 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
     let task = "human_gate:T1";
     let report = server.json(&format!("/v1/tasks/{task}")).await;
     let url = format!("{}/tasks/{}", server.url, "human_gate:T1");
-    let page = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+    let page = tokio::task::spawn_blocking(move || rendered(&url, LOADED))
         .await
         .expect("chromium ran");
     let head = tags_with(&page, "id=\"task\"");
@@ -813,12 +830,9 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
         let file = dir.join(name);
         let _ = std::fs::remove_file(&file);
         let url = format!("{}{path}", server.url);
-        let mode = format!("--screenshot={}", file.display());
-        tokio::task::spawn_blocking(move || headless_sized(&url, &mode, size))
+        tokio::task::spawn_blocking(move || screenshot(&url, &file, size))
             .await
             .expect("chromium ran");
-        let png = std::fs::read(&file).expect("a screenshot");
-        assert!(png.starts_with(b"\x89PNG"), "{} is a PNG", file.display());
     }
     server.stop().await;
 }
@@ -836,7 +850,7 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
 
     // Without the token: the form, no data.
     let url = format!("{}/", server.url);
-    let dom = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+    let dom = tokio::task::spawn_blocking(move || rendered(&url, FORM_SHOWN))
         .await
         .expect("chromium ran");
     let form = tags_with(&dom, "id=\"token-form\"");
@@ -849,7 +863,7 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
 
     // With `#token=...`: the data, and the form stays hidden.
     let url = format!("{}/#token=s3%20cr%2Fet", server.url);
-    let dom = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+    let dom = tokio::task::spawn_blocking(move || rendered(&url, LOADED))
         .await
         .expect("chromium ran");
     assert!(dom.contains("data-loaded=\"true\""), "loaded:\n{dom}");
@@ -872,7 +886,7 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
 
     // A task page, for an id with a slash and a space, with the token.
     let url = format!("{}/tasks/team%20a%2Frun%207#token=s3%20cr%2Fet", server.url);
-    let page = tokio::task::spawn_blocking(move || headless(&url, "--dump-dom"))
+    let page = tokio::task::spawn_blocking(move || rendered(&url, LOADED))
         .await
         .expect("chromium ran");
     let head = tags_with(&page, "id=\"task\"");
@@ -883,8 +897,7 @@ async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
     // What a person sees without the token.
     let file = screenshot_dir().join("dashboard-token.png");
     let url = format!("{}/", server.url);
-    let mode = format!("--screenshot={}", file.display());
-    tokio::task::spawn_blocking(move || headless_sized(&url, &mode, (1200, 700)))
+    tokio::task::spawn_blocking(move || screenshot(&url, &file, (1200, 700)))
         .await
         .expect("chromium ran");
     server.stop().await;
