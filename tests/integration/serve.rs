@@ -1,7 +1,9 @@
 //! `loopguard serve`, the real binary on 127.0.0.1:0: decisions over HTTP
 //! equal `loopguard replay --format jsonl` on the same trace; a
 //! non-loopback address without a token refuses to start; SIGTERM commits
-//! every answered event; a restart on the same SQLite file keeps the tasks.
+//! every answered event; a restart on the same SQLite file keeps the tasks;
+//! two servers on one PostgreSQL keep one exact count for a task fed
+//! through both.
 //! (The routes' own behaviour, auth and limits are tested in the serve
 //! crate.)
 
@@ -13,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::support::{
-    loopguard, parse_jsonl, replay_jsonl, replay_report, run, sqlite_url, store_report, trace,
+    PgSchema, loopguard, parse_jsonl, replay_jsonl, replay_report, run, sqlite_url, store_report,
+    trace,
 };
 
 /// A running `loopguard serve`.
@@ -277,4 +280,116 @@ fn sigterm_commits_every_answered_event_and_a_restart_keeps_the_tasks() {
         .and_then(|tasks| tasks.iter().find(|task| task["task"] == escalated))
         .expect("the task");
     assert_eq!(task["status"], "active");
+}
+
+/// What a decision says, without the line numbers (two servers on one
+/// store number their lines each on its own).
+fn verdict(decision: &Value) -> Value {
+    let detections: Vec<Value> = decision["detections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|detection| {
+            serde_json::json!({
+                "kind": detection["kind"],
+                "severity": detection["severity"],
+                "action": detection["action"],
+                "loop_count": detection["loop_count"],
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "task": decision["task"],
+        "action": decision["action"],
+        "loop_count": decision["loop_count"],
+        "status": decision["status"],
+        "pivots": decision["pivots"],
+        "detections": detections,
+    })
+}
+
+#[test]
+fn two_servers_on_one_postgres_keep_one_count_for_a_task_fed_through_both() {
+    let Some(schema) = PgSchema::create("serve_fleet") else {
+        return;
+    };
+    let first = Serve::start(&["--no-semantic", "--store", &schema.url]);
+    let second = Serve::start(&["--no-semantic", "--store", &schema.url]);
+
+    // One event through each in turn: every decision is what one engine
+    // replaying the whole trace decides.
+    for name in [
+        "exact_failure.jsonl",
+        "human_gate.jsonl",
+        "oscillation.jsonl",
+    ] {
+        let text = std::fs::read_to_string(trace(name)).expect("the trace");
+        // Each trace's tasks get a prefix of their own in the shared store.
+        let prefixed = text.replace("\"task\":\"", &format!("\"task\":\"{name}-"));
+        let through_both: Vec<Value> = prefixed
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .enumerate()
+            .map(|(index, line)| {
+                let server = if index % 2 == 0 { &first } else { &second };
+                verdict(&server.event(line))
+            })
+            .collect();
+        let replayed: Vec<Value> = replay_jsonl(name, &["--no-semantic"])
+            .iter()
+            .map(|decision| {
+                let mut decision = decision.clone();
+                if let Some(task) = decision["task"].as_str() {
+                    decision["task"] = Value::String(format!("{name}-{task}"));
+                }
+                verdict(&decision)
+            })
+            .collect();
+        assert_eq!(through_both, replayed, "{name} through both servers");
+    }
+
+    // Both at once on one task: the same failure from two clients through
+    // the two servers. Identical events make the order irrelevant, so the
+    // stored task must be exactly what one replay of all of them stores.
+    const EACH: usize = 12;
+    let failure = r#"{"type":"failure","task":"fleet","agent":"coder","error":"assertion failed: total == 12"}"#;
+    std::thread::scope(|scope| {
+        for server in [&first, &second] {
+            scope.spawn(move || {
+                for _ in 0..EACH {
+                    server.event(failure);
+                }
+            });
+        }
+    });
+    let (status, task) = first.get("/v1/tasks/fleet");
+    assert_eq!(status, 200, "{task}");
+    let (status, same) = second.get("/v1/tasks/fleet");
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(task, same, "both servers read one task");
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let all = dir.path().join("all.jsonl");
+    std::fs::write(&all, format!("{failure}\n").repeat(2 * EACH)).expect("written");
+    let replay = run([
+        "replay",
+        "--no-semantic",
+        "--format",
+        "json",
+        all.to_str().expect("a UTF-8 path"),
+    ]);
+    assert_eq!(replay.code, Some(0), "{}", replay.stderr);
+    let replayed: Value = serde_json::from_str(&replay.stdout).expect("a JSON report");
+    let expected = &replayed["tasks"][0];
+    for key in ["status", "loop_count", "pivots"] {
+        assert_eq!(task[key], expected[key], "{key}: {task} vs {expected}");
+    }
+    assert_eq!(
+        task["detections"].as_array().map(Vec::len),
+        expected["detections"].as_array().map(Vec::len),
+        "every detection once: {task}"
+    );
+    for server in [first, second] {
+        let (code, stderr) = server.terminate();
+        assert_eq!(code, Some(0), "{stderr}");
+    }
 }

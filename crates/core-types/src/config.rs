@@ -76,6 +76,19 @@ pub struct ServeConfig {
     /// Requests handled at once (default 64); one more is answered 503 at
     /// once rather than queued, so memory stays bounded.
     pub queue: usize,
+    /// Where to POST each decision that asks for an action (not `none`), as
+    /// JSON, as `replay --format jsonl` prints it (default none). Delivery
+    /// never holds up an answer: decisions wait in a bounded queue and are
+    /// retried; see the `webhook_*` keys.
+    pub webhook_url: Option<String>,
+    /// Attempts per decision before the webhook gives it up (default 3).
+    pub webhook_attempts: u32,
+    /// How long one attempt may take, in milliseconds (default 5000).
+    pub webhook_timeout_ms: u64,
+    /// Decisions waiting for the webhook at most (default 1024); one more
+    /// is dropped and counted (`loopguard_webhook_total{outcome="dropped"}`)
+    /// rather than queued without bound.
+    pub webhook_queue: usize,
 }
 
 impl Default for ServeConfig {
@@ -85,6 +98,10 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:7878".to_owned(),
             body_limit_bytes: 1024 * 1024,
             queue: 64,
+            webhook_url: None,
+            webhook_attempts: 3,
+            webhook_timeout_ms: 5000,
+            webhook_queue: 1024,
         }
     }
 }
@@ -1342,6 +1359,36 @@ impl Config {
                 "must be between 1 and 1048576",
             ));
         }
+        if let Some(url) = &serve.webhook_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "serve.webhook_url",
+                url,
+                "must be an http:// or https:// URL, e.g. \"https://example.com/loopguard\"",
+            ));
+        }
+        if !(1..=100).contains(&serve.webhook_attempts) {
+            return Err(invalid(
+                "serve.webhook_attempts",
+                serve.webhook_attempts,
+                "must be between 1 and 100",
+            ));
+        }
+        if !(1..=600_000).contains(&serve.webhook_timeout_ms) {
+            return Err(invalid(
+                "serve.webhook_timeout_ms",
+                serve.webhook_timeout_ms,
+                "must be between 1 and 600000 (ten minutes)",
+            ));
+        }
+        if !(1..=1 << 20).contains(&serve.webhook_queue) {
+            return Err(invalid(
+                "serve.webhook_queue",
+                serve.webhook_queue,
+                "must be between 1 and 1048576",
+            ));
+        }
         for (index, plugin) in self.plugins.iter().enumerate() {
             if plugin.path.as_os_str().is_empty() {
                 return Err(invalid(
@@ -1840,6 +1887,13 @@ mod tests {
             ("[serve]\nqueue = 0\n", "serve.queue"),
             ("[serve]\nbody_limit_bytes = 1\n", "serve.body_limit_bytes"),
             ("[serve]\ntoken = \"\"\n", "serve.token"),
+            ("[serve]\nwebhook_url = \"ftp://x\"\n", "serve.webhook_url"),
+            ("[serve]\nwebhook_attempts = 0\n", "serve.webhook_attempts"),
+            (
+                "[serve]\nwebhook_timeout_ms = 0\n",
+                "serve.webhook_timeout_ms",
+            ),
+            ("[serve]\nwebhook_queue = 0\n", "serve.webhook_queue"),
         ] {
             let err = Config::from_toml_str(text).expect_err(text);
             assert!(err.to_string().contains(key), "{text}: {err}");

@@ -22,6 +22,9 @@ pub enum ServeError {
     /// The store did not answer at start-up or at shutdown.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// The webhook's HTTP client cannot be built.
+    #[error("webhook: cannot build its HTTP client: {0}")]
+    Webhook(#[source] reqwest::Error),
     /// The listener failed.
     #[error("cannot serve: {0}")]
     Io(#[from] std::io::Error),

@@ -23,7 +23,10 @@
 //! address without one. Bodies are bounded ([`ServeOptions::body_limit_bytes`],
 //! 413 beyond), and so are the requests handled at once
 //! ([`ServeOptions::queue`], 503 beyond: nothing waits in an unbounded
-//! queue). [`Server::run`] serves until its shutdown future resolves, lets
+//! queue). Every decision also goes to `GET /metrics` and, with
+//! [`ServeOptions::webhook`], each one that asks for an action is POSTed to
+//! a webhook ([`WebhookOptions`]) without holding up the answer.
+//! [`Server::run`] serves until its shutdown future resolves, lets
 //! the requests in flight finish, and commits what was answered.
 //!
 //! ```
@@ -46,6 +49,7 @@
 
 pub use error::ServeError;
 pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
+pub use webhook::WebhookOptions;
 
 mod dashboard;
 mod error;
@@ -53,3 +57,4 @@ mod metrics;
 mod outlets;
 mod routes;
 mod server;
+mod webhook;

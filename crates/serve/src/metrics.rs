@@ -89,6 +89,9 @@ struct TaskTrack {
     gated: bool,
     /// When its first detection since it was last resolved came.
     first_detection: Option<Instant>,
+    /// Its highest loop count since it last completed (completing resets
+    /// the count the decisions carry).
+    loops: u32,
 }
 
 /// The server's metrics and their registry.
@@ -108,6 +111,7 @@ pub(crate) struct Metrics {
     observe_seconds: Histogram,
     #[allow(dead_code, reason = "fed by the OTLP receiver, the next slice")]
     otlp_spans: Family<OutcomeLabels, Counter>,
+    webhook: Family<OutcomeLabels, Counter>,
     tracked: Mutex<lru::LruCache<String, TaskTrack>>,
 }
 
@@ -172,7 +176,7 @@ impl Metrics {
         let loops_per_task = Histogram::new([0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0]);
         registry.register(
             "loops_per_task",
-            "A task's loop count when it completed or was aborted as stuck",
+            "A task's loops when it completed or was aborted as stuck (its highest loop count since it last completed)",
             loops_per_task.clone(),
         );
         let resolution_seconds = Histogram::new(exponential_buckets(1.0, 4.0, 10));
@@ -193,6 +197,12 @@ impl Metrics {
             "OTLP spans received on /v1/traces: accepted (mapped to events) or ignored",
             otlp_spans.clone(),
         );
+        let webhook = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "webhook",
+            "Decisions for the webhook: delivered, failed (every attempt), dropped (the queue was full)",
+            webhook.clone(),
+        );
         let capacity = NonZeroUsize::new(TRACKED_TASKS).unwrap_or(NonZeroUsize::MIN);
         Metrics {
             registry,
@@ -208,6 +218,7 @@ impl Metrics {
             resolution_seconds,
             observe_seconds,
             otlp_spans,
+            webhook,
             tracked: Mutex::new(lru::LruCache::new(capacity)),
         }
     }
@@ -262,6 +273,11 @@ impl Metrics {
             .inc_by(ignored);
     }
 
+    /// Counts one decision for the webhook by its `outcome`.
+    pub(crate) fn webhook(&self, outcome: &'static str) {
+        self.webhook.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
     /// Follows the decision's task: its status, gate, loops, resolution.
     fn follow(&self, decision: &Decision, event_type: &str, now: Instant) {
         let mut tracked = self.tracked.lock();
@@ -270,6 +286,7 @@ impl Metrics {
             status: decision.status,
             gated: false,
             first_detection: None,
+            loops: 0,
         });
         match previous {
             None => {
@@ -296,13 +313,15 @@ impl Metrics {
             self.resolution_seconds
                 .observe(now.saturating_duration_since(first).as_secs_f64());
         }
+        track.loops = track.loops.max(decision.loop_count);
         if status_changed
             && matches!(
                 decision.status,
                 TaskStatus::Completed | TaskStatus::AbortedStuck
             )
         {
-            self.loops_per_task.observe(f64::from(decision.loop_count));
+            self.loops_per_task.observe(f64::from(track.loops));
+            track.loops = 0;
         }
         track.status = decision.status;
         if let Some((_, forgotten)) = tracked.push(decision.task.clone(), track)
@@ -400,10 +419,18 @@ mod tests {
     fn tasks_move_between_statuses_and_the_gate_is_counted_once() {
         let metrics = Metrics::new();
         metrics.decided(&decision("a", TaskStatus::Active, 0), observed("handoff"));
-        metrics.decided(
-            &decision("a", TaskStatus::Escalated, 2),
-            observed("handoff"),
-        );
+        let mut escalated = decision("a", TaskStatus::Escalated, 2);
+        escalated
+            .detections
+            .push(loopguard_core_types::Detection::new(
+                "agent_pair",
+                "agent_pair",
+                loopguard_core_types::Severity::High,
+                Action::Escalate,
+                vec![1],
+                "a and b",
+            ));
+        metrics.decided(&escalated, observed("handoff"));
         metrics.decided(&decision("a", TaskStatus::Escalated, 2), observed("turn"));
         metrics.decided(&decision("a", TaskStatus::Active, 2), observed("human"));
         metrics.decided(
@@ -422,6 +449,7 @@ mod tests {
             "loopguard_events_total{event_type=\"handoff\"} 2",
             "loopguard_loops_per_task_count 1",
             "loopguard_loops_per_task_sum 2.0",
+            "loopguard_resolution_seconds_count 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

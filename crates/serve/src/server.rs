@@ -14,9 +14,12 @@ use tokio::sync::Semaphore;
 
 use crate::ServeError;
 use crate::outlets::Outlets;
+use crate::webhook::WebhookOptions;
 
 /// How long shutdown waits for the store to write what it still holds.
 const SETTLE_WAIT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for the webhook to send what waits.
+const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
 
 /// What the server enforces: the token, the body limit, the requests at
 /// once. [`ServeOptions::from_config`] reads them from `[serve]`.
@@ -28,6 +31,8 @@ pub struct ServeOptions {
     pub body_limit_bytes: usize,
     /// Requests handled at once; one more is answered 503 at once.
     pub queue: usize,
+    /// Where decisions that ask for an action are POSTed (none: nowhere).
+    pub webhook: Option<WebhookOptions>,
 }
 
 impl Default for ServeOptions {
@@ -43,6 +48,7 @@ impl ServeOptions {
             token: config.token.clone(),
             body_limit_bytes: config.body_limit_bytes,
             queue: config.queue.max(1),
+            webhook: WebhookOptions::from_config(config),
         }
     }
 }
@@ -177,6 +183,8 @@ pub struct Finished {
 #[derive(Debug)]
 pub struct Server {
     state: Arc<State>,
+    /// The webhook's worker, when there is one.
+    webhook: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Server {
@@ -199,7 +207,10 @@ impl Server {
             .token
             .as_deref()
             .map(|token| Sha256::digest(token.as_bytes()).into());
+        let (outlets, webhook) =
+            Outlets::new(options.webhook.as_ref()).map_err(ServeError::Webhook)?;
         Ok(Server {
+            webhook,
             state: Arc::new(State {
                 engine,
                 token_hash,
@@ -207,7 +218,7 @@ impl Server {
                 options,
                 next_line: AtomicU64::new(first_line),
                 last_line: AtomicU64::new(0),
-                outlets: Outlets::default(),
+                outlets,
                 closing: Arc::new(tokio::sync::watch::Sender::new(false)),
             }),
         })
@@ -247,6 +258,7 @@ impl Server {
     /// records its last line when nothing was lost.
     pub async fn finish(self) -> Finished {
         let state = self.state;
+        let webhook = self.webhook;
         let store = Arc::clone(state.engine.store());
         let last_line = state.last_line.load(Ordering::Relaxed);
         let mut lost = 0u64;
@@ -267,6 +279,11 @@ impl Server {
         // what it holds (routes still holding the state keep it alive; after
         // a graceful shutdown none does).
         drop(state);
+        if let Some(worker) = webhook
+            && tokio::time::timeout(WEBHOOK_WAIT, worker).await.is_err()
+        {
+            tracing::warn!("the webhook did not send every waiting decision before shutdown");
+        }
         if let Some(health) = store.health() {
             let health = health.settled(SETTLE_WAIT).await;
             lost = lost.saturating_add(health.lost.saturating_add(health.backlog));

@@ -393,3 +393,235 @@ fn a_non_loopback_address_needs_a_token() {
         assert!(check_listen(local, None).is_ok());
     }
 }
+
+/// The value of the sample `name` (with its labels, as written) in a
+/// Prometheus text exposition; 0 when it is not there.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            (key == name).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_count_what_the_decisions_said() {
+    let server = Running::start(ServeOptions::default()).await;
+    let mut trace = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traces/human_gate.jsonl"
+    ))
+    .expect("the trace");
+    trace.push_str("not json\n{\"type\":\"completed\",\"task\":\"T1\"}\n");
+    // An unknown type is a line error (the trace format's rule).
+    trace.push_str("{\"type\":\"my_own_type\",\"task\":\"T2\"}\n");
+    trace.push_str(
+        "{\"type\":\"turn\",\"task\":\"T2\",\"agent\":\"a\",\"output\":\"x\",\"success\":true}\n",
+    );
+    let answers = lines(&server.events(&trace).await.text().await.expect("a body"));
+    let decisions: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("action").is_some())
+        .collect();
+    let text = server
+        .get("/metrics")
+        .send()
+        .await
+        .expect("an answer")
+        .text()
+        .await
+        .expect("a body");
+    // Every event by its type, the unknown one as `other`.
+    let mut by_type: std::collections::BTreeMap<String, f64> = Default::default();
+    for line in trace.lines().filter(|line| line.starts_with('{')) {
+        let event: Value = serde_json::from_str(line).expect("JSON");
+        let kind = event["type"].as_str().unwrap_or_default();
+        if kind != "my_own_type" {
+            *by_type.entry(kind.to_owned()).or_default() += 1.0;
+        }
+    }
+    for (kind, count) in &by_type {
+        let name = format!("loopguard_events_total{{event_type=\"{kind}\"}}");
+        assert_eq!(sample(&text, &name), *count, "{name} in\n{text}");
+    }
+    assert_eq!(sample(&text, "loopguard_line_errors_total"), 2.0);
+    // Every detection by its kind and action.
+    let mut by_detection: std::collections::BTreeMap<(String, String), f64> = Default::default();
+    for decision in &decisions {
+        for detection in decision["detections"].as_array().into_iter().flatten() {
+            let key = (
+                detection["kind"].as_str().unwrap_or_default().to_owned(),
+                detection["action"].as_str().unwrap_or_default().to_owned(),
+            );
+            *by_detection.entry(key).or_default() += 1.0;
+        }
+    }
+    assert!(!by_detection.is_empty(), "the trace has detections");
+    for ((kind, action), count) in &by_detection {
+        let name = format!("loopguard_detections_total{{kind=\"{kind}\",action=\"{action}\"}}");
+        assert_eq!(sample(&text, &name), *count, "{name} in\n{text}");
+    }
+    // The gate: T1 went behind it, a human lifted it, T1 completed.
+    let gated = decisions
+        .iter()
+        .any(|d| d["status"] == "escalated" || d["status"] == "paused");
+    assert!(gated, "the trace escalates");
+    assert_eq!(sample(&text, "loopguard_tasks_seen_total"), 2.0);
+    assert_eq!(sample(&text, "loopguard_tasks_gated_total"), 1.0);
+    assert_eq!(sample(&text, "loopguard_tasks{status=\"completed\"}"), 1.0);
+    assert_eq!(sample(&text, "loopguard_tasks{status=\"active\"}"), 1.0);
+    assert_eq!(sample(&text, "loopguard_loops_per_task_count"), 1.0);
+    // Its loops: the highest loop count before it completed.
+    let most_loops = decisions
+        .iter()
+        .filter(|d| d["task"] == "T1")
+        .filter_map(|d| d["loop_count"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(most_loops > 0.0);
+    assert_eq!(sample(&text, "loopguard_loops_per_task_sum"), most_loops);
+    // Two resolutions: the human answers the first detections' gate, and the
+    // completion ends the second episode (the failures after the human are
+    // detected again).
+    assert_eq!(sample(&text, "loopguard_resolution_seconds_count"), 2.0);
+    assert_eq!(
+        sample(&text, "loopguard_observe_seconds_count"),
+        decisions.len() as f64
+    );
+    server.stop().await;
+}
+
+/// A webhook receiver on loopback: refuses the first `refuse` POSTs with a
+/// 500, records the bodies of the others.
+struct Receiver {
+    url: String,
+    received: tokio::sync::mpsc::UnboundedReceiver<Value>,
+}
+
+async fn receiver(refuse: usize) -> Receiver {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (tx, received) = tokio::sync::mpsc::unbounded_channel();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let tx = tx.clone();
+            let refused = Arc::clone(&refused);
+            async move {
+                if refused.fetch_add(1, Ordering::SeqCst) < refuse {
+                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let _ = tx.send(value);
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Receiver {
+        url: format!("http://{addr}/hook"),
+        received,
+    }
+}
+
+fn webhook_options(url: &str) -> ServeOptions {
+    ServeOptions {
+        webhook: Some(loopguard_serve::WebhookOptions {
+            url: url.to_owned(),
+            attempts: 3,
+            timeout: std::time::Duration::from_secs(5),
+            queue: 64,
+        }),
+        ..ServeOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn the_webhook_gets_each_decision_with_an_action_in_order_retried_past_a_refusal() {
+    let mut hook = receiver(1).await;
+    let server = Running::start(webhook_options(&hook.url)).await;
+    let trace = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traces/human_gate.jsonl"
+    ))
+    .expect("the trace");
+    let answers = lines(&server.events(&trace).await.text().await.expect("a body"));
+    let with_action: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("action").is_some_and(|action| action != "none"))
+        .collect();
+    assert!(!with_action.is_empty(), "the trace asks for actions");
+    // Stopping gives the worker time to send what waits.
+    server.stop().await;
+    let mut delivered = Vec::new();
+    while let Ok(value) = hook.received.try_recv() {
+        delivered.push(value);
+    }
+    let expected: Vec<Value> = with_action.into_iter().cloned().collect();
+    assert_eq!(
+        delivered, expected,
+        "every decision with an action, once each, in order, the first after a 500"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_webhook_never_holds_up_an_answer_and_is_counted() {
+    // A port nothing listens on: bind, note it, close.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("an address")
+    };
+    let mut options = webhook_options(&format!("http://{closed}/hook"));
+    if let Some(webhook) = &mut options.webhook {
+        webhook.attempts = 1;
+        webhook.queue = 1;
+    }
+    let server = Running::start(options).await;
+    let trace = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traces/human_gate.jsonl"
+    ))
+    .expect("the trace");
+    let answer = server.events(&trace).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answers = lines(&answer.text().await.expect("a body"));
+    let with_action = answers
+        .iter()
+        .filter(|a| a.get("action").is_some_and(|action| action != "none"))
+        .count() as f64;
+    // Every decision with an action is either tried and failed, or dropped
+    // from the one-place queue; poll until the worker has tried its last.
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = server
+            .get("/metrics")
+            .send()
+            .await
+            .expect("an answer")
+            .text()
+            .await
+            .expect("a body");
+        let failed = sample(&text, "loopguard_webhook_total{outcome=\"failed\"}");
+        let dropped = sample(&text, "loopguard_webhook_total{outcome=\"dropped\"}");
+        if failed + dropped == with_action {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        sample(&text, "loopguard_webhook_total{outcome=\"failed\"}")
+            + sample(&text, "loopguard_webhook_total{outcome=\"dropped\"}"),
+        with_action,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "loopguard_webhook_total{outcome=\"delivered\"}"),
+        0.0
+    );
+    server.stop().await;
+}
