@@ -13,6 +13,10 @@
 //! | `POST /v1/tasks/{task}/human` | a `human` event for the task (lifts the gate), optional `{"note": "..."}` |
 //! | `GET /healthz`, `GET /readyz` | the process runs; the store answers |
 //! | `GET /metrics` | the loop figures in the Prometheus text format (no token needed, like the health routes) |
+//! | `GET /`, `GET /tasks/{task}`, `GET /assets/*` | the live dashboard and a task's page: static HTML, CSS and JS compiled in, no data, no token needed |
+//! | `GET /v1/dashboard` | the dashboard's data, from the store: totals, tasks (newest activity first), the newest detections, detections per kind per minute, the agent matrix (all bounded) |
+//! | `GET /v1/tasks/{task}/timeline` | the task's audit log (detections and resets, with lines and times), newest first |
+//! | `GET /v1/live` | every decision as it is answered, as server-sent events (`decision`; `lagged` with how many a slow client missed) |
 //!
 //! With a token ([`ServeOptions::token`]) every `/v1` request needs
 //! `Authorization: Bearer TOKEN`; [`check_listen`] refuses a non-loopback
@@ -47,6 +51,7 @@ pub use error::ServeError;
 pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
 pub use webhook::WebhookOptions;
 
+mod dashboard;
 mod error;
 mod metrics;
 mod outlets;

@@ -1,5 +1,5 @@
-//! The routes: events, tasks, human, health; auth and the limits around
-//! them.
+//! The routes: events, tasks, human, health, the dashboard; auth and the
+//! limits around them.
 
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use loopguard_host::{ReplayItem, store_report};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::dashboard;
 use crate::server::State;
 
 /// The content type of one JSON event.
@@ -35,6 +36,12 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/v1/tasks", get(get_tasks))
         .route("/v1/tasks/{task}", get(get_task))
         .route("/v1/tasks/{task}/human", post(post_human))
+        .route(
+            "/v1/tasks/{task}/timeline",
+            get(dashboard::get_task_timeline),
+        )
+        .route("/v1/dashboard", get(dashboard::get_dashboard))
+        .route("/v1/live", get(dashboard::get_live))
         .layer(DefaultBodyLimit::max(state.options.body_limit_bytes))
         // Outermost first: auth, then the limit on requests at once (an
         // unauthorized request takes no place).
@@ -44,12 +51,13 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(get_metrics))
+        .merge(dashboard::pages())
         .merge(api)
         .with_state(state)
 }
 
 /// A JSON body with a status.
-fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (status, [(header::CONTENT_TYPE, JSON)], bytes).into_response(),
         Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
@@ -57,7 +65,7 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
 }
 
 /// `{"error": message}` with a status.
-fn error(status: StatusCode, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, JSON)],

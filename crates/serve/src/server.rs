@@ -111,6 +111,10 @@ pub(crate) struct State {
     last_line: AtomicU64,
     /// Where every decision goes besides its reply.
     pub(crate) outlets: Outlets,
+    /// Turns `true` when the server stops accepting: long-lived responses
+    /// (`GET /v1/live`) end then, so a graceful shutdown does not wait on
+    /// them.
+    pub(crate) closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl State {
@@ -215,6 +219,7 @@ impl Server {
                 next_line: AtomicU64::new(first_line),
                 last_line: AtomicU64::new(0),
                 outlets,
+                closing: Arc::new(tokio::sync::watch::Sender::new(false)),
             }),
         })
     }
@@ -230,14 +235,19 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` resolves, then stops accepting,
-    /// lets the requests in flight finish, and [`finish`](Server::finish)es.
+    /// ends the live streams, lets the requests in flight finish, and
+    /// [`finish`](Server::finish)es.
     pub async fn run(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Finished, ServeError> {
+        let closing = Arc::clone(&self.state.closing);
         axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                closing.send_replace(true);
+            })
             .await?;
         Ok(self.finish().await)
     }
