@@ -377,6 +377,21 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok(Vec::new())
     }
 
+    /// The newest `limit` entries of the audit log, oldest first, for one
+    /// task or all: what a view that must not grow with the log reads (the
+    /// dashboard). The default reads the whole log and keeps its end; the
+    /// database stores read only the newest rows.
+    async fn audit_recent(
+        &self,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut all = self.audit(task).await?;
+        let older = all.len().saturating_sub(limit);
+        all.drain(..older);
+        Ok(all)
+    }
+
     /// The pivot records, oldest first, for one task or all.
     async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
         let _ = task;
@@ -578,6 +593,23 @@ impl Store for MemoryStore {
             .filter(|entry| task.is_none_or(|task| entry.task == task))
             .cloned()
             .collect())
+    }
+
+    async fn audit_recent(
+        &self,
+        task: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let audit = self.audit.read();
+        let mut recent: Vec<AuditEntry> = audit
+            .iter()
+            .rev()
+            .filter(|entry| task.is_none_or(|task| entry.task == task))
+            .take(limit)
+            .cloned()
+            .collect();
+        recent.reverse();
+        Ok(recent)
     }
 
     async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {

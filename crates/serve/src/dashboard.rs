@@ -8,10 +8,13 @@
 //!   style) and `X-Content-Type-Options: nosniff`; the JS writes every
 //!   string from the events with `textContent`.
 //! - `GET /v1/dashboard` is the overview's data, **computed from the store
-//!   on each request** (its task snapshots and its audit log, as
-//!   `GET /v1/tasks` reads them), so it survives a page reload and a server
-//!   restart as the store does, with nothing kept in the server's memory
-//!   between requests. Its output is bounded: the [`MAX_TASKS`] tasks with
+//!   on each request** (its task snapshots and the newest [`AUDIT_WINDOW`]
+//!   entries of its audit log, read with `Store::audit_recent`, so the cost
+//!   of a request does not grow with the log), so it survives a page reload
+//!   and a server restart as the store does, with nothing kept in the
+//!   server's memory between requests. The detection counts (in total and
+//!   per task), the timeline and the agent matrix are over that window.
+//!   Its output is bounded: the [`MAX_TASKS`] tasks with
 //!   the latest activity, the [`RECENT_DETECTIONS`] newest detections, a
 //!   timeline of [`BUCKETS`] one-minute buckets for at most [`MAX_KINDS`]
 //!   kinds, and the [`MAX_AGENTS`] agents most involved in detections.
@@ -25,7 +28,8 @@
 //!   arrive (at most every two seconds).
 //! - `GET /v1/tasks/{task}/timeline` is the task page's timeline: the
 //!   task's audit log (detections and counter resets, with their lines and
-//!   times), newest first, at most [`TIMELINE_ENTRIES`]. The page shows it
+//!   times), newest first, at most [`TIMELINE_ENTRIES`] (`"more": true` when
+//!   there are older ones). The page shows it
 //!   beside `GET /v1/tasks/{task}` (status, counters, cycle log).
 //!
 //! The timeline ends at the latest detection's time (the events' own
@@ -66,6 +70,10 @@ use crate::server::State;
 
 /// The newest detections `GET /v1/dashboard` lists.
 pub(crate) const RECENT_DETECTIONS: usize = 200;
+/// The newest audit entries `GET /v1/dashboard` reads: its detection
+/// counts, recent detections, timeline and agent matrix are over these, so
+/// a request costs the same however long the store's log has grown.
+pub(crate) const AUDIT_WINDOW: usize = 20_000;
 /// The newest audit entries `GET /v1/tasks/{task}/timeline` lists.
 pub(crate) const TIMELINE_ENTRIES: usize = 500;
 /// The tasks `GET /v1/dashboard` lists (those with the latest activity).
@@ -155,7 +163,7 @@ pub(crate) async fn get_dashboard(Shared(state): Shared<Arc<State>>) -> Response
     let store = state.store();
     let read = async {
         let tasks = store.tasks().await?;
-        let audit = store.audit(None).await?;
+        let audit = store.audit_recent(None, AUDIT_WINDOW).await?;
         Ok::<_, loopguard_host::StoreError>((tasks, audit))
     };
     let (tasks, audit) = match read.await {
@@ -184,14 +192,19 @@ pub(crate) async fn get_task_timeline(
         if store.load_task(&task).await?.is_none() {
             return Ok(None);
         }
-        store.audit(Some(&task)).await.map(Some)
+        // One more than shown says whether there are older ones.
+        store
+            .audit_recent(Some(&task), TIMELINE_ENTRIES + 1)
+            .await
+            .map(Some)
     };
     match found.await {
         Ok(Some(audit)) => {
             let entries: Vec<&AuditEntry> = audit.iter().rev().take(TIMELINE_ENTRIES).collect();
+            let more = audit.len() > TIMELINE_ENTRIES;
             let mut response = crate::routes::json_response(
                 StatusCode::OK,
-                &json!({ "task": task, "total": audit.len(), "entries": entries }),
+                &json!({ "task": task, "more": more, "entries": entries }),
             );
             response
                 .headers_mut()

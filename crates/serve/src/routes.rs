@@ -44,9 +44,10 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/v1/live", get(dashboard::get_live))
         .layer(DefaultBodyLimit::max(state.options.body_limit_bytes))
         // Outermost first: auth, then the limit on requests at once (an
-        // unauthorized request takes no place).
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), limit))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
+        // unauthorized request takes no place). Route layers: a path that
+        // is no route is a 404, token or not.
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), limit))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -200,10 +200,16 @@ async fn with_a_token_every_api_request_needs_it_and_health_never_does() {
         .await
         .expect("an answer");
     assert_eq!(tasks.status(), StatusCode::OK);
-    for path in ["/healthz", "/readyz"] {
+    for path in ["/healthz", "/readyz", "/metrics"] {
         let answer = server.get(path).send().await.expect("an answer");
         assert_eq!(answer.status(), StatusCode::OK, "{path}");
     }
+    let unknown = server
+        .get("/v1/no-such-route")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND, "not a 401");
     server.stop().await;
 }
 

@@ -98,6 +98,12 @@ const INSERT_AUDIT: &str =
 const AUDIT: &str = "SELECT task, line, at, detail FROM loopguard_audit ORDER BY seq";
 const TASK_AUDIT: &str =
     "SELECT task, line, at, detail FROM loopguard_audit WHERE task = $1 ORDER BY seq";
+const RECENT_AUDIT: &str = "SELECT task, line, at, detail FROM \
+    (SELECT seq, task, line, at, detail FROM loopguard_audit ORDER BY seq DESC LIMIT $1) AS recent \
+    ORDER BY seq";
+const TASK_RECENT_AUDIT: &str = "SELECT task, line, at, detail FROM \
+    (SELECT seq, task, line, at, detail FROM loopguard_audit WHERE task = $1 \
+    ORDER BY seq DESC LIMIT $2) AS recent ORDER BY seq";
 const INSERT_PIVOT: &str =
     "INSERT INTO loopguard_pivots (task, line, at, number, directive) VALUES ($1, $2, $3, $4, $5)";
 const PIVOTS: &str = "SELECT task, line, at, number, directive FROM loopguard_pivots ORDER BY seq";
@@ -538,6 +544,29 @@ macro_rules! sql_store {
             }
 
             /// The rows of `all`, or of `one` for a single task (its `$1`).
+            /// Audit rows as entries.
+            fn audit_entries(
+                &self,
+                rows: &[<$db as sqlx::Database>::Row],
+            ) -> Result<Vec<AuditEntry>, StoreError> {
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, "read the audit log", err);
+                        let detail: String = row.try_get("detail").map_err(read)?;
+                        Ok(AuditEntry {
+                            task: row.try_get("task").map_err(read)?,
+                            line: counter(
+                                &self.backend,
+                                "line",
+                                row.try_get("line").map_err(read)?,
+                            )?,
+                            at: Timestamp(row.try_get("at").map_err(read)?),
+                            record: json_from(&self.backend, "detail", &detail)?,
+                        })
+                    })
+                    .collect()
+            }
+
             async fn rows_for(
                 &self,
                 one: &'static str,
@@ -828,22 +857,32 @@ macro_rules! sql_store {
                 let rows = self
                     .rows_for(TASK_AUDIT, AUDIT, task, "read the audit log")
                     .await?;
-                rows.iter()
-                    .map(|row| {
-                        let read = |err| error(&self.backend, "read the audit log", err);
-                        let detail: String = row.try_get("detail").map_err(read)?;
-                        Ok(AuditEntry {
-                            task: row.try_get("task").map_err(read)?,
-                            line: counter(
-                                &self.backend,
-                                "line",
-                                row.try_get("line").map_err(read)?,
-                            )?,
-                            at: Timestamp(row.try_get("at").map_err(read)?),
-                            record: json_from(&self.backend, "detail", &detail)?,
-                        })
-                    })
-                    .collect()
+                self.audit_entries(&rows)
+            }
+
+            async fn audit_recent(
+                &self,
+                task: Option<&str>,
+                limit: usize,
+            ) -> Result<Vec<AuditEntry>, StoreError> {
+                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                let rows = match task {
+                    Some(task) => {
+                        sqlx::query(TASK_RECENT_AUDIT)
+                            .bind(task)
+                            .bind(limit)
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                    None => {
+                        sqlx::query(RECENT_AUDIT)
+                            .bind(limit)
+                            .fetch_all(&self.pool)
+                            .await
+                    }
+                }
+                .map_err(|err| error(&self.backend, "read the audit log", err))?;
+                self.audit_entries(&rows)
             }
 
             async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {

@@ -486,3 +486,50 @@ mod postgres {
         result
     }
 }
+
+/// `audit_recent` is the end of `audit`, oldest first, for the whole log
+/// and for one task, at limits below, at and above its length.
+async fn recent_audit_is_the_end_of_the_log(store: Arc<dyn Store>) -> TestResult {
+    for name in ["human_gate.jsonl", "agent_pair.jsonl", "multi_agent.jsonl"] {
+        replay_on(Arc::clone(&store), &trace_events(name)).await?;
+    }
+    let all = store.audit(None).await?;
+    assert!(
+        all.len() > 6,
+        "the traces leave an audit log: {}",
+        all.len()
+    );
+    let task = all[0].task.clone();
+    let of_task = store.audit(Some(&task)).await?;
+    for limit in [0, 1, 3, of_task.len(), all.len(), all.len() + 5] {
+        let recent = store.audit_recent(None, limit).await?;
+        assert_eq!(
+            recent,
+            all[all.len().saturating_sub(limit)..],
+            "all, {limit}"
+        );
+        let recent = store.audit_recent(Some(&task), limit).await?;
+        assert_eq!(
+            recent,
+            of_task[of_task.len().saturating_sub(limit)..],
+            "{task}, {limit}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn recent_audit_in_memory_and_sqlite() -> TestResult {
+    recent_audit_is_the_end_of_the_log(Arc::new(loopguard_host::MemoryStore::durable())).await?;
+    let folder = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", folder.path().join("recent.db").display());
+    recent_audit_is_the_end_of_the_log(open_store(&url).await?).await
+}
+
+#[tokio::test]
+async fn recent_audit_in_postgres() -> TestResult {
+    let Some(schema) = Schema::create("recent_audit").await? else {
+        return Ok(());
+    };
+    recent_audit_is_the_end_of_the_log(open_store(&schema.url).await?).await
+}
