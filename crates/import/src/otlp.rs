@@ -438,28 +438,9 @@ fn spans_from_json(name: &str, text: &str) -> Result<(Vec<Span>, usize), ImportE
     let mut spans = Vec::new();
     let mut without = 0;
     for export in &exports {
-        let Some(resource_spans) = export.get("resourceSpans").and_then(Value::as_array) else {
-            without += 1;
-            continue;
-        };
-        for resource_span in resource_spans {
-            let resource = resource_span
-                .get("resource")
-                .and_then(|resource| resource.get("attributes"))
-                .map(attributes)
-                .unwrap_or_default();
-            let scopes = resource_span
-                .get("scopeSpans")
-                .or_else(|| resource_span.get("instrumentationLibrarySpans"))
-                .and_then(Value::as_array);
-            for scope in scopes.into_iter().flatten() {
-                let list = scope.get("spans").and_then(Value::as_array);
-                spans.extend(
-                    list.into_iter()
-                        .flatten()
-                        .map(|span| span_of(span, &resource)),
-                );
-            }
+        match spans_from_export(export) {
+            Some(found) => spans.extend(found),
+            None => without += 1,
         }
     }
     if without == exports.len() {
@@ -469,6 +450,37 @@ fn spans_from_json(name: &str, text: &str) -> Result<(Vec<Span>, usize), ImportE
         ));
     }
     Ok((spans, without))
+}
+
+/// The spans of one OTLP/JSON export (an `ExportTraceServiceRequest` as
+/// JSON: `{"resourceSpans": [...]}`), each with its resource's attributes
+/// under its own; `None` when `export` has no `resourceSpans` list. What a
+/// receiver of OTLP/HTTP JSON hands [`events_from_spans`]. A span that is no
+/// object, or has no `spanId`, comes back with an empty id (the mapping
+/// drops it and counts it).
+pub fn spans_from_export(export: &Value) -> Option<Vec<Span>> {
+    let resource_spans = export.get("resourceSpans").and_then(Value::as_array)?;
+    let mut spans = Vec::new();
+    for resource_span in resource_spans {
+        let resource = resource_span
+            .get("resource")
+            .and_then(|resource| resource.get("attributes"))
+            .map(attributes)
+            .unwrap_or_default();
+        let scopes = resource_span
+            .get("scopeSpans")
+            .or_else(|| resource_span.get("instrumentationLibrarySpans"))
+            .and_then(Value::as_array);
+        for scope in scopes.into_iter().flatten() {
+            let list = scope.get("spans").and_then(Value::as_array);
+            spans.extend(
+                list.into_iter()
+                    .flatten()
+                    .map(|span| span_of(span, &resource)),
+            );
+        }
+    }
+    Some(spans)
 }
 
 fn span_of(span: &Value, resource: &Map<String, Value>) -> Span {

@@ -1,5 +1,5 @@
 //! The routes: events, tasks, human, health; auth and the limits around
-//! them.
+//! them. (`POST /v1/traces`, the OTLP receiver, is in `otlp.rs`.)
 
 use std::sync::Arc;
 
@@ -35,6 +35,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         .route("/v1/tasks", get(get_tasks))
         .route("/v1/tasks/{task}", get(get_task))
         .route("/v1/tasks/{task}/human", post(post_human))
+        .route("/v1/traces", post(crate::otlp::post_traces))
         .layer(DefaultBodyLimit::max(state.options.body_limit_bytes))
         // Outermost first: auth, then the limit on requests at once (an
         // unauthorized request takes no place).
@@ -57,7 +58,7 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
 }
 
 /// `{"error": message}` with a status.
-fn error(status: StatusCode, message: &str) -> Response {
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, JSON)],
@@ -104,7 +105,7 @@ async fn limit(Shared(state): Shared<Arc<State>>, request: Request, next: Next) 
 }
 
 /// The response to a body that could not be read (413 over the limit).
-fn rejected(rejection: BytesRejection) -> Response {
+pub(crate) fn rejected(rejection: BytesRejection) -> Response {
     let status = rejection.status();
     let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "the body is larger than serve.body_limit_bytes".to_owned()
@@ -116,7 +117,7 @@ fn rejected(rejection: BytesRejection) -> Response {
 
 /// The media type of `headers`' content type, lowercase, without
 /// parameters.
-fn media_type(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let essence = value.split(';').next().unwrap_or_default().trim();
     Some(essence.to_ascii_lowercase())
