@@ -1,6 +1,8 @@
-"""Runs an OpenAI Agents SDK agent on a scripted model and exports its spans
+"""Runs OpenAI Agents SDK agents on scripted models and exports their spans
 over OTLP/HTTP (protobuf) through the OpenTelemetry instrumentation, as a
-real application would.
+real application would: a triage agent hands the question to a weather
+agent, which calls its tools (in ``loop`` mode the same call ``--calls``
+times) and answers.
 
 No network but the OTLP endpoint: the model is a scripted ``Model`` (it
 returns tool calls, then an answer), ``OPENAI_API_KEY`` is a dummy, and the
@@ -51,7 +53,9 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
 class ScriptedModel(Model):
     """Answers each turn from a script: tool calls, then a final message."""
 
-    def __init__(self, calls):
+    def __init__(self, prefix, calls):
+        # Call ids are unique across the run's models.
+        self.prefix = prefix
         self.calls = list(calls)
         self.turn = 0
 
@@ -63,8 +67,8 @@ class ScriptedModel(Model):
             output = [
                 ResponseFunctionToolCall(
                     type="function_call",
-                    id=f"fc_{turn}",
-                    call_id=f"call_{turn}",
+                    id=f"fc_{self.prefix}_{turn}",
+                    call_id=f"call_{self.prefix}_{turn}",
                     name=name,
                     arguments=json.dumps(arguments),
                     status="completed",
@@ -74,7 +78,7 @@ class ScriptedModel(Model):
             output = [
                 ResponseOutputMessage(
                     type="message",
-                    id="msg_final",
+                    id=f"msg_{self.prefix}",
                     role="assistant",
                     status="completed",
                     content=[
@@ -141,14 +145,22 @@ def script(mode, calls):
 
 
 async def run(mode, calls):
-    agent = Agent(
+    weather = Agent(
         name="Weather agent",
         instructions="Answer questions about the weather.",
-        model=ScriptedModel(script(mode, calls)),
+        model=ScriptedModel("weather", script(mode, calls)),
         model_settings=ModelSettings(),
         tools=[lookup_weather, lookup_time],
     )
-    result = await Runner.run(agent, "What is the weather in Paris?", max_turns=calls + 5)
+    # A triage agent hands the question to the weather agent first (the
+    # SDK's handoff tool, as a model would call it).
+    triage = Agent(
+        name="Triage agent",
+        instructions="Hand weather questions to the weather agent.",
+        model=ScriptedModel("triage", [("transfer_to_weather_agent", {})]),
+        handoffs=[weather],
+    )
+    result = await Runner.run(triage, "What is the weather in Paris?", max_turns=calls + 5)
     return result.final_output
 
 

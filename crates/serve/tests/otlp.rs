@@ -719,6 +719,11 @@ async fn the_openai_agents_sdk_exports_a_tool_loop_that_is_caught() {
         Some(11.0),
         "8 calls of the loop and 3 of the normal run: {metrics}"
     );
+    assert_eq!(
+        metric(&metrics, "loopguard_events_total{event_type=\"handoff\"}"),
+        Some(2.0),
+        "the triage agent hands to the weather agent in each run: {metrics}"
+    );
     let Ok(server) = Arc::try_unwrap(server) else {
         panic!("the server is still shared");
     };
