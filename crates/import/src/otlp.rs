@@ -770,7 +770,13 @@ mod tests {
         // The OpenAI Agents SDK's OpenTelemetry instrumentation: agents are
         // siblings under the workflow, the handoff a span of the first.
         let spans = [
-            span("w", None, 1, 100, json!({"traceloop.span.kind": "workflow"})),
+            span(
+                "w",
+                None,
+                1,
+                100,
+                json!({"traceloop.span.kind": "workflow"}),
+            ),
             span(
                 "a",
                 Some("w"),

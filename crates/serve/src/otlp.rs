@@ -535,7 +535,10 @@ mod tests {
         let now = Instant::now();
         assert!(
             buffer
-                .add(vec![span("t", "c", Some("r")), span("u", "x", Some("y"))], now)
+                .add(
+                    vec![span("t", "c", Some("r")), span("u", "x", Some("y"))],
+                    now
+                )
                 .is_empty()
         );
         let ready = buffer.add(vec![span("t", "r", None)], now);
@@ -555,7 +558,11 @@ mod tests {
         let now = Instant::now();
         let later = now + Duration::from_millis(1);
         assert!(buffer.add(vec![span("a", "1", Some("0"))], now).is_empty());
-        assert!(buffer.add(vec![span("b", "1", Some("0"))], later).is_empty());
+        assert!(
+            buffer
+                .add(vec![span("b", "1", Some("0"))], later)
+                .is_empty()
+        );
         // A third trace: the one that waited longest goes.
         let ready = buffer.add(vec![span("c", "1", Some("0"))], later);
         assert_eq!(ready.len(), 1);

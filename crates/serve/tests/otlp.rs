@@ -200,7 +200,8 @@ fn span(trace: [u8; 16], id: u8, parent: Option<u8>, name: &str, times: (u64, u6
 fn tool_loop(trace: [u8; 16], calls: u8, same: bool) -> Vec<Span> {
     let end = 100 + u64::from(calls);
     let mut root = span(trace, 1, None, "Agent Workflow", (1, end + 2));
-    root.attributes.push(text("traceloop.span.kind", "workflow"));
+    root.attributes
+        .push(text("traceloop.span.kind", "workflow"));
     let mut agent = span(trace, 2, Some(1), "Coder.agent", (2, end + 1));
     agent.attributes = vec![
         text("gen_ai.operation.name", "invoke_agent"),
@@ -449,7 +450,10 @@ async fn bad_bodies_are_answered_with_what_is_wrong() {
     assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
 
     let answer = server
-        .traces("application/x-protobuf", b"\xff\xff\xff\xff not protobuf".to_vec())
+        .traces(
+            "application/x-protobuf",
+            b"\xff\xff\xff\xff not protobuf".to_vec(),
+        )
         .send()
         .await
         .expect("an answer");
@@ -483,8 +487,7 @@ async fn bad_bodies_are_answered_with_what_is_wrong() {
         .expect("an answer");
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
 
-    for (content_type, encoding) in [("text/plain", None), ("application/x-protobuf", Some("br"))]
-    {
+    for (content_type, encoding) in [("text/plain", None), ("application/x-protobuf", Some("br"))] {
         let mut request = server.traces(content_type, b"{}".to_vec());
         if let Some(encoding) = encoding {
             request = request.header("content-encoding", encoding);
@@ -552,9 +555,7 @@ async fn shutdown_decides_the_traces_still_buffered_into_the_store() {
     let store = loopguard_store_sqlx::open_store(&url)
         .await
         .expect("the store opens again");
-    let report = store_report(store.as_ref(), None)
-        .await
-        .expect("a report");
+    let report = store_report(store.as_ref(), None).await.expect("a report");
     store.close().await;
     assert_eq!(report.events, 5, "the five tool calls: {report:?}");
     let task = report
