@@ -27,12 +27,18 @@
 //! `serve.otlp_max_spans_per_trace` spans of one trace (a trace that reaches
 //! it is decided at once). A span of a trace that was already decided (a
 //! late export, or a trace beyond the span bound) starts a new batch of that
-//! trace, decided by the same rule; its events are mapped without the spans
-//! already decided, so a late tool span whose agent span was decided before
-//! it is a call of the default agent (`agent`), and a late agent span is a
-//! handoff only when the agent it came from is in its batch. A background
-//! task decides expired traces; shutdown decides everything still buffered
-//! before the store closes.
+//! trace, decided by the same rule. So that the mapping still links it, the
+//! receiver remembers a skeleton of each recently decided trace (its spans'
+//! ids, names and the few attributes that name agents, roles and the
+//! conversation; at most `otlp_max_traces` traces, least recently decided
+//! forgotten first): a late batch is mapped with its trace's skeleton, and
+//! only the late spans' events are decided. A late tool span is then a call
+//! of the agent whose span was decided before it, in the same task. A late
+//! span of a forgotten trace is mapped alone (a tool outside any agent span
+//! is a call of the default agent `agent`, and the task is the trace id
+//! unless the batch names the conversation). A background task decides
+//! expired traces; shutdown decides everything still buffered before the
+//! store closes.
 //!
 //! `loopguard_otlp_spans_total{outcome}` counts the spans: `accepted` are
 //! those the mapping turned into events (or used as the agent above a
@@ -42,6 +48,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,10 +73,23 @@ const JSON: &str = "application/json";
 /// `google.rpc.Code.INVALID_ARGUMENT`.
 const INVALID_ARGUMENT: i32 = 3;
 
+/// The span attributes a trace's skeleton keeps: what the mapping needs to
+/// link a late span to its agent and its task.
+const SKELETON_KEYS: [&str; 6] = [
+    "gen_ai.operation.name",
+    "openinference.span.kind",
+    "gen_ai.agent.name",
+    "agent.name",
+    "gen_ai.conversation.id",
+    "session.id",
+];
+
 /// The spans waiting for their trace to be decided.
 #[derive(Debug)]
 pub(crate) struct Buffer {
     traces: Mutex<HashMap<String, Pending>>,
+    /// The skeletons of recently decided traces.
+    decided: Mutex<lru::LruCache<String, Vec<Span>>>,
     /// How long a trace waits after its last span.
     flush_after: Duration,
     max_traces: usize,
@@ -87,8 +107,10 @@ struct Pending {
 impl Buffer {
     /// An empty buffer with `[serve]`'s bounds.
     pub(crate) fn new(flush_after: Duration, max_traces: usize, max_spans: usize) -> Buffer {
+        let remembered = NonZeroUsize::new(max_traces).unwrap_or(NonZeroUsize::MIN);
         Buffer {
             traces: Mutex::new(HashMap::new()),
+            decided: Mutex::new(lru::LruCache::new(remembered)),
             flush_after,
             max_traces: max_traces.max(1),
             max_spans: max_spans.max(1),
@@ -163,6 +185,38 @@ impl Buffer {
         let mut traces = self.traces.lock();
         traces.drain().map(|(_, pending)| pending.spans).collect()
     }
+
+    /// The skeleton of `trace`'s spans decided before (empty when none
+    /// is remembered).
+    fn skeleton(&self, trace: &str) -> Vec<Span> {
+        self.decided.lock().get(trace).cloned().unwrap_or_default()
+    }
+
+    /// Remembers the skeleton of `spans` (one trace's, just decided) after
+    /// `before` (its skeleton so far), at most `max_spans` spans.
+    fn remember(&self, before: Vec<Span>, spans: &[Span]) {
+        let Some(trace) = spans.first().map(|span| span.trace_id.clone()) else {
+            return;
+        };
+        let room = self.max_spans.saturating_sub(before.len());
+        let mut skeleton = before;
+        skeleton.extend(spans.iter().take(room).map(|span| {
+            Span {
+                trace_id: span.trace_id.clone(),
+                span_id: span.span_id.clone(),
+                parent_span_id: span.parent_span_id.clone(),
+                name: span.name.clone(),
+                start_unix_nano: span.start_unix_nano,
+                end_unix_nano: span.end_unix_nano,
+                attributes: SKELETON_KEYS
+                    .iter()
+                    .filter_map(|key| Some(((*key).to_owned(), span.attributes.get(*key)?.clone())))
+                    .collect(),
+                ..Span::default()
+            }
+        }));
+        self.decided.lock().put(trace, skeleton);
+    }
 }
 
 /// Decides the traces that waited `serve.otlp_flush_ms` since their last
@@ -187,19 +241,43 @@ pub(crate) async fn flush_all(state: &State) {
     }
 }
 
-/// Maps one trace's batch of spans to events and decides them in order.
-async fn decide_batch(state: &State, spans: &[Span]) {
-    let imported = events_from_spans(spans);
-    let mut ignored: u64 = imported
+/// What the mapping dropped, in spans.
+fn dropped(imported: &loopguard_import::Imported) -> u64 {
+    imported
         .dropped
         .iter()
         .map(|dropped| u64::try_from(dropped.count).unwrap_or(u64::MAX))
-        .sum();
+        .sum()
+}
+
+/// Maps one trace's batch of spans (with the skeleton of the spans of the
+/// trace decided before, when one is remembered) to events, and decides the
+/// batch's own events in order.
+async fn decide_batch(state: &State, spans: &[Span]) {
+    let trace = spans.first().map_or("", |span| span.trace_id.as_str());
+    let skeleton = state.otlp.skeleton(trace);
+    let imported = if skeleton.is_empty() {
+        events_from_spans(spans)
+    } else {
+        let mut all = skeleton.clone();
+        all.extend_from_slice(spans);
+        events_from_spans(&all)
+    };
+    let mut ignored = dropped(&imported);
+    if !skeleton.is_empty() {
+        // Only the batch's own spans count.
+        ignored = ignored.saturating_sub(dropped(&events_from_spans(&skeleton)));
+    }
+    let own: HashSet<&str> = spans.iter().map(|span| span.span_id.as_str()).collect();
     let limits = &state.engine.config().limits;
     let mut refused: HashSet<String> = HashSet::new();
     let mut decided: HashSet<String> = HashSet::new();
     for event in imported.events {
         let span = span_of_event(&event);
+        if !own.contains(span.as_str()) {
+            // The skeleton's: decided with its own batch.
+            continue;
+        }
         // The engine's own check of an input line, on the mapped JSON.
         match Event::from_json_within(&event.to_json(), limits) {
             Ok(event) => {
@@ -220,6 +298,7 @@ async fn decide_batch(state: &State, spans: &[Span]) {
     ignored += refused.difference(&decided).count() as u64;
     let accepted = (spans.len() as u64).saturating_sub(ignored);
     state.outlets.metrics.otlp_spans(accepted, ignored);
+    state.otlp.remember(skeleton, spans);
 }
 
 /// The span id an event of the mapping came from (its id is `s` and the

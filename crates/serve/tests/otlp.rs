@@ -422,6 +422,54 @@ async fn a_trace_whose_root_never_comes_is_decided_after_the_flush_delay() {
 }
 
 #[tokio::test]
+async fn a_late_span_is_linked_to_its_agent_and_task_decided_before() {
+    let server = Running::start(ServeOptions {
+        otlp_flush: Duration::from_millis(50),
+        ..ServeOptions::default()
+    })
+    .await;
+    let trace = [10; 16];
+    let mut spans = tool_loop(trace, 4, true);
+    for span in spans.iter_mut().filter(|span| is_root(span)) {
+        span.attributes
+            .push(text("gen_ai.conversation.id", "conversation-late"));
+    }
+    // The root's export: decided at once.
+    let late = spans
+        .iter()
+        .position(|span| span.span_id.ends_with(&[13]))
+        .map(|at| spans.remove(at))
+        .expect("the fourth call");
+    server.export(spans).await;
+    let before = server.wait_for_task("conversation-late").await;
+    assert!(before["detections"].as_u64() > Some(0), "{before}");
+    // The fourth call comes after: a batch of its own, decided after the
+    // flush delay, still the agent's call in the conversation's task.
+    server.export(vec![late]).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let metrics = server.metrics().await;
+        if metric(&metrics, "loopguard_events_total{event_type=\"tool_call\"}") == Some(4.0) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the late call was never decided: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tasks = server.tasks().await;
+    assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(1), "{tasks}");
+    let after = server.wait_for_task("conversation-late").await;
+    assert_eq!(
+        after["detections"].as_u64(),
+        before["detections"].as_u64().map(|n| n + 1),
+        "the late call repeats the agent's own call: {after}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn different_calls_are_no_loop() {
     let server = Running::start(ServeOptions::default()).await;
     let trace = [5; 16];
