@@ -89,6 +89,18 @@ pub struct ServeConfig {
     /// is dropped and counted (`loopguard_webhook_total{outcome="dropped"}`)
     /// rather than queued without bound.
     pub webhook_queue: usize,
+    /// OTLP receiver (`POST /v1/traces`): how long, in milliseconds, a
+    /// trace whose root span has not ended waits after its last span
+    /// arrived before its events are decided anyway (default 5000). A trace
+    /// is decided at once when its root span (the one with no parent) ends.
+    pub otlp_flush_ms: u64,
+    /// OTLP receiver: the most traces buffered at once (default 1024);
+    /// one more flushes the trace that waited longest first.
+    pub otlp_max_traces: usize,
+    /// OTLP receiver: the most spans buffered for one trace (default 4096);
+    /// a trace that reaches it is decided at once, and its later spans
+    /// form a new batch.
+    pub otlp_max_spans_per_trace: usize,
 }
 
 impl Default for ServeConfig {
@@ -102,6 +114,9 @@ impl Default for ServeConfig {
             webhook_attempts: 3,
             webhook_timeout_ms: 5000,
             webhook_queue: 1024,
+            otlp_flush_ms: 5000,
+            otlp_max_traces: 1024,
+            otlp_max_spans_per_trace: 4096,
         }
     }
 }
@@ -1389,6 +1404,27 @@ impl Config {
                 "must be between 1 and 1048576",
             ));
         }
+        if !(1..=3_600_000).contains(&serve.otlp_flush_ms) {
+            return Err(invalid(
+                "serve.otlp_flush_ms",
+                serve.otlp_flush_ms,
+                "must be between 1 and 3600000 (an hour)",
+            ));
+        }
+        if !(1..=1 << 20).contains(&serve.otlp_max_traces) {
+            return Err(invalid(
+                "serve.otlp_max_traces",
+                serve.otlp_max_traces,
+                "must be between 1 and 1048576",
+            ));
+        }
+        if !(1..=1 << 20).contains(&serve.otlp_max_spans_per_trace) {
+            return Err(invalid(
+                "serve.otlp_max_spans_per_trace",
+                serve.otlp_max_spans_per_trace,
+                "must be between 1 and 1048576",
+            ));
+        }
         for (index, plugin) in self.plugins.iter().enumerate() {
             if plugin.path.as_os_str().is_empty() {
                 return Err(invalid(
@@ -1894,6 +1930,12 @@ mod tests {
                 "serve.webhook_timeout_ms",
             ),
             ("[serve]\nwebhook_queue = 0\n", "serve.webhook_queue"),
+            ("[serve]\notlp_flush_ms = 0\n", "serve.otlp_flush_ms"),
+            ("[serve]\notlp_max_traces = 0\n", "serve.otlp_max_traces"),
+            (
+                "[serve]\notlp_max_spans_per_trace = 0\n",
+                "serve.otlp_max_spans_per_trace",
+            ),
         ] {
             let err = Config::from_toml_str(text).expect_err(text);
             assert!(err.to_string().contains(key), "{text}: {err}");

@@ -13,6 +13,10 @@
 //!   agent's span is a `handoff` from the outer agent to the inner one when
 //!   it starts (`content` its input) and one back when it ends (`content`
 //!   its output); a span of the same agent inside its own is no handoff;
+//! - a handoff span (`gen_ai.operation.name` `handoff`, as the OpenAI Agents
+//!   SDK's OpenTelemetry instrumentation and others write it, with agents as
+//!   siblings rather than nested) is a `handoff` from
+//!   `gen_ai.handoff.from_agent` to `gen_ai.handoff.to_agent` when it starts;
 //! - a tool span (`execute_tool`, or `TOOL`) is a `tool_call` of the nearest
 //!   enclosing agent, failing (ruling 14) when its status is an error or it
 //!   has an `error.type`; an agent span in error is also a `failure`;
@@ -98,6 +102,8 @@ impl Span {
             .to_ascii_uppercase();
         if operation == "invoke_agent" || kind == "AGENT" {
             Role::Agent
+        } else if operation == "handoff" {
+            Role::Handoff
         } else if operation == "execute_tool" || kind == "TOOL" {
             Role::Tool
         } else if matches!(
@@ -149,6 +155,7 @@ impl Span {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
     Agent,
+    Handoff,
     Tool,
     Model,
     Other,
@@ -184,6 +191,13 @@ pub fn events_from_spans(spans: &[Span]) -> Imported {
         let (outer, depth) = enclosing_agent(span, &by_id);
         match span.role() {
             Role::Agent => agent_events(span, outer, depth, task, &mut timed),
+            Role::Handoff => match handoff(span, outer, task, spans) {
+                Some(event) => timed.push((Key::start(span, depth), event)),
+                None => imported.drop_one(
+                    "handoff spans with no agent to hand to".to_owned(),
+                    "neither gen_ai.handoff.to_agent nor a later agent span names one",
+                ),
+            },
             Role::Tool => {
                 let agent = outer.map_or_else(|| DEFAULT_AGENT.to_owned(), Span::agent_name);
                 timed.push((Key::start(span, depth), tool_call(span, &agent, task)));
@@ -361,6 +375,42 @@ fn agent_events(
     }
 }
 
+/// A handoff span's `handoff`: from `gen_ai.handoff.from_agent` (else the
+/// span's own agent name, else the enclosing agent's) to
+/// `gen_ai.handoff.to_agent`, else to the first agent span of the trace
+/// that starts after it and is not that agent (an instrumentation that
+/// starts the handoff span before the SDK names its target leaves the
+/// target out); `None` without a target.
+fn handoff(span: &Span, outer: Option<&Span>, task: &str, spans: &[Span]) -> Option<Value> {
+    let from = span
+        .text(&["gen_ai.handoff.from_agent", "gen_ai.agent.name"])
+        .map(str::to_owned)
+        .or_else(|| outer.map(Span::agent_name))
+        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+    let to = match span
+        .text(&["gen_ai.handoff.to_agent"])
+        .filter(|to| *to != "unknown")
+    {
+        Some(to) => to.to_owned(),
+        None => spans
+            .iter()
+            .filter(|next| {
+                next.trace_id == span.trace_id
+                    && next.role() == Role::Agent
+                    && next.start_unix_nano >= span.start_unix_nano
+                    && next.agent_name() != from
+            })
+            .min_by_key(|next| next.start_unix_nano)?
+            .agent_name(),
+    };
+    let mut event = json!({
+        "type": "handoff", "task": task, "id": format!("s{}", span.span_id),
+        "from": from, "to": to,
+    });
+    with(&mut event, "ts", Span::ts(span.start_unix_nano));
+    Some(event)
+}
+
 fn tool_call(span: &Span, agent: &str, task: &str) -> Value {
     let tool = span
         .text(&["gen_ai.tool.name", "tool.name"])
@@ -438,28 +488,9 @@ fn spans_from_json(name: &str, text: &str) -> Result<(Vec<Span>, usize), ImportE
     let mut spans = Vec::new();
     let mut without = 0;
     for export in &exports {
-        let Some(resource_spans) = export.get("resourceSpans").and_then(Value::as_array) else {
-            without += 1;
-            continue;
-        };
-        for resource_span in resource_spans {
-            let resource = resource_span
-                .get("resource")
-                .and_then(|resource| resource.get("attributes"))
-                .map(attributes)
-                .unwrap_or_default();
-            let scopes = resource_span
-                .get("scopeSpans")
-                .or_else(|| resource_span.get("instrumentationLibrarySpans"))
-                .and_then(Value::as_array);
-            for scope in scopes.into_iter().flatten() {
-                let list = scope.get("spans").and_then(Value::as_array);
-                spans.extend(
-                    list.into_iter()
-                        .flatten()
-                        .map(|span| span_of(span, &resource)),
-                );
-            }
+        match spans_from_export(export) {
+            Some(found) => spans.extend(found),
+            None => without += 1,
         }
     }
     if without == exports.len() {
@@ -469,6 +500,37 @@ fn spans_from_json(name: &str, text: &str) -> Result<(Vec<Span>, usize), ImportE
         ));
     }
     Ok((spans, without))
+}
+
+/// The spans of one OTLP/JSON export (an `ExportTraceServiceRequest` as
+/// JSON: `{"resourceSpans": [...]}`), each with its resource's attributes
+/// under its own; `None` when `export` has no `resourceSpans` list. What a
+/// receiver of OTLP/HTTP JSON hands [`events_from_spans`]. A span that is no
+/// object, or has no `spanId`, comes back with an empty id (the mapping
+/// drops it and counts it).
+pub fn spans_from_export(export: &Value) -> Option<Vec<Span>> {
+    let resource_spans = export.get("resourceSpans").and_then(Value::as_array)?;
+    let mut spans = Vec::new();
+    for resource_span in resource_spans {
+        let resource = resource_span
+            .get("resource")
+            .and_then(|resource| resource.get("attributes"))
+            .map(attributes)
+            .unwrap_or_default();
+        let scopes = resource_span
+            .get("scopeSpans")
+            .or_else(|| resource_span.get("instrumentationLibrarySpans"))
+            .and_then(Value::as_array);
+        for scope in scopes.into_iter().flatten() {
+            let list = scope.get("spans").and_then(Value::as_array);
+            spans.extend(
+                list.into_iter()
+                    .flatten()
+                    .map(|span| span_of(span, &resource)),
+            );
+        }
+    }
+    Some(spans)
 }
 
 fn span_of(span: &Value, resource: &Map<String, Value>) -> Span {
@@ -700,6 +762,91 @@ mod tests {
         assert_eq!(
             imported.events[0].task, "t1",
             "no conversation id: the trace id"
+        );
+    }
+
+    #[test]
+    fn a_handoff_span_between_sibling_agents_is_a_handoff() {
+        // The OpenAI Agents SDK's OpenTelemetry instrumentation: agents are
+        // siblings under the workflow, the handoff a span of the first.
+        let spans = [
+            span(
+                "w",
+                None,
+                1,
+                100,
+                json!({"traceloop.span.kind": "workflow"}),
+            ),
+            span(
+                "a",
+                Some("w"),
+                2,
+                20,
+                json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Triage"}),
+            ),
+            span(
+                "h",
+                Some("a"),
+                10,
+                11,
+                json!({"gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": "Triage", "gen_ai.handoff.to_agent": "Billing", "gen_ai.agent.name": "Triage"}),
+            ),
+            span(
+                "b",
+                Some("w"),
+                21,
+                90,
+                json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Billing", "gen_ai.agent.handoff_parent": "Triage"}),
+            ),
+            // Its target left out (the instrumentation starts the span
+            // before the SDK names it): the next agent to start.
+            span(
+                "y",
+                Some("b"),
+                30,
+                31,
+                json!({"gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": "Billing", "gen_ai.agent.name": "Billing"}),
+            ),
+            span(
+                "c",
+                Some("w"),
+                40,
+                50,
+                json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Refunds"}),
+            ),
+            // No target and no agent after it.
+            span(
+                "x",
+                Some("c"),
+                45,
+                46,
+                json!({"gen_ai.operation.name": "handoff", "gen_ai.agent.name": "Refunds"}),
+            ),
+        ];
+        let imported = events_from_spans(&spans);
+        let handoffs: Vec<(String, String)> = imported
+            .events
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::Handoff { from, to, .. } => Some((from.to_string(), to.to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            handoffs,
+            [
+                ("Triage".to_owned(), "Billing".to_owned()),
+                ("Billing".to_owned(), "Refunds".to_owned())
+            ]
+        );
+        assert_eq!(imported.events[0].id.as_deref(), Some("sh"));
+        assert!(
+            imported
+                .dropped
+                .iter()
+                .any(|d| d.what == "handoff spans with no agent to hand to"),
+            "{:?}",
+            imported.dropped
         );
     }
 

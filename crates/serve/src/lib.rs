@@ -11,6 +11,7 @@
 //! | `GET /v1/tasks` | every stored task: status, loop count, pivots, detections, the last detection |
 //! | `GET /v1/tasks/{task}` | one task's report (as `replay --format json` prints a task) and its cycle log |
 //! | `POST /v1/tasks/{task}/human` | a `human` event for the task (lifts the gate), optional `{"note": "..."}` |
+//! | `POST /v1/traces` | OTLP/HTTP traces (protobuf or JSON, optionally gzipped): spans buffered per trace, mapped as `loopguard import --from otlp` maps them, and decided when the trace's root span ends or `serve.otlp_flush_ms` after its last span |
 //! | `GET /healthz`, `GET /readyz` | the process runs; the store answers |
 //! | `GET /metrics` | the loop figures in the Prometheus text format (no token needed, like the health routes) |
 //! | `GET /`, `GET /tasks/{task}`, `GET /assets/*` | the live dashboard and a task's page: static HTML, CSS and JS compiled in, no data, no token needed |
@@ -54,6 +55,8 @@ pub use webhook::WebhookOptions;
 mod dashboard;
 mod error;
 mod metrics;
+mod otlp;
+pub mod otlp_proto;
 mod outlets;
 mod routes;
 mod server;

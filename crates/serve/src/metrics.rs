@@ -109,7 +109,6 @@ pub(crate) struct Metrics {
     loops_per_task: Histogram,
     resolution_seconds: Histogram,
     observe_seconds: Histogram,
-    #[allow(dead_code, reason = "fed by the OTLP receiver, the next slice")]
     otlp_spans: Family<OutcomeLabels, Counter>,
     webhook: Family<OutcomeLabels, Counter>,
     tracked: Mutex<lru::LruCache<String, TaskTrack>>,
@@ -261,7 +260,6 @@ impl Metrics {
     }
 
     /// Counts OTLP spans: `accepted` mapped to events, `ignored` not.
-    #[allow(dead_code, reason = "fed by the OTLP receiver, the next slice")]
     pub(crate) fn otlp_spans(&self, accepted: u64, ignored: u64) {
         self.otlp_spans
             .get_or_create(&OutcomeLabels {

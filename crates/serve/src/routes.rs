@@ -1,5 +1,6 @@
 //! The routes: events, tasks, human, health, the dashboard; auth and the
-//! limits around them.
+//! limits around them. (`POST /v1/traces`, the OTLP receiver, is in
+//! `otlp.rs`; the dashboard's routes in `dashboard.rs`.)
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         )
         .route("/v1/dashboard", get(dashboard::get_dashboard))
         .route("/v1/live", get(dashboard::get_live))
+        .route("/v1/traces", post(crate::otlp::post_traces))
         .layer(DefaultBodyLimit::max(state.options.body_limit_bytes))
         // Outermost first: auth, then the limit on requests at once (an
         // unauthorized request takes no place). Route layers: a path that
@@ -113,7 +115,7 @@ async fn limit(Shared(state): Shared<Arc<State>>, request: Request, next: Next) 
 }
 
 /// The response to a body that could not be read (413 over the limit).
-fn rejected(rejection: BytesRejection) -> Response {
+pub(crate) fn rejected(rejection: BytesRejection) -> Response {
     let status = rejection.status();
     let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "the body is larger than serve.body_limit_bytes".to_owned()
@@ -125,7 +127,7 @@ fn rejected(rejection: BytesRejection) -> Response {
 
 /// The media type of `headers`' content type, lowercase, without
 /// parameters.
-fn media_type(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let essence = value.split(';').next().unwrap_or_default().trim();
     Some(essence.to_ascii_lowercase())

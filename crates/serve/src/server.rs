@@ -10,7 +10,7 @@ use loopguard_core_types::{Decision, Event, ServeConfig};
 use loopguard_host::{Durability, LoopGuard, Observed, Store};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
 use crate::ServeError;
 use crate::outlets::Outlets;
@@ -22,7 +22,8 @@ const SETTLE_WAIT: Duration = Duration::from_secs(30);
 const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
 
 /// What the server enforces: the token, the body limit, the requests at
-/// once. [`ServeOptions::from_config`] reads them from `[serve]`.
+/// once, and how the OTLP receiver buffers spans.
+/// [`ServeOptions::from_config`] reads them from `[serve]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeOptions {
     /// The bearer token every `/v1` request needs (none: no check).
@@ -33,6 +34,14 @@ pub struct ServeOptions {
     pub queue: usize,
     /// Where decisions that ask for an action are POSTed (none: nowhere).
     pub webhook: Option<WebhookOptions>,
+    /// How long an OTLP trace whose root span has not arrived waits after
+    /// its last span before it is decided (`serve.otlp_flush_ms`).
+    pub otlp_flush: Duration,
+    /// The most OTLP traces buffered at once (`serve.otlp_max_traces`).
+    pub otlp_max_traces: usize,
+    /// The most spans buffered for one OTLP trace
+    /// (`serve.otlp_max_spans_per_trace`).
+    pub otlp_max_spans_per_trace: usize,
 }
 
 impl Default for ServeOptions {
@@ -49,6 +58,9 @@ impl ServeOptions {
             body_limit_bytes: config.body_limit_bytes,
             queue: config.queue.max(1),
             webhook: WebhookOptions::from_config(config),
+            otlp_flush: Duration::from_millis(config.otlp_flush_ms.max(1)),
+            otlp_max_traces: config.otlp_max_traces.max(1),
+            otlp_max_spans_per_trace: config.otlp_max_spans_per_trace.max(1),
         }
     }
 }
@@ -115,6 +127,8 @@ pub(crate) struct State {
     /// (`GET /v1/live`) end then, so a graceful shutdown does not wait on
     /// them.
     pub(crate) closing: Arc<tokio::sync::watch::Sender<bool>>,
+    /// OTLP spans waiting for their trace to be decided.
+    pub(crate) otlp: crate::otlp::Buffer,
 }
 
 impl State {
@@ -185,6 +199,46 @@ pub struct Server {
     state: Arc<State>,
     /// The webhook's worker, when there is one.
     webhook: Option<tokio::task::JoinHandle<()>>,
+    /// The task that decides expired OTLP traces, and its stop.
+    flusher: Flusher,
+}
+
+/// The background task that decides the OTLP traces whose flush delay has
+/// passed. It holds the state weakly, so that it never keeps the engine
+/// (and its store) alive.
+#[derive(Debug)]
+struct Flusher {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Flusher {
+    fn start(state: &Arc<State>) -> Flusher {
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let weak = Arc::downgrade(state);
+        let mut ticks = tokio::time::interval(state.otlp.tick());
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = ticks.tick() => {
+                        let Some(state) = weak.upgrade() else { break };
+                        crate::otlp::flush_expired(&state).await;
+                    }
+                }
+            }
+        });
+        Flusher { stop, task }
+    }
+
+    /// Stops the task once the flush it may be doing is done.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Err(err) = self.task.await {
+            tracing::error!(%err, "the OTLP flush task failed");
+        }
+    }
 }
 
 impl Server {
@@ -209,18 +263,27 @@ impl Server {
             .map(|token| Sha256::digest(token.as_bytes()).into());
         let (outlets, webhook) =
             Outlets::new(options.webhook.as_ref()).map_err(ServeError::Webhook)?;
+        let otlp = crate::otlp::Buffer::new(
+            options.otlp_flush,
+            options.otlp_max_traces,
+            options.otlp_max_spans_per_trace,
+        );
+        let state = Arc::new(State {
+            engine,
+            token_hash,
+            permits: Arc::new(Semaphore::new(options.queue.max(1))),
+            options,
+            next_line: AtomicU64::new(first_line),
+            last_line: AtomicU64::new(0),
+            outlets,
+            closing: Arc::new(tokio::sync::watch::Sender::new(false)),
+            otlp,
+        });
+        let flusher = Flusher::start(&state);
         Ok(Server {
+            state,
             webhook,
-            state: Arc::new(State {
-                engine,
-                token_hash,
-                permits: Arc::new(Semaphore::new(options.queue.max(1))),
-                options,
-                next_line: AtomicU64::new(first_line),
-                last_line: AtomicU64::new(0),
-                outlets,
-                closing: Arc::new(tokio::sync::watch::Sender::new(false)),
-            }),
+            flusher,
         })
     }
 
@@ -252,13 +315,19 @@ impl Server {
         Ok(self.finish().await)
     }
 
-    /// Commits what was answered and closes the store: a shared store's
-    /// waiting commits are written (retried for up to 30 s), the store's
-    /// writer is given the same time to write what it holds, and the run
-    /// records its last line when nothing was lost.
+    /// Commits what was answered and closes the store: the OTLP traces
+    /// still buffered are decided first, a shared store's waiting commits
+    /// are written (retried for up to 30 s), the store's writer is given the
+    /// same time to write what it holds, and the run records its last line
+    /// when nothing was lost.
     pub async fn finish(self) -> Finished {
-        let state = self.state;
-        let webhook = self.webhook;
+        let Server {
+            state,
+            webhook,
+            flusher,
+        } = self;
+        flusher.stop().await;
+        crate::otlp::flush_all(&state).await;
         let store = Arc::clone(state.engine.store());
         let last_line = state.last_line.load(Ordering::Relaxed);
         let mut lost = 0u64;
