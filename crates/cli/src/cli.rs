@@ -152,11 +152,15 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Serve the engine over HTTP until SIGTERM or SIGINT: POST events (one
     /// JSON event, or NDJSON) and get their decisions as `replay --format
-    /// jsonl` prints them; list tasks, read a task's report, lift a gate.
+    /// jsonl` prints them; or point an OpenTelemetry exporter at it; list
+    /// tasks, read a task's report, lift a gate; scrape its metrics; watch
+    /// the live dashboard in a browser.
     ///
-    /// Routes: POST /v1/events, GET /v1/tasks, GET /v1/tasks/TASK, POST
-    /// /v1/tasks/TASK/human, GET /healthz, GET /readyz (see the README's
-    /// "Serve"). The store defaults to sqlite://DATA/serve.sqlite, DATA
+    /// Routes: POST /v1/events, POST /v1/traces (OTLP/HTTP), GET /v1/tasks,
+    /// GET /v1/tasks/TASK, POST /v1/tasks/TASK/human, GET /v1/live (server-
+    /// sent events), GET /metrics (Prometheus), GET / (the dashboard), GET
+    /// /healthz, GET /readyz (see the README's "Serve"). With `[serve]
+    /// webhook_url`, each decision with an action is also POSTed there. The store defaults to sqlite://DATA/serve.sqlite, DATA
     /// being $LOOPGUARD_DATA_DIR, else $XDG_DATA_HOME/loopguard, else
     /// ~/.local/share/loopguard, so a restart keeps every task. Listening
     /// on anything but loopback needs `[serve] token`. On SIGTERM or SIGINT
