@@ -67,13 +67,18 @@ pub use detector::{PluginDetector, PluginHost};
 pub use error::{PluginError, PluginFault};
 pub use instance::PluginInstance;
 pub use library::{AbiVersion, Plugin, PluginInfo};
+pub use process_worker::run_worker;
 
 mod call;
+mod child;
 mod detector;
 mod error;
 mod event_types;
 mod instance;
 mod library;
+mod process_worker;
+mod protocol;
+mod sandbox;
 mod worker;
 
 #[cfg(test)]
@@ -87,16 +92,17 @@ pub fn load_plugins(config: &Config) -> Result<Vec<Arc<PluginDetector>>, PluginE
     let mut detectors = Vec::new();
     let mut seen: Vec<(String, &Path)> = Vec::new();
     for entry in &config.plugins {
-        let plugin = Plugin::load(&entry.path)?;
-        if let Some((name, first)) = seen.iter().find(|(name, _)| *name == plugin.info.name) {
+        let detector = host.start(entry)?;
+        let name = detector.plugin_name();
+        if let Some((name, first)) = seen.iter().find(|(seen, _)| seen == name) {
             return Err(PluginError::DuplicateName {
                 name: name.clone(),
                 first: first.to_path_buf(),
                 second: entry.path.clone(),
             });
         }
-        seen.push((plugin.info.name.clone(), &entry.path));
-        detectors.push(host.detector(&plugin, &entry.config)?);
+        seen.push((name.to_owned(), &entry.path));
+        detectors.push(detector);
     }
     Ok(detectors)
 }
