@@ -118,7 +118,10 @@ impl Live {
                 Some((&answer::OK, hello)) => serde_json::from_slice::<Hello>(hello)
                     .map_err(|err| format!("its worker's hello is not valid: {err}")),
                 Some((&answer::LOAD_ERROR, message)) => {
-                    Err(String::from_utf8_lossy(message).into_owned())
+                    // The loader's message names the library already.
+                    let message = String::from_utf8_lossy(message);
+                    let named = format!("plugin {}: ", library.display());
+                    Err(message.strip_prefix(&named).unwrap_or(&message).to_owned())
                 }
                 _ => Err("its worker's first frame is not a hello".to_owned()),
             },
