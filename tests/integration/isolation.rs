@@ -8,12 +8,11 @@
 //! `max_faults` the plugin is disabled. The panicky and ABI fixtures behave
 //! as in process.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 use serde_json::Value;
 
+use crate::plugins::plugin;
 use crate::support::*;
 
 const CRASHY: &str = "loopguard-fixture-crashy";
@@ -21,20 +20,6 @@ const PANICKY: &str = "loopguard-fixture-panicky";
 const MONOLOGUE: &str = "loopguard-plugin-monologue";
 const ABI_1_0: &str = "loopguard-fixture-abi-1-0";
 const ABI_MAJOR_2: &str = "loopguard-fixture-abi-major-2";
-
-/// The library of a workspace plugin package, built once per test binary.
-fn plugin(package: &'static str) -> PathBuf {
-    static BUILT: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    built
-        .entry(package)
-        .or_insert_with(|| {
-            loopguard_test_support::build_cdylib(package).unwrap_or_else(|err| panic!("{err}"))
-        })
-        .clone()
-}
 
 /// `loopguard --no-semantic replay TRACE --format jsonl --config CONFIG`,
 /// the config written from `toml` to a temporary directory.
