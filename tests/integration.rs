@@ -27,6 +27,8 @@ mod failures;
 mod hubs;
 #[path = "integration/import.rs"]
 mod import;
+#[path = "integration/isolation.rs"]
+mod isolation;
 #[path = "integration/limits.rs"]
 mod limits;
 #[path = "integration/phases.rs"]

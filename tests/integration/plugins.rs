@@ -10,8 +10,10 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// The library of a workspace plugin package, built once per test binary.
-fn plugin(package: &'static str) -> PathBuf {
+/// The library of a workspace plugin package, built once per test binary
+/// (one cache for every module: two builds of a package at once would
+/// rewrite a library another test has loaded).
+pub(crate) fn plugin(package: &'static str) -> PathBuf {
     static BUILT: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
     let mut built = BUILT
         .lock()

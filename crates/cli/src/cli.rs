@@ -169,6 +169,11 @@ pub(crate) enum Command {
     /// answered event's writes never reached the store, 2 when the config,
     /// the model, the store or the address stops it from starting.
     Serve(ServeArgs),
+    /// Runs one detector plugin for a loopguard that isolates its plugins
+    /// (`plugin_host.isolation = "process"`): loads the library and
+    /// answers requests on stdin and stdout. Started by loopguard itself.
+    #[command(hide = true)]
+    PluginWorker(PluginWorkerArgs),
 }
 
 /// `loopguard serve`.
@@ -249,6 +254,16 @@ pub(crate) struct LogArgs {
     /// "pivots", "episodes"}).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
+}
+
+/// `loopguard plugin-worker`.
+#[derive(Debug, Args)]
+pub(crate) struct PluginWorkerArgs {
+    /// The plugin library.
+    pub(crate) library: PathBuf,
+    /// The most address space the worker may map, in MB.
+    #[arg(long, value_name = "MB")]
+    pub(crate) memory_limit_mb: Option<u64>,
 }
 
 /// `loopguard plugins`.

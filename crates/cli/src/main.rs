@@ -81,6 +81,17 @@ fn main() -> ExitCode {
     if let Err(err) = logging::init(cli.log_level) {
         return fail(&err);
     }
+    // A plugin worker answers its host on stdin and stdout, one request at
+    // a time: no runtime.
+    if let Command::PluginWorker(args) = &cli.command {
+        return match loopguard_host::run_worker(&args.library, args.memory_limit_mb) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => fail(
+                &anyhow::Error::new(err)
+                    .context(format!("plugin worker for {}", args.library.display())),
+            ),
+        };
+    }
     // The server answers requests on every core; the other commands read
     // one input in order.
     let mut builder = if matches!(cli.command, Command::Serve(_)) {
@@ -107,6 +118,7 @@ fn main() -> ExitCode {
             Command::Log(args) => store::log(&args).await,
             Command::Report(args) => store::report(&args).await,
             Command::Serve(args) => serve::run(&args, no_semantic).await,
+            Command::PluginWorker(_) => Ok(Outcome::Clean),
         }
     });
     match outcome {

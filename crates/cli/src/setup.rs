@@ -78,6 +78,11 @@ pub(crate) fn resolve_plugins(
                 plugin.path = dir.join(&plugin.path);
             }
         }
+        if let Some(worker) = &mut config.plugin_host.worker
+            && worker.is_relative()
+        {
+            *worker = dir.join(&*worker);
+        }
         if let Some(weights) = &mut config.similarity.judge_weights
             && weights.is_relative()
         {

@@ -132,6 +132,10 @@ pub struct PluginConfig {
     /// The plugin's own settings, handed to it as JSON (`{}` when absent).
     #[serde(default = "empty_table")]
     pub config: serde_json::Value,
+    /// Where this plugin runs (`"in-process"` or `"process"`); absent:
+    /// `plugin_host.isolation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
 }
 
 impl PluginConfig {
@@ -140,7 +144,38 @@ impl PluginConfig {
         PluginConfig {
             path: path.into(),
             config: empty_table(),
+            isolation: None,
         }
+    }
+
+    /// Where this plugin runs: its own `isolation`, else the host's.
+    pub fn isolation(&self, host: &PluginHostConfig) -> Isolation {
+        self.isolation.unwrap_or(host.isolation)
+    }
+}
+
+/// Where a plugin's code runs (`plugin_host.isolation`, or a plugin's own
+/// `isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In loopguard's own process, through the ABI: the fastest; a panic is
+    /// contained, but a crash (a segfault, an abort, an exit) ends
+    /// loopguard. The default for now.
+    #[default]
+    InProcess,
+    /// In a worker process of its own (`loopguard plugin-worker`), over a
+    /// pipe: a crash of the plugin is a fault of that call, the worker is
+    /// restarted with the plugin's task states, and loopguard goes on.
+    Process,
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::InProcess => "in-process",
+            Isolation::Process => "process",
+        })
     }
 }
 
@@ -159,8 +194,22 @@ pub struct PluginHostConfig {
     pub max_concurrency: u32,
     /// Milliseconds a plugin call may take (default 5000). A plugin that
     /// does not answer in time is disabled for the rest of the run: its
-    /// call is abandoned, and its thread stays busy with it.
+    /// call is abandoned, and its thread stays busy with it. In process
+    /// isolation, its worker is killed instead: a fault like a crash.
     pub call_timeout_ms: u64,
+    /// Where plugins run unless their `[[plugins]]` entry says
+    /// (`"in-process"`, the default for now, or `"process"`).
+    pub isolation: Isolation,
+    /// The program that runs a plugin in process isolation (it is started
+    /// as `WORKER plugin-worker LIBRARY`). Absent: the environment variable
+    /// `LOOPGUARD_PLUGIN_WORKER`, else the running `loopguard` binary
+    /// itself. A relative path is relative to the config file.
+    pub worker: Option<std::path::PathBuf>,
+    /// In process isolation, the most memory (address space, in MB) a
+    /// plugin's worker may map; past it an allocation fails and the plugin
+    /// crashes, a fault like any crash. Absent: no limit. Enforced by the
+    /// operating system (RLIMIT_AS, on Unix).
+    pub memory_limit_mb: Option<u64>,
 }
 
 impl Default for PluginHostConfig {
@@ -169,6 +218,9 @@ impl Default for PluginHostConfig {
             max_faults: 3,
             max_concurrency: 4,
             call_timeout_ms: 5000,
+            isolation: Isolation::InProcess,
+            worker: None,
+            memory_limit_mb: None,
         }
     }
 }
@@ -1322,6 +1374,27 @@ impl Config {
                 "must be between 1 and 600000 (10 minutes)",
             ));
         }
+        if self
+            .plugin_host
+            .worker
+            .as_ref()
+            .is_some_and(|worker| worker.as_os_str().is_empty())
+        {
+            return Err(invalid(
+                "plugin_host.worker",
+                "\"\"",
+                "must name the worker program, e.g. \"/usr/local/bin/loopguard\"",
+            ));
+        }
+        if let Some(megabytes) = self.plugin_host.memory_limit_mb
+            && !(16..=1 << 24).contains(&megabytes)
+        {
+            return Err(invalid(
+                "plugin_host.memory_limit_mb",
+                megabytes,
+                "must be between 16 and 16777216 (16 TiB)",
+            ));
+        }
         let limits = &self.limits;
         if !(64..=1 << 30).contains(&limits.max_line_bytes) {
             return Err(invalid(
@@ -2110,7 +2183,22 @@ mod tests {
         assert_eq!(config.plugin_host.max_faults, 5);
         assert_eq!(config.plugin_host.max_concurrency, 4);
         assert_eq!(config.plugin_host.call_timeout_ms, 5000);
+        assert_eq!(config.plugin_host.isolation, Isolation::InProcess);
         assert_eq!(config.plugins.len(), 2);
+        let isolated = Config::from_toml_str(
+            "[plugin_host]\nisolation = \"process\"\nmemory_limit_mb = 512\n\n\
+             [[plugins]]\npath = \"a.so\"\n\n[[plugins]]\npath = \"b.so\"\nisolation = \"in-process\"\n",
+        )
+        .expect("valid");
+        assert_eq!(isolated.plugin_host.memory_limit_mb, Some(512));
+        assert_eq!(
+            isolated
+                .plugins
+                .iter()
+                .map(|plugin| plugin.isolation(&isolated.plugin_host))
+                .collect::<Vec<_>>(),
+            [Isolation::Process, Isolation::InProcess]
+        );
         assert_eq!(config.plugins[0], PluginConfig::new("a.so"));
         assert_eq!(
             config.plugins[1].config,
@@ -2125,6 +2213,16 @@ mod tests {
             (
                 "[plugin_host]\ncall_timeout_ms = 0\n",
                 "plugin_host.call_timeout_ms",
+            ),
+            ("[plugin_host]\nisolation = \"container\"\n", "isolation"),
+            (
+                "[[plugins]]\npath = \"a\"\nisolation = \"thread\"\n",
+                "isolation",
+            ),
+            ("[plugin_host]\nworker = \"\"\n", "plugin_host.worker"),
+            (
+                "[plugin_host]\nmemory_limit_mb = 1\n",
+                "plugin_host.memory_limit_mb",
             ),
             ("[[plugins]]\npath = \"\"\n", "plugins[0].path"),
             (

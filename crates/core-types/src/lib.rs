@@ -26,9 +26,9 @@ pub use config::{
     PhaseConfig, SemanticConfig, SimilarityConfig, TaskTypeThresholds, TextPosition, Threshold,
 };
 pub use config::{EMBEDDING_INPUT_BYTES, LimitsConfig, truncate_to_char_boundary};
+pub use config::{Isolation, PluginConfig, PluginHostConfig, ServeConfig};
 pub use config::{LlmConfig, ProgressConfig};
 pub use config::{PerToolConfig, ToolLimits, ToolsConfig};
-pub use config::{PluginConfig, PluginHostConfig, ServeConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, FailureView, ProgressSnapshot};
 pub use report::{LineError, Report, TaskReport};

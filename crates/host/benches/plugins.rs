@@ -10,6 +10,10 @@
 //!   two as the engine calls them (`ExtensionDetector::observe`): the
 //!   static one inline, the plugin on its own thread behind the host's
 //!   semaphore, as `loopguard` runs it.
+//! - `extension/plugin_process`: the plugin in a worker process of its
+//!   own (process isolation): the same call over a pipe to
+//!   `loopguard-plugin-worker`, with the task's state exported after
+//!   each event (the host keeps it for a restart).
 //! - `engine/...`: `LoopGuard::observe_line` per event with each.
 //!
 //! Each group also runs with 4 KB turn outputs (`_4k`), where JSON costs
@@ -97,6 +101,16 @@ fn plugin_detector(plugin: &Plugin) -> Arc<PluginDetector> {
         .unwrap_or_else(|err| panic!("{err}"))
 }
 
+/// The plugin in a worker process of its own, run by this package's
+/// `loopguard-plugin-worker`.
+fn process_detector(plugin: &Plugin) -> Arc<PluginDetector> {
+    let mut host = Config::default().plugin_host;
+    host.worker = Some(env!("CARGO_BIN_EXE_loopguard-plugin-worker").into());
+    PluginHost::new(&host)
+        .process_detector(&plugin.info().path, &serde_json::json!({}))
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
 /// The time of `iters` events through `$body` inside one `block_on`, so
 /// the runtime's entry is not in the figure.
 macro_rules! timed {
@@ -160,6 +174,14 @@ fn bench(c: &mut Criterion) {
                 })
             })
         });
+        let isolated = process_detector(&plugin);
+        group.bench_function("plugin_process", |b| {
+            b.iter_custom(|iters| {
+                timed!(runtime, stream, iters, |line, event| {
+                    black_box(isolated.observe(&observed(line, event)).await.ok())
+                })
+            })
+        });
         group.finish();
 
         let mut group = c.benchmark_group(format!("engine{suffix}"));
@@ -169,6 +191,7 @@ fn bench(c: &mut Criterion) {
                 Arc::new(StaticMonologue(Mutex::new(monologue()))) as Arc<dyn ExtensionDetector>,
             ),
             ("plugin", plugin_detector(&plugin)),
+            ("plugin_process", process_detector(&plugin)),
         ];
         for (name, extension) in engines {
             let guard = LoopGuard::builder(Config::default())

@@ -54,7 +54,7 @@ pub use extension::{
 #[cfg(feature = "plugins")]
 pub use plugins::{
     AbiVersion, Plugin, PluginDetector, PluginError, PluginFault, PluginHost, PluginInfo,
-    PluginInstance, load_plugins,
+    PluginInstance, load_plugins, run_worker,
 };
 pub use replay::{
     Observed, ReplayItem, ReportBuilder, replay, replay_each, replay_each_from,

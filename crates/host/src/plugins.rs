@@ -21,6 +21,18 @@
 //! an older ABI, or one without those functions, starts such a task
 //! afresh.
 //!
+//! With `plugin_host.isolation = "process"` (or a plugin's own
+//! `isolation`), [`PluginHost::start`] runs the plugin in a worker process
+//! of its own (`loopguard plugin-worker LIBRARY`, [`run_worker`]) that
+//! loads the library with the same [`Plugin::load`] and
+//! [`PluginInstance`] code and answers over its stdin and stdout. A crash
+//! of the worker (a signal, an exit, garbage on the pipe) or a call past
+//! its deadline (the worker is killed) is a fault of that call; the next
+//! call starts a new worker, creates the instance again and imports the
+//! task states the host kept from the answers (ABI 1.2 plugins), so the
+//! plugin continues where it was. The engine sees the same
+//! [`PluginDetector`] in both modes.
+//!
 //! Event types newer than a plugin are never a fault: a plugin of ABI 1.3
 //! or later skips a type its SDK does not know, and a plugin of an older
 //! ABI (whose SDK would refuse it) is not sent events of types newer than
@@ -28,7 +40,8 @@
 //!
 //! # Layers
 //!
-//! One module per layer; only the first two hold `unsafe` code.
+//! One module per layer; only the first two, and `sandbox`'s one call,
+//! hold `unsafe` code.
 //!
 //! - `library`: loading and ABI checks: opening the library, the entry
 //!   symbol, reading the table, refusing other versions ([`Plugin`],
@@ -42,6 +55,12 @@
 //!   the watchdog that enforces call deadlines.
 //! - `detector`: the adapter to the engine, with fault counting
 //!   ([`PluginHost`], [`PluginDetector`]).
+//! - `protocol`: the frames between the host and a worker process.
+//! - `child`: the host's side of a worker process (start, calls, crash
+//!   detection, restart with the kept task states).
+//! - `process_worker`: the worker process's side ([`run_worker`]).
+//! - `sandbox`: what a worker does before it loads the library (closing
+//!   inherited descriptors, the memory limit).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -67,13 +86,18 @@ pub use detector::{PluginDetector, PluginHost};
 pub use error::{PluginError, PluginFault};
 pub use instance::PluginInstance;
 pub use library::{AbiVersion, Plugin, PluginInfo};
+pub use process_worker::run_worker;
 
 mod call;
+mod child;
 mod detector;
 mod error;
 mod event_types;
 mod instance;
 mod library;
+mod process_worker;
+mod protocol;
+mod sandbox;
 mod worker;
 
 #[cfg(test)]
@@ -87,16 +111,17 @@ pub fn load_plugins(config: &Config) -> Result<Vec<Arc<PluginDetector>>, PluginE
     let mut detectors = Vec::new();
     let mut seen: Vec<(String, &Path)> = Vec::new();
     for entry in &config.plugins {
-        let plugin = Plugin::load(&entry.path)?;
-        if let Some((name, first)) = seen.iter().find(|(name, _)| *name == plugin.info.name) {
+        let detector = host.start(entry)?;
+        let name = detector.plugin_name();
+        if let Some((name, first)) = seen.iter().find(|(seen, _)| seen == name) {
             return Err(PluginError::DuplicateName {
                 name: name.clone(),
                 first: first.to_path_buf(),
                 second: entry.path.clone(),
             });
         }
-        seen.push((plugin.info.name.clone(), &entry.path));
-        detectors.push(host.detector(&plugin, &entry.config)?);
+        seen.push((name.to_owned(), &entry.path));
+        detectors.push(detector);
     }
     Ok(detectors)
 }

@@ -11,6 +11,12 @@
 //! down: the panic is reported on that event's decision, and after
 //! `plugin_host.max_faults` faults the plugin is disabled for the rest of
 //! the run (at once if a call hangs past `plugin_host.call_timeout_ms`).
+//! With `plugin_host.isolation = "process"`, the plugin runs in a worker
+//! process of its own, and a segfault, an abort or an exit in it is such a
+//! fault too: the worker is restarted with the task states loopguard kept
+//! (from [`Detector::export_task`]), and the plugin goes on. Same library,
+//! no rebuild; write logs to stderr, not stdout (a worker's stdout is its
+//! pipe to loopguard).
 //!
 //! # From `cargo new` to a loaded plugin
 //!
@@ -158,6 +164,7 @@
 //! max_faults = 3          # faults (panics, errors) before a plugin is disabled
 //! max_concurrency = 4     # plugin calls running at once
 //! call_timeout_ms = 5000  # a call that takes longer disables the plugin
+//! isolation = "process"   # each plugin in a worker process (default "in-process")
 //! ```
 //!
 //! # Rules for a detector

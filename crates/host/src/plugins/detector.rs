@@ -12,15 +12,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Detection, PluginHostConfig};
+use std::path::PathBuf;
+
+use loopguard_core_types::{Detection, Isolation, PluginConfig, PluginHostConfig};
 use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::wire;
 
+use super::child::{self, ProcessInstance, StartError};
 use super::error::{PluginError, PluginFault};
 use super::event_types;
-use super::instance::PluginInstance;
 use super::library::Plugin;
-use super::worker::{Limiter, Worker};
+use super::worker::{Calls, Limiter, Worker};
 use crate::extension::{ExtensionDetector, ExtensionError};
 
 /// Runs plugin calls: off the async reactor, a bounded number at once, and
@@ -30,6 +32,9 @@ pub struct PluginHost {
     limiter: Limiter,
     max_faults: u32,
     call_timeout: Duration,
+    isolation: Isolation,
+    worker: Option<PathBuf>,
+    memory_limit_mb: Option<u64>,
 }
 
 impl PluginHost {
@@ -39,7 +44,70 @@ impl PluginHost {
             limiter: Limiter::new(config.max_concurrency),
             max_faults: config.max_faults.max(1),
             call_timeout: Duration::from_millis(config.call_timeout_ms.max(1)),
+            isolation: config.isolation,
+            worker: config.worker.clone(),
+            memory_limit_mb: config.memory_limit_mb,
         }
+    }
+
+    /// The plugin of a `[[plugins]]` entry, started as its isolation says
+    /// (its own, else `plugin_host.isolation`): loaded here, or in a worker
+    /// process of its own.
+    pub fn start(&self, entry: &PluginConfig) -> Result<Arc<PluginDetector>, PluginError> {
+        match entry.isolation.unwrap_or(self.isolation) {
+            Isolation::InProcess => self.detector(&Plugin::load(&entry.path)?, &entry.config),
+            Isolation::Process => self.process_detector(&entry.path, &entry.config),
+        }
+    }
+
+    /// The plugin library at `library` with its `config`, in a worker
+    /// process of its own (process isolation), as a detector for the
+    /// engine. The worker program is `plugin_host.worker`, else
+    /// `LOOPGUARD_PLUGIN_WORKER`, else this program when it is `loopguard`.
+    pub fn process_detector(
+        &self,
+        library: &std::path::Path,
+        config: &serde_json::Value,
+    ) -> Result<Arc<PluginDetector>, PluginError> {
+        let worker_error = |reason: String| PluginError::Worker {
+            path: library.to_owned(),
+            reason,
+        };
+        let program = child::worker_program(self.worker.as_deref()).map_err(worker_error)?;
+        let (instance, hello) = ProcessInstance::start(
+            &program,
+            library,
+            config,
+            self.call_timeout,
+            self.memory_limit_mb,
+        )
+        .map_err(|err| match err {
+            StartError::Load(reason) => worker_error(reason),
+            StartError::Create(name, fault) => PluginError::Start {
+                path: library.to_owned(),
+                name,
+                fault,
+            },
+        })?;
+        let worker = Worker::spawn(Box::new(instance)).map_err(|err| PluginError::Start {
+            path: library.to_owned(),
+            name: hello.name.clone(),
+            fault: PluginFault::Host(format!("cannot start its thread: {err}")),
+        })?;
+        Ok(Arc::new(PluginDetector {
+            name: hello.name,
+            kinds: hello.kinds,
+            abi_minor: hello.abi_minor,
+            supports_reset: hello.supports_reset,
+            supports_state: hello.supports_state,
+            isolated: true,
+            worker,
+            limiter: self.limiter.clone(),
+            max_faults: self.max_faults,
+            call_timeout: self.call_timeout,
+            faults: AtomicU32::new(0),
+            disabled: AtomicBool::new(false),
+        }))
     }
 
     /// An instance of `plugin` with its `config`, as a detector for the
@@ -52,7 +120,7 @@ impl PluginHost {
         let instance = plugin.instantiate(config)?;
         let supports_reset = instance.supports_reset();
         let supports_state = instance.supports_state();
-        let worker = Worker::spawn(instance).map_err(|err| PluginError::Start {
+        let worker = Worker::spawn(Box::new(instance)).map_err(|err| PluginError::Start {
             path: plugin.info.path.clone(),
             name: plugin.info.name.clone(),
             fault: PluginFault::Host(format!("cannot start its thread: {err}")),
@@ -63,6 +131,7 @@ impl PluginHost {
             abi_minor: plugin.info.abi.minor,
             supports_reset,
             supports_state,
+            isolated: false,
             worker,
             limiter: self.limiter.clone(),
             max_faults: self.max_faults,
@@ -82,6 +151,10 @@ pub struct PluginDetector {
     abi_minor: u32,
     supports_reset: bool,
     supports_state: bool,
+    /// In a worker process (process isolation): a call past its deadline
+    /// kills the worker, which is restarted, instead of keeping a thread
+    /// busy for good.
+    isolated: bool,
     worker: Worker,
     limiter: Limiter,
     max_faults: u32,
@@ -102,6 +175,16 @@ impl fmt::Debug for PluginDetector {
 }
 
 impl PluginDetector {
+    /// The plugin's name.
+    pub fn plugin_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the plugin runs in a worker process of its own.
+    pub fn is_isolated(&self) -> bool {
+        self.isolated
+    }
+
     /// Faults so far.
     pub fn faults(&self) -> u32 {
         self.faults.load(Ordering::Relaxed)
@@ -116,7 +199,7 @@ impl PluginDetector {
     /// permits.
     async fn run<T: Send + 'static>(
         &self,
-        call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
+        call: impl FnOnce(&mut dyn Calls) -> Result<T, PluginFault> + Send + 'static,
     ) -> Result<T, PluginFault> {
         self.limiter
             .run(&self.worker, self.call_timeout, call)
@@ -124,14 +207,15 @@ impl PluginDetector {
     }
 
     /// Counts a fault, disables the plugin at `max_faults` (or at once when
-    /// it timed out: its thread is still busy with the call), and says so.
+    /// it timed out in process: its thread is still busy with the call),
+    /// and says so.
     fn fault(&self, fault: &PluginFault, task: &str, line: Option<u64>) -> String {
         let count = self
             .faults
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
         let mut message = format!("{fault} (fault {count} of {})", self.max_faults);
-        let hung = matches!(fault, PluginFault::TimedOut(_));
+        let hung = !self.isolated && matches!(fault, PluginFault::TimedOut(_));
         if (count >= self.max_faults || hung) && !self.disabled.swap(true, Ordering::Relaxed) {
             message.push_str("; plugin disabled for the rest of the run");
             tracing::error!(plugin = %self.name, task, line, faults = count, error = %fault, "plugin disabled");
@@ -164,7 +248,8 @@ impl ExtensionDetector for PluginDetector {
         // Encoded here, so that the blocking call owns its bytes.
         let mut input = Vec::with_capacity(256);
         wire::encode_observe(event.line, event.event, &mut input);
-        self.run(move |instance| instance.observe_encoded(&input))
+        let task = event.event.task.to_string();
+        self.run(move |instance| instance.observe_encoded(&task, &input))
             .await
             .map_err(|fault| {
                 ExtensionError(self.fault(&fault, &event.event.task, Some(event.line)))

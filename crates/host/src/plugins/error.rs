@@ -67,6 +67,15 @@ pub enum PluginError {
         /// Its answer.
         fault: PluginFault,
     },
+    /// The plugin's worker process (process isolation) could not be
+    /// started, or did not load the library.
+    #[error("plugin {path}: {reason}")]
+    Worker {
+        /// The library.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// Two loaded plugins have the same name.
     #[error("plugins {first} and {second} are both named {name:?}: names must be unique")]
     DuplicateName {
@@ -96,6 +105,10 @@ pub enum PluginFault {
     /// The host could not run the call.
     #[error("could not be called: {0}")]
     Host(String),
+    /// The plugin's worker process (process isolation) died or broke the
+    /// protocol: what happened, e.g. "its worker was killed by SIGSEGV".
+    #[error("{0}")]
+    Crashed(String),
     /// The plugin did not answer within `plugin_host.call_timeout_ms`.
     #[error("did not answer within {} ms", .0.as_millis())]
     TimedOut(std::time::Duration),

@@ -14,6 +14,7 @@ use super::call::RawInstance;
 use super::error::PluginFault;
 use super::event_types;
 use super::library::PluginInfo;
+use super::worker::Calls;
 
 /// One instance of a plugin: `Send`, not `Sync` (one call at a time).
 pub struct PluginInstance {
@@ -143,5 +144,31 @@ impl PluginInstance {
         let state = serde_json::to_vec(state)
             .map_err(|err| PluginFault::Host(format!("cannot encode the task state: {err}")))?;
         self.raw.import_task(task, &state)
+    }
+}
+
+impl Calls for PluginInstance {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn observe_encoded(
+        &mut self,
+        _task: &str,
+        input: &[u8],
+    ) -> Result<Vec<Detection>, PluginFault> {
+        PluginInstance::observe_encoded(self, input)
+    }
+
+    fn reset_task(&mut self, task: &str) -> Result<(), PluginFault> {
+        PluginInstance::reset_task(self, task)
+    }
+
+    fn export_task(&mut self, task: &str) -> Result<Option<serde_json::Value>, PluginFault> {
+        PluginInstance::export_task(self, task)
+    }
+
+    fn import_task(&mut self, task: &str, state: &serde_json::Value) -> Result<(), PluginFault> {
+        PluginInstance::import_task(self, task, state)
     }
 }

@@ -497,3 +497,53 @@ async fn an_old_abi_plugin_is_never_sent_a_tool_call_but_still_sees_the_types_it
     assert_eq!(detector.faults(), 0);
     assert!(!detector.is_disabled());
 }
+
+#[test]
+fn the_worker_side_answers_frames_with_the_same_instance_code() {
+    use super::protocol::{self, answer, op};
+    let library = fixture("loopguard-plugin-monologue");
+    let mut requests = Vec::new();
+    let mut frame = Vec::new();
+    protocol::encode_request(op::CREATE, "", br#"{"repeats": 2}"#, &mut frame);
+    requests.extend_from_slice(&frame);
+    for line in 1..=2 {
+        let mut input = Vec::new();
+        loopguard_plugin_api::wire::encode_observe(line, &turn("x"), &mut input);
+        protocol::encode_request(op::OBSERVE | protocol::EXPORT, "T", &input, &mut frame);
+        requests.extend_from_slice(&frame);
+    }
+    // Garbage in a request's place: the worker stops with an error.
+    requests.extend_from_slice(b"garbage\n");
+    let mut answers = Vec::new();
+    let served = process_worker::serve(&library, requests.as_slice(), &mut answers);
+    assert!(served.is_err(), "garbage ends the worker");
+
+    let mut frames = Vec::new();
+    let mut rest = answers.as_slice();
+    while let Some((header, body)) = rest.split_first_chunk::<4>() {
+        let len = protocol::checked_len(*header).expect("a frame");
+        frames.push(&body[..len]);
+        rest = &body[len..];
+    }
+    assert_eq!(frames.len(), 4, "hello, create, two observes");
+    assert_eq!(frames[0][0], answer::OK);
+    let hello: protocol::Hello = serde_json::from_slice(&frames[0][1..]).expect("a hello");
+    assert_eq!(
+        (hello.name.as_str(), hello.supports_state),
+        ("monologue", true)
+    );
+    assert_eq!(protocol::decode_answer(frames[1]), Ok(&b""[..]));
+    let observed = |frame: &[u8]| {
+        let payload = protocol::decode_answer(frame).expect("answered");
+        let (detections, state) = protocol::split_prefixed(payload).expect("two parts");
+        let detections =
+            loopguard_plugin_api::wire::decode_detections(detections).expect("detections");
+        (detections, state.to_vec())
+    };
+    let (first, state) = observed(frames[2]);
+    assert!(first.is_empty());
+    assert!(!state.is_empty(), "the task's state after the event");
+    let (second, _) = observed(frames[3]);
+    assert_eq!(second[0].kind, "monologue");
+    assert_eq!(second[0].detector, "monologue");
+}

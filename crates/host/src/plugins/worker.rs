@@ -28,7 +28,26 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot::error::TryRecvError;
 use tokio::sync::{Semaphore, oneshot};
 
-use super::{PluginFault, PluginInstance};
+use loopguard_core_types::Detection;
+
+use super::PluginFault;
+
+/// The calls a worker thread makes on the instance it owns: a library
+/// loaded in this process ([`PluginInstance`](super::PluginInstance)) or a
+/// plugin in a worker process of its own
+/// ([`ProcessInstance`](super::child::ProcessInstance)).
+pub(super) trait Calls: Send {
+    /// The plugin's name.
+    fn name(&self) -> &str;
+    /// Observes one encoded event of `task`.
+    fn observe_encoded(&mut self, task: &str, input: &[u8]) -> Result<Vec<Detection>, PluginFault>;
+    /// Tells the plugin `task` was reset.
+    fn reset_task(&mut self, task: &str) -> Result<(), PluginFault>;
+    /// The task's state, if the plugin keeps one.
+    fn export_task(&mut self, task: &str) -> Result<Option<serde_json::Value>, PluginFault>;
+    /// Hands the plugin a task's state.
+    fn import_task(&mut self, task: &str, state: &serde_json::Value) -> Result<(), PluginFault>;
+}
 
 /// How long an idle worker stays awake for the next call.
 const WORKER_SPIN: Duration = Duration::from_micros(50);
@@ -49,7 +68,7 @@ fn pause(round: &mut u32) {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut PluginInstance) + Send>;
+type Job = Box<dyn FnOnce(&mut dyn Calls) + Send>;
 
 /// The host's bound on plugin calls running at once, over all plugins
 /// (`plugin_host.max_concurrency`).
@@ -73,7 +92,7 @@ impl Limiter {
         &self,
         worker: &Worker,
         timeout: Duration,
-        call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
+        call: impl FnOnce(&mut dyn Calls) -> Result<T, PluginFault> + Send + 'static,
     ) -> Result<T, PluginFault> {
         let _permit = self
             .permits
@@ -102,7 +121,7 @@ struct Shared {
 
 impl Worker {
     /// Starts the thread that owns `instance`.
-    pub(super) fn spawn(instance: PluginInstance) -> std::io::Result<Worker> {
+    pub(super) fn spawn(instance: Box<dyn Calls>) -> std::io::Result<Worker> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
             pending: AtomicUsize::new(0),
@@ -126,7 +145,7 @@ impl Worker {
     pub(super) async fn call<T: Send + 'static>(
         &self,
         timeout: Duration,
-        call: impl FnOnce(&mut PluginInstance) -> Result<T, PluginFault> + Send + 'static,
+        call: impl FnOnce(&mut dyn Calls) -> Result<T, PluginFault> + Send + 'static,
     ) -> Result<T, PluginFault> {
         let (reply, mut answer) = oneshot::channel();
         // Whoever comes first answers: the call, or the watchdog.
@@ -183,7 +202,7 @@ impl Drop for Worker {
 }
 
 /// Answers calls that overran their deadline.
-struct Watchdog {
+pub(super) struct Watchdog {
     state: Mutex<Watch>,
     /// Signalled when a deadline earlier than the one slept for arrives.
     earlier: Condvar,
@@ -201,11 +220,11 @@ struct Watch {
 }
 
 /// What to do when a call's deadline passes: answer it with a timeout.
-type Expire = Box<dyn FnOnce() + Send>;
+pub(super) type Expire = Box<dyn FnOnce() + Send>;
 
 /// The process's watchdog, started on first use. Should its thread fail to
 /// start, deadlines are not enforced; calls still run.
-fn watchdog() -> &'static Watchdog {
+pub(super) fn watchdog() -> &'static Watchdog {
     static WATCHDOG: OnceLock<&'static Watchdog> = OnceLock::new();
     WATCHDOG.get_or_init(|| {
         let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog {
@@ -225,7 +244,7 @@ fn watchdog() -> &'static Watchdog {
 
 impl Watchdog {
     /// Arms a deadline; returns its key, to disarm it.
-    fn arm(&self, deadline: Instant, expire: Expire) -> (Instant, u64) {
+    pub(super) fn arm(&self, deadline: Instant, expire: Expire) -> (Instant, u64) {
         let key = (deadline, self.sequence.fetch_add(1, Ordering::Relaxed));
         let mut state = self.state.lock();
         state.calls.insert(key, expire);
@@ -237,7 +256,7 @@ impl Watchdog {
     }
 
     /// The call answered in time.
-    fn disarm(&self, key: (Instant, u64)) {
+    pub(super) fn disarm(&self, key: (Instant, u64)) {
         self.state.lock().calls.remove(&key);
     }
 
@@ -271,7 +290,7 @@ fn stopped() -> PluginFault {
 
 /// The worker's loop: run queued jobs; when there are none, spin for
 /// [`WORKER_SPIN`], then sleep until a job or the end arrives.
-fn work(mut instance: PluginInstance, shared: &Shared) {
+fn work(mut instance: Box<dyn Calls>, shared: &Shared) {
     let mut idle_since = Instant::now();
     let mut round = 0;
     loop {
@@ -283,7 +302,7 @@ fn work(mut instance: PluginInstance, shared: &Shared) {
                 // the host's side of the call. Should it panic, the reply
                 // is dropped (its caller gets an error) and the worker
                 // goes on.
-                let _ = catch_unwind(AssertUnwindSafe(|| job(&mut instance)));
+                let _ = catch_unwind(AssertUnwindSafe(|| job(instance.as_mut())));
                 idle_since = Instant::now();
                 round = 0;
                 continue;
