@@ -20,8 +20,9 @@ use super::sandbox;
 
 /// Serves the plugin library at `library` on stdin and stdout until the
 /// host closes stdin. The first frame says whether the library loaded (a
-/// library that does not load is answered, then the worker ends: an
-/// error). An I/O error on the pipes ends the worker too.
+/// library that does not load is answered with why, then the worker ends
+/// without a word of its own: the host reports it). An I/O error on the
+/// pipes ends the worker with that error.
 ///
 /// Before it loads the library, the worker closes every descriptor it
 /// inherited but stdin, stdout and stderr, and limits its address space to
@@ -51,10 +52,12 @@ pub(super) fn serve(
     let plugin = match Plugin::load(library) {
         Ok(plugin) => plugin,
         Err(err) => {
+            // The host reports it (it shares this worker's stderr): saying
+            // it here too would print it twice, interleaved.
             protocol::encode_answer(answer::LOAD_ERROR, err.to_string().as_bytes(), &mut frame);
             output.write_all(&frame)?;
             output.flush()?;
-            return Err(io::Error::other(err.to_string()));
+            return Ok(());
         }
     };
     let info = plugin.info();
