@@ -48,13 +48,14 @@ pub(crate) fn dict_to_json(value: &Bound<'_, PyAny>) -> Result<String, NotJson> 
     Ok(out)
 }
 
-/// One step of a path: a key or an index.
-enum Step {
-    Key(String),
+/// One step of a path: a key (kept as the Python string, made text only
+/// for an error message) or an index.
+enum Step<'py> {
+    Key(Bound<'py, PyString>),
     Index(usize),
 }
 
-fn path_text(path: &[Step]) -> String {
+fn path_text(path: &[Step<'_>]) -> String {
     let mut text = String::new();
     for step in path {
         match step {
@@ -62,7 +63,7 @@ fn path_text(path: &[Step]) -> String {
                 if !text.is_empty() {
                     text.push('.');
                 }
-                text.push_str(key);
+                text.push_str(&key.to_string_lossy());
             }
             Step::Index(index) => {
                 let _ = write!(text, "[{index}]");
@@ -72,7 +73,7 @@ fn path_text(path: &[Step]) -> String {
     text
 }
 
-fn fail(path: &[Step], problem: String) -> NotJson {
+fn fail(path: &[Step<'_>], problem: String) -> NotJson {
     NotJson {
         at: path_text(path),
         problem,
@@ -87,10 +88,10 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-fn write_value(
-    value: &Bound<'_, PyAny>,
+fn write_value<'py>(
+    value: &Bound<'py, PyAny>,
     out: &mut String,
-    path: &mut Vec<Step>,
+    path: &mut Vec<Step<'py>>,
 ) -> Result<(), NotJson> {
     if path.len() > MAX_DEPTH {
         return Err(fail(path, format!("nested deeper than {MAX_DEPTH} levels")));
@@ -124,21 +125,25 @@ fn write_value(
     } else if let Ok(dict) = value.cast::<PyDict>() {
         out.push('{');
         for (n, (key, item)) in dict.iter().enumerate() {
-            let Ok(key) = key.cast::<PyString>() else {
-                return Err(fail(
-                    path,
-                    format!("a key is a {}, not a str", type_name(&key)),
-                ));
+            let key = match key.cast_into::<PyString>() {
+                Ok(key) => key,
+                Err(err) => {
+                    return Err(fail(
+                        path,
+                        format!("a key is a {}, not a str", type_name(&err.into_inner())),
+                    ));
+                }
             };
-            let key = key
+            let text = key
                 .to_cow()
                 .map_err(|err| fail(path, format!("a key is not valid text ({err})")))?;
             if n > 0 {
                 out.push(',');
             }
-            write_string(&key, out);
+            write_string(&text, out);
+            drop(text);
             out.push(':');
-            path.push(Step::Key(key.into_owned()));
+            path.push(Step::Key(key));
             write_value(&item, out, path)?;
             path.pop();
         }
@@ -162,7 +167,7 @@ fn write_value(
 fn write_items<'py>(
     items: impl Iterator<Item = Bound<'py, PyAny>>,
     out: &mut String,
-    path: &mut Vec<Step>,
+    path: &mut Vec<Step<'py>>,
 ) -> Result<(), NotJson> {
     out.push('[');
     for (index, item) in items.enumerate() {
