@@ -143,3 +143,75 @@ fn a_replay_into_postgres_is_read_back() {
     let log = json(&log);
     assert_eq!(log["episodes"][0]["intervention"], "escalate", "{log}");
 }
+
+/// A replay of a file into a durable store writes each decision out once
+/// its event is committed, not in blocks at the end. The file is a named
+/// pipe that stays open: a block-buffered replay would print nothing while
+/// it waits for more input, so this test would time out.
+#[test]
+fn a_replay_into_sqlite_prints_each_decision_once_it_is_committed() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let folder = tempfile::tempdir().expect("a temporary folder");
+    let url = sqlite_url(&folder);
+    let fifo = folder.path().join("live.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let mut child = loopguard()
+        .args(["--no-semantic", "replay"])
+        .arg(&fifo)
+        .args(["--format", "jsonl", "--store", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("loopguard replay starts");
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("the pipe opens once the replay reads it");
+    const SENT: u64 = 30;
+    for n in 0..SENT {
+        writeln!(
+            writer,
+            r#"{{"type":"failure","task":"T{}","agent":"coder","error":"assertion failed: x == {n}"}}"#,
+            n % 3
+        )
+        .expect("written");
+    }
+    writer.flush().expect("flushed");
+    // Read the decisions while the input is still open (on a thread, so
+    // a replay that holds them back fails the test instead of hanging it).
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        for _ in 0..SENT {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            let _ = tx.send(line.clone());
+        }
+        stdout
+    });
+    let printed: Vec<String> = (0..SENT)
+        .map_while(|_| rx.recv_timeout(std::time::Duration::from_secs(60)).ok())
+        .collect();
+    assert_eq!(
+        printed.len() as u64,
+        SENT,
+        "every decision is printed while the input is still open"
+    );
+    // Each printed decision's event is committed already.
+    let stored = store_report(&url);
+    assert_eq!(stored["events"].as_u64(), Some(SENT), "{stored}");
+    drop(writer);
+    let _ = reader.join();
+    let status = child.wait().expect("the replay ends with its input");
+    assert!(status.success(), "{status:?}");
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
-use loopguard_host::{HostError, LoopGuard};
+use loopguard_host::{Durability, HostError, LoopGuard};
 
 use crate::cli::{Format, ReplayArgs};
 use crate::outcome::Outcome;
@@ -38,7 +38,7 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
     let (input, first_line) =
         store::begin_run(store.as_ref(), input, args.first_line, args.resume).await?;
     let mut failures = StoreFailures::default();
-    let out = stdout_for(&args.input);
+    let out = stdout_for(&args.input, store.durability());
     let summary = match Format::or_default_for_stdout(args.format) {
         Format::Jsonl => {
             let mut output = Jsonl::new(out);
@@ -132,9 +132,13 @@ pub(crate) async fn replay_into_from(
 
 /// Standard output for answers to the lines of `input`: line by line when
 /// the trace comes from standard input (it may be a live stream, and each
-/// answer is wanted as soon as it is decided), in large blocks for a file.
-fn stdout_for(input: &Path) -> Box<dyn Write> {
-    if input == Path::new("-") {
+/// answer is wanted as soon as it is decided) or the store is durable (each
+/// decision is written out once its event is committed, so a crash of
+/// anything afterwards loses no printed decision that the store holds; a
+/// write costs far less than the commit before it), in large blocks for a
+/// file replayed into memory (nothing is committed there).
+fn stdout_for(input: &Path, durability: Durability) -> Box<dyn Write> {
+    if input == Path::new("-") || durability != Durability::Memory {
         Box::new(io::stdout().lock())
     } else {
         Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock()))
