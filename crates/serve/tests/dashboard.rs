@@ -11,56 +11,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use loopguard_core_types::Config;
-use loopguard_host::{LoopGuard, MemoryStore, Store};
-use loopguard_serve::{ServeError, ServeOptions, Server};
+use loopguard_host::MemoryStore;
+use loopguard_serve::ServeOptions;
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
-/// A server on a free loopback port over `store`.
-struct Running {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<loopguard_serve::Finished, ServeError>>,
-    client: reqwest::Client,
-    token: Option<String>,
-}
+mod common;
+
+use common::Running;
 
 impl Running {
-    async fn start(options: ServeOptions, store: Arc<MemoryStore>) -> Running {
-        let token = options.token.clone();
-        let engine = LoopGuard::builder(Config::default())
-            .store(store as Arc<dyn Store>)
-            .build()
-            .expect("the defaults are valid");
-        let server = Server::start(engine, options)
-            .await
-            .expect("the server starts");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let addr = listener.local_addr().expect("an address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(server.run(listener, async {
-            let _ = stopped.await;
-        }));
-        Running {
-            url: format!("http://{addr}"),
-            stop: Some(stop),
-            done,
-            client: reqwest::Client::new(),
-            token,
-        }
-    }
-
     /// A GET with the token, if the server has one.
     fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        let request = self.client.get(format!("{}{path}", self.url));
-        match &self.token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
-        }
+        self.authed(reqwest::Method::GET, path)
     }
 
     async fn json(&self, path: &str) -> Value {
@@ -70,30 +33,16 @@ impl Running {
     }
 
     async fn post_ndjson(&self, body: &str) -> Vec<Value> {
-        let mut request = self
-            .client
-            .post(format!("{}/v1/events", self.url))
+        let request = self
+            .authed(reqwest::Method::POST, "/v1/events")
             .header("content-type", "application/x-ndjson")
             .body(body.to_owned());
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
         let answer = request.send().await.expect("an answer");
         assert_eq!(answer.status(), StatusCode::OK);
         let text = answer.text().await.expect("a body");
         text.lines()
             .map(|line| serde_json::from_str(line).expect("JSON lines"))
             .collect()
-    }
-
-    async fn stop(mut self) -> loopguard_serve::Finished {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.done)
-            .await
-            .expect("the server task ends")
-            .expect("the server stops cleanly")
     }
 }
 
@@ -190,7 +139,7 @@ fn task_table(tasks: &Value) -> Vec<(String, String, u64, u64, u64, String, Stri
 
 #[tokio::test]
 async fn pages_carry_the_csp_and_assets_their_content_types_without_a_token() {
-    let server = Running::start(with_token("s3cret"), durable()).await;
+    let server = Running::with_store(with_token("s3cret"), durable()).await;
     let anonymous = reqwest::Client::new();
     for (path, content_type) in [
         ("/", "text/html; charset=utf-8"),
@@ -287,7 +236,7 @@ async fn next_events(
 
 #[tokio::test]
 async fn live_streams_each_decision_answered_after_subscribing_and_ends_on_shutdown() {
-    let server = Running::start(with_token("s3cret"), durable()).await;
+    let server = Running::with_store(with_token("s3cret"), durable()).await;
     let mut live = server.get("/v1/live").send().await.expect("an answer");
     assert_eq!(live.status(), StatusCode::OK);
     assert_eq!(live.headers()["content-type"], "text/event-stream");
@@ -345,7 +294,7 @@ async fn live_streams_each_decision_answered_after_subscribing_and_ends_on_shutd
 #[tokio::test]
 async fn live_streams_are_bounded_and_hold_no_place_in_the_request_queue() {
     // One request at a time: the open streams must not hold that place.
-    let server = Running::start(
+    let server = Running::with_store(
         ServeOptions {
             queue: 1,
             ..ServeOptions::default()
@@ -393,7 +342,7 @@ async fn live_streams_are_bounded_and_hold_no_place_in_the_request_queue() {
 #[tokio::test]
 async fn the_dashboard_agrees_with_the_tasks_route_and_survives_a_restart() {
     let store = durable();
-    let server = Running::start(ServeOptions::default(), Arc::clone(&store)).await;
+    let server = Running::with_store(ServeOptions::default(), store.clone()).await;
     let answers = server.post_ndjson(&mixed_trace()).await;
     let detections: usize = answers
         .iter()
@@ -517,7 +466,7 @@ async fn the_dashboard_agrees_with_the_tasks_route_and_survives_a_restart() {
 
     // A new server on the same store shows the same.
     server.stop().await;
-    let again = Running::start(ServeOptions::default(), store).await;
+    let again = Running::with_store(ServeOptions::default(), store).await;
     let after = again.json("/v1/dashboard").await;
     for key in ["totals", "tasks", "recent_detections", "timeline", "agents"] {
         assert_eq!(after[key], dashboard[key], "{key} after a restart");
@@ -687,7 +636,7 @@ fn screenshot_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
-    let server = Running::start(ServeOptions::default(), durable()).await;
+    let server = Running::with_store(ServeOptions::default(), durable()).await;
     server.post_ndjson(&mixed_trace()).await;
     let expected = task_table(&server.json("/v1/tasks").await);
     let dashboard = server.json("/v1/dashboard").await;
@@ -839,7 +788,7 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_chromium_asks_for_the_token_or_takes_it_from_the_fragment() {
-    let server = Running::start(with_token("s3 cr/et"), durable()).await;
+    let server = Running::with_store(with_token("s3 cr/et"), durable()).await;
     server
         .post_ndjson(&format!(
             "{}\n{}\n",
@@ -1061,7 +1010,7 @@ impl Drop for Browser {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_chromium_shows_new_decisions_live_without_a_reload() {
-    let server = Running::start(with_token("s3cret"), durable()).await;
+    let server = Running::with_store(with_token("s3cret"), durable()).await;
     let failure = |task: &str| {
         format!(r#"{{"type":"failure","task":"{task}","agent":"coder","error":"boom"}}"#)
     };
@@ -1118,7 +1067,7 @@ async fn headless_chromium_shows_new_decisions_live_without_a_reload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_chromium_takes_the_token_from_its_form_and_asks_again_when_refused() {
-    let server = Running::start(with_token("s3cret"), durable()).await;
+    let server = Running::with_store(with_token("s3cret"), durable()).await;
     server
         .post_ndjson(&format!(
             "{}\n",

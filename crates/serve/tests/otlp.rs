@@ -11,74 +11,30 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopguard_core_types::Config;
-use loopguard_host::{LoopGuard, MemoryStore, Store, store_report};
+use loopguard_host::store_report;
+use loopguard_serve::ServeOptions;
 use loopguard_serve::otlp_proto::{
     AnyValue, ExportTraceServiceRequest, ExportTraceServiceResponse, KeyValue, ResourceSpans,
     ScopeSpans, Span, Status, any_value,
 };
-use loopguard_serve::{Finished, ServeError, ServeOptions, Server};
 use prost::Message;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 /// How long a test waits for something the server does in the background
 /// before it fails (generous: the machine may be busy; nothing here is
 /// timed).
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A server on a free loopback port.
-struct Running {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<Finished, ServeError>>,
-    client: reqwest::Client,
-    token: Option<String>,
-}
+mod common;
+
+use common::Running;
 
 impl Running {
-    async fn start(options: ServeOptions) -> Running {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
-        Running::with_store(options, store).await
-    }
-
-    async fn with_store(options: ServeOptions, store: Arc<dyn Store>) -> Running {
-        let engine = LoopGuard::builder(Config::default())
-            .store(store)
-            .build()
-            .expect("the defaults are valid");
-        let token = options.token.clone();
-        let server = Server::start(engine, options)
-            .await
-            .expect("the server starts");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let addr = listener.local_addr().expect("an address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(server.run(listener, async {
-            let _ = stopped.await;
-        }));
-        Running {
-            url: format!("http://{addr}"),
-            stop: Some(stop),
-            done,
-            client: reqwest::Client::new(),
-            token,
-        }
-    }
-
     fn traces(&self, content_type: &str, body: Vec<u8>) -> reqwest::RequestBuilder {
-        let mut request = self
-            .client
-            .post(format!("{}/v1/traces", self.url))
+        self.authed(reqwest::Method::POST, "/v1/traces")
             .header("content-type", content_type)
-            .body(body);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        request
+            .body(body)
     }
 
     /// Posts a protobuf export; asserts a 200 with no rejected spans.
@@ -100,11 +56,10 @@ impl Running {
     }
 
     async fn get(&self, path: &str) -> reqwest::Response {
-        let mut request = self.client.get(format!("{}{path}", self.url));
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        request.send().await.expect("an answer")
+        self.authed(reqwest::Method::GET, path)
+            .send()
+            .await
+            .expect("an answer")
     }
 
     async fn tasks(&self) -> Value {
@@ -136,16 +91,6 @@ impl Running {
         let answer = self.get("/metrics").await;
         assert_eq!(answer.status(), StatusCode::OK);
         answer.text().await.expect("text")
-    }
-
-    async fn stop(mut self) -> Finished {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.done)
-            .await
-            .expect("the server task ends")
-            .expect("the server finishes")
     }
 }
 

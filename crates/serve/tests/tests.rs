@@ -6,60 +6,22 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use loopguard_core_types::Config;
-use loopguard_host::{LoopGuard, MemoryStore};
-use loopguard_serve::{ServeError, ServeOptions, Server, check_listen};
+use loopguard_serve::{ServeOptions, check_listen};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 
-/// A server on a free loopback port, stopped (and finished) when dropped
-/// or through `stop`.
-struct Running {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<loopguard_serve::Finished, ServeError>>,
-    client: reqwest::Client,
-}
+mod common;
+
+use common::Running;
 
 impl Running {
-    async fn start(options: ServeOptions) -> Running {
-        // The durable memory store keeps what SQLite would (the audit log
-        // too), so the task routes see everything.
-        let engine = LoopGuard::builder(Config::default())
-            .store(Arc::new(MemoryStore::durable()))
-            .build()
-            .expect("the defaults are valid");
-        let server = Server::start(engine, options)
-            .await
-            .expect("the server starts");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let addr = listener.local_addr().expect("an address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(server.run(listener, async {
-            let _ = stopped.await;
-        }));
-        Running {
-            url: format!("http://{addr}"),
-            stop: Some(stop),
-            done,
-            client: reqwest::Client::new(),
-        }
-    }
-
-    fn addr(&self) -> &str {
-        self.url.trim_start_matches("http://")
-    }
-
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.client.post(format!("{}{path}", self.url))
+        self.request(reqwest::Method::POST, path)
     }
 
     fn get(&self, path: &str) -> reqwest::RequestBuilder {
-        self.client.get(format!("{}{path}", self.url))
+        self.request(reqwest::Method::GET, path)
     }
 
     async fn events(&self, body: &str) -> reqwest::Response {
@@ -69,16 +31,6 @@ impl Running {
             .send()
             .await
             .expect("an answer")
-    }
-
-    async fn stop(mut self) -> loopguard_serve::Finished {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.done)
-            .await
-            .expect("the server task ends")
-            .expect("the server stops cleanly")
     }
 }
 
@@ -400,6 +352,16 @@ fn a_non_loopback_address_needs_a_token() {
     }
 }
 
+/// tests/traces/human_gate.jsonl: failures escalated, a human, more
+/// failures.
+fn human_gate() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traces/human_gate.jsonl"
+    ))
+    .expect("the trace")
+}
+
 /// The value of the sample `name` (with its labels, as written) in a
 /// Prometheus text exposition; 0 when it is not there.
 fn sample(text: &str, name: &str) -> f64 {
@@ -415,11 +377,7 @@ fn sample(text: &str, name: &str) -> f64 {
 #[tokio::test]
 async fn metrics_count_what_the_decisions_said() {
     let server = Running::start(ServeOptions::default()).await;
-    let mut trace = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traces/human_gate.jsonl"
-    ))
-    .expect("the trace");
+    let mut trace = human_gate();
     trace.push_str("not json\n{\"type\":\"completed\",\"task\":\"T1\"}\n");
     // An unknown type is a line error (the trace format's rule).
     trace.push_str("{\"type\":\"my_own_type\",\"task\":\"T2\"}\n");
@@ -551,11 +509,7 @@ fn webhook_options(url: &str) -> ServeOptions {
 async fn the_webhook_gets_each_decision_with_an_action_in_order_retried_past_a_refusal() {
     let mut hook = receiver(1).await;
     let server = Running::start(webhook_options(&hook.url)).await;
-    let trace = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traces/human_gate.jsonl"
-    ))
-    .expect("the trace");
+    let trace = human_gate();
     let answers = lines(&server.events(&trace).await.text().await.expect("a body"));
     let with_action: Vec<&Value> = answers
         .iter()
@@ -588,11 +542,7 @@ async fn an_unreachable_webhook_never_holds_up_an_answer_and_is_counted() {
         webhook.queue = 1;
     }
     let server = Running::start(options).await;
-    let trace = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traces/human_gate.jsonl"
-    ))
-    .expect("the trace");
+    let trace = human_gate();
     let answer = server.events(&trace).await;
     assert_eq!(answer.status(), StatusCode::OK);
     let answers = lines(&answer.text().await.expect("a body"));
