@@ -173,7 +173,7 @@ where
     R: BufRead,
     F: FnMut(ReplayItem<'_>),
 {
-    replay_observed_from(engine, input, first_line, |item, _| sink(item)).await
+    replay_lines(engine, input, first_line, false, |item, _| sink(item)).await
 }
 
 /// How the engine took one event of a replay: what
@@ -204,8 +204,24 @@ impl<'a> Observed<'a> {
 /// line error): what a server counts and times per event.
 pub async fn replay_observed_from<R, F>(
     engine: &LoopGuard,
+    input: R,
+    first_line: u64,
+    sink: F,
+) -> Result<u64, HostError>
+where
+    R: BufRead,
+    F: FnMut(ReplayItem<'_>, Option<Observed<'_>>),
+{
+    replay_lines(engine, input, first_line, true, sink).await
+}
+
+/// The replay loop; with `observed`, each decision comes with its event's
+/// type and time (a plain replay does not pay for the clock).
+async fn replay_lines<R, F>(
+    engine: &LoopGuard,
     mut input: R,
     first_line: u64,
+    observed: bool,
     mut sink: F,
 ) -> Result<u64, HostError>
 where
@@ -256,7 +272,7 @@ where
             continue;
         }
         match Event::from_json_within(text, &limits) {
-            Ok(event) => {
+            Ok(event) if observed => {
                 let event_type = CompactString::from(event.kind.type_name());
                 let started = std::time::Instant::now();
                 let decision = engine.observe_line(line, event).await;
@@ -265,6 +281,10 @@ where
                     elapsed: started.elapsed(),
                 };
                 sink(ReplayItem::Decision(&decision), Some(observed));
+            }
+            Ok(event) => {
+                let decision = engine.observe_line(line, event).await;
+                sink(ReplayItem::Decision(&decision), None);
             }
             Err(err) => {
                 let error = LineError {
