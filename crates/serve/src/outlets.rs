@@ -53,12 +53,18 @@ impl Outlets {
     /// One event answered with `decision`.
     pub(crate) fn decided(&self, decision: &Decision, observed: Observed<'_>) {
         self.metrics.decided(decision, observed);
+        // One copy of the decision, shared by the live feed and the webhook,
+        // made only when one of them takes it.
+        let mut shared: Option<Arc<Decision>> = None;
+        let mut share = || Arc::clone(shared.get_or_insert_with(|| Arc::new(decision.clone())));
         if self.live.receiver_count() > 0 {
             // No subscriber left between the check and the send is fine.
-            let _ = self.live.send(Arc::new(decision.clone()));
+            let _ = self.live.send(share());
         }
-        if let Some(webhook) = &self.webhook {
-            webhook.offer(decision);
+        if let Some(webhook) = &self.webhook
+            && webhook.wants(decision)
+        {
+            webhook.offer(share());
         }
     }
 

@@ -82,12 +82,10 @@ impl Webhook {
         Ok((Webhook { queue, metrics }, worker))
     }
 
-    /// Queues `decision` when it asks for an action; never waits.
-    pub(crate) fn offer(&self, decision: &Decision) {
-        if decision.action == Action::None {
-            return;
-        }
-        if self.queue.try_send(Arc::new(decision.clone())).is_err() {
+    /// Queues `decision` (one it [`wants`](Webhook::wants)); never waits.
+    pub(crate) fn offer(&self, decision: Arc<Decision>) {
+        if let Err(refused) = self.queue.try_send(decision) {
+            let decision = refused.into_inner();
             self.metrics.webhook("dropped");
             tracing::warn!(
                 task = %decision.task,
@@ -95,6 +93,11 @@ impl Webhook {
                 "the webhook queue is full (serve.webhook_queue): this decision is not delivered"
             );
         }
+    }
+
+    /// Whether `decision` is for the webhook: it asks for an action.
+    pub(crate) fn wants(&self, decision: &Decision) -> bool {
+        decision.action != Action::None
     }
 }
 
