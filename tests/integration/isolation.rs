@@ -1,12 +1,13 @@
 //! Process isolation of detector plugins (`plugin_host.isolation =
 //! "process"`): the real `loopguard` binary starts a `loopguard
-//! plugin-worker` process per plugin, and the `crashy` fixture crashes it
-//! in every way a plugin can (a segfault, an abort, an exit, garbage on
-//! stdout, a hang, allocating without bound) on a chosen line. Each crash
+//! plugin-worker` process per plugin (the default), and the `crashy`
+//! fixture crashes it in every way a plugin can (a segfault, an abort, a
+//! stack overflow, an exit, garbage on stdout, a hang, allocating without
+//! bound) on a chosen line. Each crash
 //! is a fault of that line only, the worker is restarted with the task
 //! states the host kept, the built-in detectors never notice, and after
-//! `max_faults` the plugin is disabled. The panicky and ABI fixtures behave
-//! as in process.
+//! `max_faults` the plugin is disabled. (The panicky and ABI fixtures run
+//! in both isolations in `plugins.rs`.)
 
 use std::path::Path;
 
@@ -16,10 +17,7 @@ use crate::plugins::plugin;
 use crate::support::*;
 
 const CRASHY: &str = "loopguard-fixture-crashy";
-const PANICKY: &str = "loopguard-fixture-panicky";
 const MONOLOGUE: &str = "loopguard-plugin-monologue";
-const ABI_1_0: &str = "loopguard-fixture-abi-1-0";
-const ABI_MAJOR_2: &str = "loopguard-fixture-abi-major-2";
 
 /// `loopguard --no-semantic replay TRACE --format jsonl --config CONFIG`,
 /// the config written from `toml` to a temporary directory.
@@ -104,6 +102,8 @@ fn every_kind_of_crash_is_a_fault_of_its_line_and_the_plugin_goes_on_where_it_wa
     for (how, host, what) in [
         ("segv", "", "its worker was killed by SIGSEGV"),
         ("abort", "", "its worker was killed by SIGABRT"),
+        // Rust's guard page handler reports the overflow and aborts.
+        ("stack", "", "its worker was killed by SIGABRT"),
         ("exit", "", "its worker exited with status 3"),
         (
             "garbage",
@@ -220,79 +220,6 @@ fn a_well_behaved_plugin_decides_the_same_in_either_isolation() {
 }
 
 #[test]
-fn the_panicky_and_abi_fixtures_behave_in_a_worker_as_in_process() {
-    // Panics: contained by the SDK, counted, the plugin disabled at 3.
-    let library = plugin(PANICKY);
-    let found = decisions(&replay_with(
-        "plugin_panics.jsonl",
-        &isolated("", &library, "{}"),
-    ));
-    assert_eq!(found.len(), 10);
-    let faulted: Vec<u64> = faults(&found).iter().map(|(line, _)| *line).collect();
-    assert_eq!(faulted, [3, 5, 7]);
-    assert!(
-        errors_of(at(&found, 3))[0]
-            .starts_with("detector panicky: panicked: the fixture blew up on line 3"),
-        "{:?}",
-        errors_of(at(&found, 3))
-    );
-    assert!(errors_of(at(&found, 7))[0].ends_with("plugin disabled for the rest of the run"));
-    assert_eq!(lines_with(&found, "T1", "panicky_seen"), [1]);
-    assert_eq!(lines_with(&found, "T1", "exact_failure"), [4, 6, 10]);
-
-    // A hang: the worker is killed and restarted, not the plugin disabled.
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let config = dir.path().join("loopguard.toml");
-    std::fs::write(&config, isolated("call_timeout_ms = 300", &library, "{}"))
-        .expect("config written");
-    let trace = format!(
-        "{}\n{}\n",
-        r#"{"type":"turn","task":"T1","agent":"coder","output":"hang","success":false}"#,
-        r#"{"type":"turn","task":"T1","agent":"coder","output":"fine","success":true}"#
-    );
-    let run = run_with_stdin(
-        [
-            Path::new("--no-semantic"),
-            Path::new("replay"),
-            Path::new("-"),
-            Path::new("--format"),
-            Path::new("jsonl"),
-            Path::new("--config"),
-            &config,
-        ],
-        trace.as_bytes(),
-    );
-    let found = decisions(&run);
-    assert_eq!(
-        errors_of(at(&found, 1)),
-        ["detector panicky: did not answer within 300 ms (fault 1 of 3)"]
-    );
-    assert_eq!(lines_with(&found, "T1", "panicky_seen"), [2]);
-
-    // ABI 1.0: loads and runs in its worker.
-    let legacy = plugin(ABI_1_0);
-    let found = decisions(&replay_with(
-        "plugin_panics.jsonl",
-        &isolated("", &legacy, "{}"),
-    ));
-    assert_eq!(lines_with(&found, "T1", "legacy_failure"), [2, 4, 6, 10]);
-
-    // Another ABI major: refused at start, as in process.
-    let major_2 = plugin(ABI_MAJOR_2);
-    let run = replay_with("monologue.jsonl", &isolated("", &major_2, "{}"));
-    assert_eq!(run.code, Some(2), "{run:?}");
-    assert!(run.stdout.is_empty(), "{run:?}");
-    assert!(
-        run.stderr.starts_with(&format!(
-            "loopguard: plugin {}: built for plugin ABI 2.0",
-            major_2.display()
-        )) && run.stderr.contains("this loopguard speaks plugin ABI 1.3"),
-        "{}",
-        run.stderr
-    );
-}
-
-#[test]
 fn a_worker_program_that_cannot_start_is_named() {
     let library = plugin(CRASHY);
     let run = replay_with(
@@ -307,4 +234,133 @@ fn a_worker_program_that_cannot_start_is_named() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn plugins_run_in_a_worker_process_unless_the_config_says_otherwise() {
+    let library = plugin(CRASHY);
+    let crash = "{ crash_at = [3], how = \"segv\" }";
+    let unsaid = format!(
+        "[[plugins]]\npath = '{}'\nconfig = {crash}\n",
+        library.display()
+    );
+    let found = decisions(&replay_with("plugin_crash.jsonl", &unsaid));
+    assert_eq!(found.len(), 10, "every line answered");
+    assert_eq!(
+        faults(&found),
+        [(
+            3,
+            vec!["detector crashy: its worker was killed by SIGSEGV (fault 1 of 3)"]
+        )]
+    );
+    // Said otherwise, the segfault is loopguard's own: the run dies on line 3.
+    let in_process = replay_with(
+        "plugin_crash.jsonl",
+        &format!("[plugin_host]\nisolation = \"in-process\"\n\n{unsaid}"),
+    );
+    assert_eq!(in_process.code, None, "killed by a signal: {in_process:?}");
+    assert!(in_process.stdout.lines().count() < 3, "{in_process:?}");
+}
+
+/// The pids of the processes whose parent is `parent` (from `/proc`).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // After the command's `)`: state, then the parent's pid.
+                    let rest = stat.rsplit_once(')')?.1;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped: it runs no more).
+fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+#[test]
+fn a_worker_ends_when_its_host_is_killed_even_inside_a_hung_call() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+
+    let library = plugin(CRASHY);
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = dir.path().join("loopguard.toml");
+    // The worker hangs in the plugin on line 1, well inside its deadline.
+    std::fs::write(
+        &config,
+        isolated(
+            "call_timeout_ms = 600000",
+            &library,
+            "{ crash_at = [1], how = \"hang\" }",
+        ),
+    )
+    .expect("config written");
+    let mut host = loopguard()
+        .args([
+            "--no-semantic",
+            "replay",
+            "-",
+            "--format",
+            "jsonl",
+            "--config",
+        ])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("loopguard starts");
+    let mut stdin = host.stdin.take().expect("stdin is piped");
+    stdin
+        .write_all(b"{\"type\":\"turn\",\"task\":\"T1\",\"agent\":\"coder\",\"output\":\"x\",\"success\":true}\n")
+        .expect("the event is sent");
+    stdin.flush().expect("flushed");
+    // Wait (at most 60 s) for the worker to start: a child of the host.
+    let mut workers = Vec::new();
+    for _ in 0..600 {
+        workers = children_of(host.id());
+        if !workers.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(workers.len(), 1, "one worker: {workers:?}");
+    // Give it time to be inside the hung call, then kill the host outright.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    host.kill().expect("the host is killed");
+    let _ = host.wait();
+    let worker = workers[0];
+    let mut gone = false;
+    for _ in 0..300 {
+        if is_gone(worker) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if !gone {
+        // Do not leave it behind, then fail.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &worker.to_string()])
+            .status();
+    }
+    assert!(gone, "the worker {worker} outlived its host by 30 s");
+    drop(stdin);
 }

@@ -32,6 +32,20 @@ const PANICKY: &str = "loopguard-fixture-panicky";
 const ABI_MAJOR_2: &str = "loopguard-fixture-abi-major-2";
 const ABI_1_0: &str = "loopguard-fixture-abi-1-0";
 
+/// Both places a plugin can run (`--plugin-isolation`): the tests of the
+/// fixtures' behaviour run in each, and must pass in both.
+const ISOLATIONS: [&str; 2] = ["process", "in-process"];
+
+/// `--plugin LIBRARY --plugin-isolation ISOLATION`.
+fn plugin_flags<'a>(library: &'a Path, isolation: &'a str) -> [&'a Path; 4] {
+    [
+        Path::new("--plugin"),
+        library,
+        Path::new("--plugin-isolation"),
+        Path::new(isolation),
+    ]
+}
+
 /// A config file naming plugins, in a temporary directory kept alive by
 /// the returned guard.
 fn plugin_config(toml: &str) -> (tempfile::TempDir, PathBuf) {
@@ -70,7 +84,13 @@ fn errors_of(decision: &Value) -> Vec<&str> {
 #[test]
 fn the_monologue_plugin_reports_its_kind_in_decisions_and_the_report() {
     let library = plugin(MONOLOGUE);
-    let flag = [Path::new("--plugin"), library.as_path()];
+    for isolation in ISOLATIONS {
+        monologue_in(&library, isolation);
+    }
+}
+
+fn monologue_in(library: &Path, isolation: &str) {
+    let flag = plugin_flags(library, isolation);
     let decisions = jsonl(&replay("monologue.jsonl", "jsonl", &flag));
     assert_eq!(decisions.len(), 10);
     // The handoff on line 3 breaks the first run; line 7 is another task.
@@ -157,7 +177,13 @@ fn a_plugin_refusing_its_config_stops_the_run_naming_the_key() {
 #[test]
 fn a_panicking_plugin_is_contained_reported_and_disabled_while_the_others_go_on() {
     let library = plugin(PANICKY);
-    let flag = [Path::new("--plugin"), library.as_path()];
+    for isolation in ISOLATIONS {
+        panics_in(&library, isolation);
+    }
+}
+
+fn panics_in(library: &Path, isolation: &str) {
+    let flag = plugin_flags(library, isolation);
     let decisions = jsonl(&replay("plugin_panics.jsonl", "jsonl", &flag));
     assert_eq!(decisions.len(), 10, "every event got its decision");
     for (line, fault) in [(3, 1), (5, 2), (7, 3)] {
@@ -167,7 +193,7 @@ fn a_panicking_plugin_is_contained_reported_and_disabled_while_the_others_go_on(
             errors[0].starts_with(&format!(
                 "detector panicky: panicked: the fixture blew up on line {line}"
             )) && errors[0].contains(&format!("(fault {fault} of 3)")),
-            "{}",
+            "{isolation}: {}",
             errors[0]
         );
     }
@@ -200,7 +226,12 @@ fn a_panicking_plugin_is_contained_reported_and_disabled_while_the_others_go_on(
     let decisions = jsonl(&replay(
         "plugin_panics.jsonl",
         "jsonl",
-        &[Path::new("--config"), &config],
+        &[
+            Path::new("--config"),
+            &config,
+            Path::new("--plugin-isolation"),
+            Path::new(isolation),
+        ],
     ));
     let faulted: Vec<u64> = decisions
         .iter()
@@ -224,78 +255,105 @@ fn a_plugin_that_hangs_is_cut_off_by_the_call_timeout_and_the_run_goes_on() {
         "{}\n{failure}\n{failure}\n{failure}\n{failure}\n",
         r#"{"type":"turn","task":"T1","agent":"coder","output":"hang","success":false}"#
     );
-    let run = run_with_stdin(
-        [
-            Path::new("--no-semantic"),
-            Path::new("replay"),
-            Path::new("-"),
-            Path::new("--format"),
-            Path::new("jsonl"),
-            Path::new("--config"),
-            &config,
-        ],
-        trace.as_bytes(),
-    );
-    let decisions = jsonl(&run);
-    assert_eq!(decisions.len(), 5, "every event got its decision");
-    assert_eq!(
-        errors_of(at(&decisions, 1)),
-        [
-            "detector panicky: did not answer within 200 ms (fault 1 of 3); plugin disabled for \
-             the rest of the run"
-        ]
-    );
-    assert_eq!(lines_with(&decisions, "T1", "exact_failure"), [3, 4, 5]);
-    assert_eq!(at(&decisions, 5)["action"], "escalate");
+    // In a worker process, the hung worker is killed and the next call
+    // starts another; in process, the stuck thread cannot be had back, so
+    // the plugin is disabled at once.
+    for (isolation, fault) in [
+        ("process", "(fault 1 of 3)"),
+        (
+            "in-process",
+            "(fault 1 of 3); plugin disabled for the rest of the run",
+        ),
+    ] {
+        let run = run_with_stdin(
+            [
+                Path::new("--no-semantic"),
+                Path::new("replay"),
+                Path::new("-"),
+                Path::new("--format"),
+                Path::new("jsonl"),
+                Path::new("--config"),
+                &config,
+                Path::new("--plugin-isolation"),
+                Path::new(isolation),
+            ],
+            trace.as_bytes(),
+        );
+        let decisions = jsonl(&run);
+        assert_eq!(
+            decisions.len(),
+            5,
+            "{isolation}: every event got its decision"
+        );
+        assert_eq!(
+            errors_of(at(&decisions, 1)),
+            [format!(
+                "detector panicky: did not answer within 200 ms {fault}"
+            )],
+            "{isolation}"
+        );
+        assert_eq!(lines_with(&decisions, "T1", "exact_failure"), [3, 4, 5]);
+        assert_eq!(at(&decisions, 5)["action"], "escalate");
+        // The restarted worker is called again; the disabled plugin is not.
+        let seen = errors_of(at(&decisions, 2)).len() + errors_of(at(&decisions, 3)).len();
+        assert_eq!(seen, 0, "{isolation}: {decisions:?}");
+    }
 }
 
 #[test]
 fn an_abi_1_0_plugin_still_loads_and_runs() {
     let library = plugin(ABI_1_0);
-    let flag = [Path::new("--plugin"), library.as_path()];
-    let decisions = jsonl(&replay("plugin_panics.jsonl", "jsonl", &flag));
-    assert_eq!(
-        lines_with(&decisions, "T1", "legacy_failure"),
-        [2, 4, 6, 10]
-    );
-    assert_eq!(
-        detection(&decisions, 2, "legacy_failure")["detector"],
-        "legacy"
-    );
+    for isolation in ISOLATIONS {
+        let flag = plugin_flags(&library, isolation);
+        let decisions = jsonl(&replay("plugin_panics.jsonl", "jsonl", &flag));
+        assert_eq!(
+            lines_with(&decisions, "T1", "legacy_failure"),
+            [2, 4, 6, 10],
+            "{isolation}"
+        );
+        assert_eq!(
+            detection(&decisions, 2, "legacy_failure")["detector"],
+            "legacy"
+        );
+    }
 }
 
 #[test]
 fn replay_refuses_another_abi_major_or_a_file_that_is_not_a_library() {
     let library = plugin(ABI_MAJOR_2);
-    let run = replay(
-        "monologue.jsonl",
-        "jsonl",
-        &[Path::new("--plugin"), library.as_path()],
-    );
-    assert_eq!(run.code, Some(2), "{run:?}");
-    assert!(run.stdout.is_empty(), "{run:?}");
-    assert!(
-        run.stderr.contains("built for plugin ABI 2.0")
-            && run.stderr.contains("this loopguard speaks plugin ABI 1.3"),
-        "{}",
-        run.stderr
-    );
-
     let not_a_library = trace("monologue.jsonl");
-    let run = replay(
-        "monologue.jsonl",
-        "jsonl",
-        &[Path::new("--plugin"), not_a_library.as_path()],
-    );
-    assert_eq!(run.code, Some(2), "{run:?}");
-    assert!(
-        run.stderr.starts_with(&format!(
-            "loopguard: plugin {}: not a loadable library: ",
-            not_a_library.display()
-        )),
-        "{}",
-        run.stderr
-    );
+    for isolation in ISOLATIONS {
+        let run = replay(
+            "monologue.jsonl",
+            "jsonl",
+            &plugin_flags(&library, isolation),
+        );
+        assert_eq!(run.code, Some(2), "{isolation}: {run:?}");
+        assert!(run.stdout.is_empty(), "{isolation}: {run:?}");
+        assert!(
+            run.stderr.starts_with(&format!(
+                "loopguard: plugin {}: built for plugin ABI 2.0",
+                library.display()
+            )) && run.stderr.contains("this loopguard speaks plugin ABI 1.3"),
+            "{isolation}: {}",
+            run.stderr
+        );
+
+        let run = replay(
+            "monologue.jsonl",
+            "jsonl",
+            &plugin_flags(&not_a_library, isolation),
+        );
+        assert_eq!(run.code, Some(2), "{isolation}: {run:?}");
+        assert!(
+            run.stderr.starts_with(&format!(
+                "loopguard: plugin {}: not a loadable library: ",
+                not_a_library.display()
+            )),
+            "{isolation}: {}",
+            run.stderr
+        );
+    }
 }
 
 #[test]

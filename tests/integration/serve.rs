@@ -393,3 +393,66 @@ fn two_servers_on_one_postgres_keep_one_count_for_a_task_fed_through_both() {
         assert_eq!(code, Some(0), "{stderr}");
     }
 }
+
+#[test]
+fn a_segfaulting_plugin_cannot_end_serve() {
+    // No isolation in the config: serve runs the plugin in a worker process
+    // by default, and each segfault is a fault of that event's decision.
+    let library = crate::plugins::plugin("loopguard-fixture-crashy");
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let config = dir.path().join("loopguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugins]]\npath = '{}'\nconfig = {{ crash_at = [3, 6], how = \"segv\" }}\n",
+            library.display()
+        ),
+    )
+    .expect("config written");
+    let config = config.to_string_lossy().into_owned();
+    let serve = Serve::start(&["--no-semantic", "--store", "memory", "--config", &config]);
+    let text = std::fs::read_to_string(trace("plugin_crash.jsonl")).expect("the trace");
+    let decisions: Vec<Value> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serve.event(line))
+        .collect();
+    assert_eq!(decisions.len(), 10, "every event answered");
+    let faulted: Vec<(u64, Value)> = decisions
+        .iter()
+        .filter(|decision| decision.get("errors").is_some())
+        .map(|decision| {
+            (
+                decision["line"].as_u64().unwrap_or(0),
+                decision["errors"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        faulted,
+        [3, 6].map(|line| {
+            let fault = if line == 3 { 1 } else { 2 };
+            (
+                line,
+                serde_json::json!([format!(
+                    "detector crashy: its worker was killed by SIGSEGV (fault {fault} of 3)"
+                )]),
+            )
+        })
+    );
+    // The built-in detectors decided as a replay without the plugin does.
+    let bare = replay_jsonl("plugin_crash.jsonl", &["--no-semantic"]);
+    let escalations = |decisions: &[Value]| -> Vec<u64> {
+        decisions
+            .iter()
+            .filter(|decision| decision["action"] == "escalate")
+            .filter_map(|decision| decision["line"].as_u64())
+            .collect()
+    };
+    assert!(!escalations(&bare).is_empty());
+    assert_eq!(escalations(&decisions), escalations(&bare));
+    let (status, body) = serve.request("GET", "/healthz", "text/plain", b"");
+    assert_eq!(status, 200, "{body}");
+    let (code, stderr) = serve.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+}

@@ -199,6 +199,13 @@ pub(crate) struct ServeArgs {
     /// repeat for more.
     #[arg(long = "plugin", value_name = "PATH")]
     pub(crate) plugins: Vec<PathBuf>,
+
+    /// Where every plugin runs, whatever the config says: process (each in
+    /// a worker process of its own; a crash is a fault, not an outage) or
+    /// in-process (faster; a crash in plugin code ends loopguard) [default:
+    /// plugin_host.isolation, process].
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub(crate) plugin_isolation: Option<IsolationArg>,
 }
 
 /// The largest `--first-line`: 2^53, the largest integer every JSON reader
@@ -281,6 +288,24 @@ pub(crate) struct PluginsArgs {
     /// "oldest_abi", "plugins", "refused"}.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
+}
+
+/// `--plugin-isolation`: where plugins run (`plugin_host.isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum IsolationArg {
+    /// Each plugin in a worker process of its own.
+    Process,
+    /// In loopguard's own process.
+    InProcess,
+}
+
+impl From<IsolationArg> for loopguard_core_types::Isolation {
+    fn from(isolation: IsolationArg) -> Self {
+        match isolation {
+            IsolationArg::Process => loopguard_core_types::Isolation::Process,
+            IsolationArg::InProcess => loopguard_core_types::Isolation::InProcess,
+        }
+    }
 }
 
 /// How `loopguard plugins`, `tasks`, `log` and `report` print.
@@ -604,6 +629,13 @@ pub(crate) struct ReplayArgs {
     /// config go in the config file's `[[plugins]]`.
     #[arg(long = "plugin", value_name = "PATH")]
     pub(crate) plugins: Vec<PathBuf>,
+
+    /// Where every plugin runs, whatever the config says: process (each in
+    /// a worker process of its own; a crash is a fault, not an outage) or
+    /// in-process (faster; a crash in plugin code ends loopguard) [default:
+    /// plugin_host.isolation, process].
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub(crate) plugin_isolation: Option<IsolationArg>,
 
     /// Where tasks, their detector state, the audit trail and the cycle log
     /// go: `memory` (gone when the command ends), `sqlite://PATH` (created

@@ -109,6 +109,7 @@ pub(crate) async fn run(args: &EvalArgs, no_semantic: bool) -> anyhow::Result<Ou
         file: args.config.as_deref(),
         no_semantic,
         plugins: &[],
+        isolation: None,
     })?;
     let traces = traces_of(&args.inputs)?;
     let mut labelled = Vec::new();

@@ -24,6 +24,7 @@ pub(crate) async fn run(args: &ReplayArgs, no_semantic: bool) -> anyhow::Result<
         file: args.config.as_deref(),
         no_semantic,
         plugins: &args.plugins,
+        isolation: args.plugin_isolation.map(Into::into),
     })?;
     let setup = Setup::start(config)?;
     let mut notes = setup.semantic_notes();

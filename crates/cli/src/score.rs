@@ -258,6 +258,7 @@ pub(crate) async fn run(args: &ScoreArgs, no_semantic: bool) -> anyhow::Result<O
         file: args.config.as_deref(),
         no_semantic,
         plugins: &[],
+        isolation: None,
     })?;
     let traces = traces_of(&args.inputs)?;
     // Every sidecar first: a missing or bad one stops before any replay.

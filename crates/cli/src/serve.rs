@@ -23,6 +23,7 @@ pub(crate) async fn run(args: &ServeArgs, no_semantic: bool) -> anyhow::Result<O
         file: args.config.as_deref(),
         no_semantic,
         plugins: &args.plugins,
+        isolation: args.plugin_isolation.map(Into::into),
     })?;
     let listen =
         match args.listen {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use loopguard_core_types::{Config, PluginConfig};
+use loopguard_core_types::{Config, Isolation, PluginConfig};
 use loopguard_host::{LoopGuard, LoopGuardBuilder, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, OpenAiSettings, ProgressEvaluator};
 use loopguard_semantic::{
@@ -32,16 +32,25 @@ pub(crate) struct ConfigSource<'a> {
     pub(crate) no_semantic: bool,
     /// `--plugin` libraries, added to the config's `[[plugins]]`.
     pub(crate) plugins: &'a [PathBuf],
+    /// `--plugin-isolation`: where every plugin runs, over the config.
+    pub(crate) isolation: Option<Isolation>,
 }
 
 /// The command's settings: the config file (or the defaults) with
-/// `--no-semantic` and the plugin flags applied, validated. A bad config
+/// `--no-semantic` and the plugin flags (`--plugin`, `--plugin-isolation`)
+/// applied, validated. A bad config
 /// stops the command here, before any work; its message says where in the
 /// file the problem is.
 pub(crate) fn config(source: ConfigSource<'_>) -> anyhow::Result<Config> {
     let config = load_config(source.file)?;
     let config = apply_no_semantic(config, source.no_semantic);
-    let config = resolve_plugins(config, source.file, source.plugins);
+    let mut config = resolve_plugins(config, source.file, source.plugins);
+    if let Some(isolation) = source.isolation {
+        config.plugin_host.isolation = isolation;
+        for plugin in &mut config.plugins {
+            plugin.isolation = Some(isolation);
+        }
+    }
     config.validate().context("the config is not valid")?;
     Ok(config)
 }

@@ -19,6 +19,7 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
         file: args.config.as_deref(),
         no_semantic,
         plugins: &[],
+        isolation: None,
     })?;
     let setup = Setup::start(config)?;
     let config = &setup.config;

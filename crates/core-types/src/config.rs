@@ -161,12 +161,13 @@ impl PluginConfig {
 pub enum Isolation {
     /// In loopguard's own process, through the ABI: the fastest; a panic is
     /// contained, but a crash (a segfault, an abort, an exit) ends
-    /// loopguard. The default for now.
-    #[default]
+    /// loopguard. Chosen for speed, with plugins one trusts.
     InProcess,
     /// In a worker process of its own (`loopguard plugin-worker`), over a
     /// pipe: a crash of the plugin is a fault of that call, the worker is
-    /// restarted with the plugin's task states, and loopguard goes on.
+    /// restarted with the plugin's task states, and loopguard goes on. The
+    /// default.
+    #[default]
     Process,
 }
 
@@ -198,12 +199,14 @@ pub struct PluginHostConfig {
     /// isolation, its worker is killed instead: a fault like a crash.
     pub call_timeout_ms: u64,
     /// Where plugins run unless their `[[plugins]]` entry says
-    /// (`"in-process"`, the default for now, or `"process"`).
+    /// (`"process"`, the default, or `"in-process"`).
     pub isolation: Isolation,
     /// The program that runs a plugin in process isolation (it is started
     /// as `WORKER plugin-worker LIBRARY`). Absent: the environment variable
     /// `LOOPGUARD_PLUGIN_WORKER`, else the running `loopguard` binary
-    /// itself. A relative path is relative to the config file.
+    /// itself, else a `loopguard-plugin-worker` program beside the running
+    /// program or on the `PATH`. A relative path is relative to the config
+    /// file.
     pub worker: Option<std::path::PathBuf>,
     /// In process isolation, the most memory (address space, in MB) a
     /// plugin's worker may map; past it an allocation fails and the plugin
@@ -218,7 +221,7 @@ impl Default for PluginHostConfig {
             max_faults: 3,
             max_concurrency: 4,
             call_timeout_ms: 5000,
-            isolation: Isolation::InProcess,
+            isolation: Isolation::Process,
             worker: None,
             memory_limit_mb: None,
         }
@@ -2183,11 +2186,11 @@ mod tests {
         assert_eq!(config.plugin_host.max_faults, 5);
         assert_eq!(config.plugin_host.max_concurrency, 4);
         assert_eq!(config.plugin_host.call_timeout_ms, 5000);
-        assert_eq!(config.plugin_host.isolation, Isolation::InProcess);
+        assert_eq!(config.plugin_host.isolation, Isolation::Process);
         assert_eq!(config.plugins.len(), 2);
         let isolated = Config::from_toml_str(
-            "[plugin_host]\nisolation = \"process\"\nmemory_limit_mb = 512\n\n\
-             [[plugins]]\npath = \"a.so\"\n\n[[plugins]]\npath = \"b.so\"\nisolation = \"in-process\"\n",
+            "[plugin_host]\nisolation = \"in-process\"\nmemory_limit_mb = 512\n\n\
+             [[plugins]]\npath = \"a.so\"\n\n[[plugins]]\npath = \"b.so\"\nisolation = \"process\"\n",
         )
         .expect("valid");
         assert_eq!(isolated.plugin_host.memory_limit_mb, Some(512));
@@ -2197,7 +2200,7 @@ mod tests {
                 .iter()
                 .map(|plugin| plugin.isolation(&isolated.plugin_host))
                 .collect::<Vec<_>>(),
-            [Isolation::Process, Isolation::InProcess]
+            [Isolation::InProcess, Isolation::Process]
         );
         assert_eq!(config.plugins[0], PluginConfig::new("a.so"));
         assert_eq!(

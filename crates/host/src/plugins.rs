@@ -21,8 +21,8 @@
 //! an older ABI, or one without those functions, starts such a task
 //! afresh.
 //!
-//! With `plugin_host.isolation = "process"` (or a plugin's own
-//! `isolation`), [`PluginHost::start`] runs the plugin in a worker process
+//! With `plugin_host.isolation = "process"` (the default; a plugin's own
+//! `isolation` overrides it), [`PluginHost::start`] runs the plugin in a worker process
 //! of its own (`loopguard plugin-worker LIBRARY`, [`run_worker`]) that
 //! loads the library with the same [`Plugin::load`] and
 //! [`PluginInstance`] code and answers over its stdin and stdout. A crash
@@ -30,8 +30,8 @@
 //! its deadline (the worker is killed) is a fault of that call; the next
 //! call starts a new worker, creates the instance again and imports the
 //! task states the host kept from the answers (ABI 1.2 plugins), so the
-//! plugin continues where it was. The engine sees the same
-//! [`PluginDetector`] in both modes.
+//! plugin continues where it was. A worker ends itself when its host dies.
+//! The engine sees the same [`PluginDetector`] in both modes.
 //!
 //! Event types newer than a plugin are never a fault: a plugin of ABI 1.3
 //! or later skips a type its SDK does not know, and a plugin of an older

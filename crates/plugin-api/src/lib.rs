@@ -163,8 +163,9 @@
 //! [plugin_host]
 //! max_faults = 3          # faults (panics, errors) before a plugin is disabled
 //! max_concurrency = 4     # plugin calls running at once
-//! call_timeout_ms = 5000  # a call that takes longer disables the plugin
-//! isolation = "process"   # each plugin in a worker process (default "in-process")
+//! call_timeout_ms = 5000  # a call that takes longer is a fault
+//! isolation = "process"   # the default: each plugin in a worker process
+//!                         # (a crash is a fault); "in-process" is faster
 //! ```
 //!
 //! # Rules for a detector

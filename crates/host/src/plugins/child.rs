@@ -45,25 +45,68 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// The environment variable naming the worker program.
 pub(super) const WORKER_ENV: &str = "LOOPGUARD_PLUGIN_WORKER";
 
+/// The environment variable that tells a worker its host's process id: the
+/// worker ends itself when its parent is no longer that process.
+pub(super) const HOST_PID_ENV: &str = "LOOPGUARD_PLUGIN_HOST_PID";
+
+/// The name of the stand-alone worker program (`crates/host`'s bin).
+const WORKER_PROGRAM: &str = "loopguard-plugin-worker";
+
 /// The program that runs plugin workers: `configured`
 /// (`plugin_host.worker`), else `LOOPGUARD_PLUGIN_WORKER`, else the running
-/// executable when it is `loopguard`.
+/// executable when it is `loopguard`, else a `loopguard-plugin-worker`
+/// beside the running executable (or one directory up, where cargo puts a
+/// test's binaries), else one on the `PATH`.
 pub(super) fn worker_program(configured: Option<&Path>) -> Result<PathBuf, String> {
+    find_worker(
+        configured,
+        std::env::var_os(WORKER_ENV).as_deref(),
+        std::env::current_exe().ok().as_deref(),
+        std::env::var_os("PATH").as_deref(),
+    )
+}
+
+/// [`worker_program`] with the environment it reads handed in: the
+/// variable's value, the running executable and the `PATH`.
+fn find_worker(
+    configured: Option<&Path>,
+    variable: Option<&std::ffi::OsStr>,
+    exe: Option<&Path>,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, String> {
     if let Some(program) = configured {
         return Ok(program.to_owned());
     }
-    if let Some(program) = std::env::var_os(WORKER_ENV).filter(|value| !value.is_empty()) {
+    if let Some(program) = variable.filter(|value| !value.is_empty()) {
         return Ok(PathBuf::from(program));
     }
-    let exe = std::env::current_exe().ok();
-    match exe {
-        Some(exe) if exe.file_stem().is_some_and(|stem| stem == "loopguard") => Ok(exe),
-        _ => Err(format!(
-            "process isolation needs the program that runs plugin workers, and this is not \
-             the loopguard binary: set plugin_host.worker in the config, or the environment \
-             variable {WORKER_ENV}, to the loopguard binary"
-        )),
+    if let Some(exe) = exe
+        && exe.file_stem().is_some_and(|stem| stem == "loopguard")
+    {
+        return Ok(exe.to_owned());
     }
+    let file_name = format!("{WORKER_PROGRAM}{}", std::env::consts::EXE_SUFFIX);
+    let beside = exe
+        .into_iter()
+        .flat_map(|exe| exe.ancestors().skip(1).take(2))
+        .map(Path::to_path_buf);
+    let on_path = path
+        .map(|path| std::env::split_paths(path).collect::<Vec<_>>())
+        .unwrap_or_default();
+    beside
+        .chain(on_path)
+        .map(|dir| dir.join(&file_name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            format!(
+                "process isolation (the default) needs the program that runs plugin workers, \
+                 and none was found: this is not the loopguard binary, and there is no \
+                 {WORKER_PROGRAM} beside it or on the PATH; set plugin_host.worker in the \
+                 config, or the environment variable {WORKER_ENV}, to the loopguard binary \
+                 (or {WORKER_PROGRAM}), or run the plugin in process with \
+                 isolation = \"in-process\""
+            )
+        })
 }
 
 /// A live worker process and its pipes.
@@ -85,7 +128,10 @@ impl Live {
         memory_limit_mb: Option<u64>,
     ) -> Result<(Live, Hello), String> {
         let mut command = Command::new(program);
-        command.arg("plugin-worker").arg(library);
+        command
+            .arg("plugin-worker")
+            .arg(library)
+            .env(HOST_PID_ENV, std::process::id().to_string());
         if let Some(megabytes) = memory_limit_mb {
             command.arg("--memory-limit-mb").arg(megabytes.to_string());
         }
@@ -501,6 +547,47 @@ impl Drop for ProcessInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_worker_program_is_the_setting_the_variable_loopguard_or_one_found() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let app = dir.path().join("bin/app");
+        let on_path = dir.path().join("path");
+        let worker_name = format!("{WORKER_PROGRAM}{}", std::env::consts::EXE_SUFFIX);
+        std::fs::create_dir_all(app.parent().expect("a parent")).expect("made");
+        std::fs::create_dir_all(&on_path).expect("made");
+        let path = std::env::join_paths([&on_path]).expect("a PATH");
+        let find = |configured: Option<&Path>, variable: Option<&str>, exe: &Path| {
+            find_worker(
+                configured,
+                variable.map(std::ffi::OsStr::new),
+                Some(exe),
+                Some(&path),
+            )
+        };
+        let named = Path::new("/opt/lg/loopguard");
+        assert_eq!(find(Some(named), Some("/x"), &app), Ok(named.to_owned()));
+        assert_eq!(find(None, Some("/x"), &app), Ok(PathBuf::from("/x")));
+        let loopguard = Path::new("/usr/bin/loopguard");
+        assert_eq!(find(None, Some(""), loopguard), Ok(loopguard.to_owned()));
+        // Nothing found: the message says what to set.
+        let missing = find(None, None, &app).expect_err("nothing to find");
+        assert!(
+            missing.contains("plugin_host.worker")
+                && missing.contains(WORKER_ENV)
+                && missing.contains("in-process"),
+            "{missing}"
+        );
+        // On the PATH, then beside the program (which wins), then one
+        // directory up (cargo's `deps/` layout).
+        std::fs::write(on_path.join(&worker_name), b"").expect("written");
+        assert_eq!(find(None, None, &app), Ok(on_path.join(&worker_name)));
+        std::fs::write(dir.path().join(&worker_name), b"").expect("written");
+        assert_eq!(find(None, None, &app), Ok(dir.path().join(&worker_name)));
+        let beside = app.with_file_name(&worker_name);
+        std::fs::write(&beside, b"").expect("written");
+        assert_eq!(find(None, None, &app), Ok(beside));
+    }
 
     #[test]
     fn signals_and_statuses_are_named() {

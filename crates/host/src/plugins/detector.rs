@@ -63,7 +63,9 @@ impl PluginHost {
     /// The plugin library at `library` with its `config`, in a worker
     /// process of its own (process isolation), as a detector for the
     /// engine. The worker program is `plugin_host.worker`, else
-    /// `LOOPGUARD_PLUGIN_WORKER`, else this program when it is `loopguard`.
+    /// `LOOPGUARD_PLUGIN_WORKER`, else this program when it is `loopguard`,
+    /// else a `loopguard-plugin-worker` beside this program or on the
+    /// `PATH`.
     pub fn process_detector(
         &self,
         library: &std::path::Path,

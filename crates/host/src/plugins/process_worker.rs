@@ -27,8 +27,12 @@ use super::sandbox;
 /// Before it loads the library, the worker closes every descriptor it
 /// inherited but stdin, stdout and stderr, and limits its address space to
 /// `memory_limit_mb` megabytes when given (`plugin_host.memory_limit_mb`).
+/// Started by a host (which sets `LOOPGUARD_PLUGIN_HOST_PID`), it ends
+/// itself once that host is no longer its parent.
 pub fn run_worker(library: &Path, memory_limit_mb: Option<u64>) -> io::Result<()> {
     sandbox::close_inherited_fds();
+    let host_pid = std::env::var(super::child::HOST_PID_ENV).ok();
+    sandbox::watch_parent(host_pid.as_deref());
     if let Some(megabytes) = memory_limit_mb {
         sandbox::limit_memory(megabytes).map_err(|err| {
             io::Error::other(format!(

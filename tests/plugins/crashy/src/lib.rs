@@ -7,9 +7,10 @@
 //! config = { crash_at = [3], how = "segv", every = 3 }
 //! ```
 //!
-//! `how`: `segv` (a write to an unmapped address), `abort`, `exit` (status
-//! 3), `garbage` (prints to stdout, then answers), `hang`, `panic`, `alloc`
-//! (allocates without bound: run it under a memory limit only), or `fds`
+//! `how`: `segv` (a write to an unmapped address), `abort`, `stack` (a
+//! stack overflow), `exit` (status 3), `garbage` (prints to stdout, then
+//! answers), `hang`, `panic`, `alloc` (allocates without bound: run it
+//! under a memory limit only), or `fds`
 //! (no crash: a `crashy_fds` detection whose message lists the process's
 //! open file descriptors above 2). The process isolation tests check that
 //! each crash is a fault of that line only, and that the budget counts go on
@@ -133,6 +134,9 @@ fn crash(how: &str, line: u64) {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
         "panic" => panic!("crashy panicked on line {line}"),
+        "stack" => {
+            std::hint::black_box(recurse(line));
+        }
         "alloc" => {
             // Without bound: only a memory limit stops it.
             let mut hog: Vec<Vec<u8>> = Vec::new();
@@ -143,6 +147,14 @@ fn crash(how: &str, line: u64) {
         }
         _ => {}
     }
+}
+
+/// Recurses without end, 4 KiB of stack a call, until the stack overflows.
+#[allow(unconditional_recursion)]
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 512]);
+    let below = recurse(std::hint::black_box(depth + 1));
+    frame[(depth % 512) as usize].wrapping_add(below)
 }
 
 /// The open file descriptors above 2, with what they are.
