@@ -364,3 +364,43 @@ fn a_worker_ends_when_its_host_is_killed_even_inside_a_hung_call() {
     assert!(gone, "the worker {worker} outlived its host by 30 s");
     drop(stdin);
 }
+
+#[test]
+fn a_plugin_that_crashes_as_it_starts_is_refused_by_name_not_a_crash() {
+    let library = plugin(CRASHY);
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = dir.path().join("loopguard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugins]]\npath = '{}'\nconfig = {{ crash_at = [0], how = \"segv\" }}\n",
+            library.display()
+        ),
+    )
+    .expect("config written");
+    // `replay` refuses to start, naming the plugin and the signal.
+    let run_replay = replay_with(
+        "plugin_crash.jsonl",
+        &std::fs::read_to_string(&config).expect("read"),
+    );
+    // `plugins` describes it as refused, the same way.
+    let described = run([
+        Path::new("plugins"),
+        Path::new("--config"),
+        &config,
+        Path::new("--format"),
+        Path::new("json"),
+    ]);
+    for run in [&run_replay, &described] {
+        assert_eq!(run.code, Some(2), "{run:?}");
+        assert!(
+            run.stderr.contains("crashy") && run.stderr.contains("killed by SIGSEGV"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert!(run_replay.stdout.is_empty(), "{run_replay:?}");
+    let listing: Value = serde_json::from_str(&described.stdout).expect("JSON");
+    assert_eq!(listing["plugins"], serde_json::json!([]));
+    assert_eq!(listing["refused"].as_array().map(Vec::len), Some(1));
+}

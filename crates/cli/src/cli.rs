@@ -284,6 +284,11 @@ pub(crate) struct PluginsArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
+    /// Where every plugin is started to be described: process or
+    /// in-process [default: plugin_host.isolation, process].
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub(crate) plugin_isolation: Option<IsolationArg>,
+
     /// Output format: text, or json: one document {"host_abi",
     /// "oldest_abi", "plugins", "refused"}.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]

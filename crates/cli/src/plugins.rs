@@ -5,21 +5,28 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
-use loopguard_host::{AbiVersion, Plugin, PluginInfo};
+use loopguard_host::{AbiVersion, PluginHost, PluginInfo};
 use serde_json::json;
 
 use crate::cli::{ListFormat, PluginsArgs};
 use crate::outcome::Outcome;
 use crate::setup;
 
-/// Runs `loopguard plugins`: loads each library (and, with `--config`,
-/// each configured plugin, started with its config) and describes it.
+/// Runs `loopguard plugins`: starts each library (and, with `--config`,
+/// each configured plugin, with its config) as a run would, in a worker
+/// process or in process, and describes it.
 /// Exit 2 when any was refused; the others are still described.
 pub(crate) fn run(args: &PluginsArgs) -> anyhow::Result<Outcome> {
     // Not `setup::config`: a library named here that is not a valid plugin
     // is described as refused, not rejected with the config.
     let config = setup::load_config(args.config.as_deref())?;
-    let config = setup::resolve_plugins(config, args.config.as_deref(), &args.paths);
+    let mut config = setup::resolve_plugins(config, args.config.as_deref(), &args.paths);
+    if let Some(isolation) = args.plugin_isolation {
+        config.plugin_host.isolation = isolation.into();
+        for plugin in &mut config.plugins {
+            plugin.isolation = Some(isolation.into());
+        }
+    }
     if config.plugins.is_empty() {
         return Err(anyhow!(
             "no plugins to describe: name libraries (loopguard plugins PATH...) or a config \
@@ -28,12 +35,13 @@ pub(crate) fn run(args: &PluginsArgs) -> anyhow::Result<Outcome> {
     }
     let mut described = Vec::new();
     let mut refused = Vec::new();
+    // Started as a run starts them (in a worker process unless the config
+    // says otherwise), so a plugin that crashes while it starts is refused
+    // here too instead of ending the command; starting an instance checks
+    // the plugin's own config.
+    let host = PluginHost::new(&config.plugin_host);
     for entry in &config.plugins {
-        let loaded = Plugin::load(&entry.path).and_then(|plugin| {
-            // Starting an instance checks the plugin's own config.
-            plugin.instantiate(&entry.config)?;
-            Ok(plugin.info().clone())
-        });
+        let loaded = host.start(entry).map(|detector| detector.info().clone());
         match loaded {
             Ok(info) => described.push(info),
             Err(err) => refused.push((entry.path.clone(), err.to_string())),

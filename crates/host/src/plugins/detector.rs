@@ -21,7 +21,7 @@ use loopguard_plugin_api::wire;
 use super::child::{self, ProcessInstance, StartError};
 use super::error::{PluginError, PluginFault};
 use super::event_types;
-use super::library::Plugin;
+use super::library::{AbiVersion, Plugin, PluginInfo};
 use super::worker::{Calls, Limiter, Worker};
 use crate::extension::{ExtensionDetector, ExtensionError};
 
@@ -97,9 +97,19 @@ impl PluginHost {
             fault: PluginFault::Host(format!("cannot start its thread: {err}")),
         })?;
         Ok(Arc::new(PluginDetector {
-            name: hello.name,
-            kinds: hello.kinds,
-            abi_minor: hello.abi_minor,
+            info: PluginInfo {
+                path: library.to_owned(),
+                name: hello.name,
+                version: hello.version,
+                description: hello.description,
+                kinds: hello.kinds,
+                abi: AbiVersion {
+                    major: hello.abi_major,
+                    minor: hello.abi_minor,
+                },
+                sdk_version: hello.sdk_version,
+                rustc_version: hello.rustc_version,
+            },
             supports_reset: hello.supports_reset,
             supports_state: hello.supports_state,
             isolated: true,
@@ -128,9 +138,7 @@ impl PluginHost {
             fault: PluginFault::Host(format!("cannot start its thread: {err}")),
         })?;
         Ok(Arc::new(PluginDetector {
-            name: plugin.info.name.clone(),
-            kinds: plugin.info.kinds.clone(),
-            abi_minor: plugin.info.abi.minor,
+            info: plugin.info.clone(),
             supports_reset,
             supports_state,
             isolated: false,
@@ -147,10 +155,9 @@ impl PluginHost {
 /// A plugin instance as an [`ExtensionDetector`]: called off the reactor,
 /// faults counted, disabled after `plugin_host.max_faults` of them.
 pub struct PluginDetector {
-    name: String,
-    kinds: Vec<String>,
-    /// The ABI minor the plugin was built for: which event types it reads.
-    abi_minor: u32,
+    /// What the plugin said of itself (its ABI minor says which event
+    /// types it reads).
+    info: PluginInfo,
     supports_reset: bool,
     supports_state: bool,
     /// In a worker process (process isolation): a call past its deadline
@@ -168,8 +175,8 @@ pub struct PluginDetector {
 impl fmt::Debug for PluginDetector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PluginDetector")
-            .field("name", &self.name)
-            .field("kinds", &self.kinds)
+            .field("name", &self.info.name)
+            .field("kinds", &self.info.kinds)
             .field("faults", &self.faults)
             .field("disabled", &self.disabled)
             .finish_non_exhaustive()
@@ -179,7 +186,13 @@ impl fmt::Debug for PluginDetector {
 impl PluginDetector {
     /// The plugin's name.
     pub fn plugin_name(&self) -> &str {
-        &self.name
+        &self.info.name
+    }
+
+    /// What the plugin said of itself when it started (in a worker
+    /// process: what its worker said it loaded).
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
     }
 
     /// Whether the plugin runs in a worker process of its own.
@@ -220,9 +233,9 @@ impl PluginDetector {
         let hung = !self.isolated && matches!(fault, PluginFault::TimedOut(_));
         if (count >= self.max_faults || hung) && !self.disabled.swap(true, Ordering::Relaxed) {
             message.push_str("; plugin disabled for the rest of the run");
-            tracing::error!(plugin = %self.name, task, line, faults = count, error = %fault, "plugin disabled");
+            tracing::error!(plugin = %self.info.name, task, line, faults = count, error = %fault, "plugin disabled");
         } else {
-            tracing::warn!(plugin = %self.name, task, line, faults = count, error = %fault, "plugin fault");
+            tracing::warn!(plugin = %self.info.name, task, line, faults = count, error = %fault, "plugin fault");
         }
         message
     }
@@ -231,11 +244,11 @@ impl PluginDetector {
 #[async_trait]
 impl ExtensionDetector for PluginDetector {
     fn name(&self) -> &str {
-        &self.name
+        &self.info.name
     }
 
     fn kinds(&self) -> Vec<String> {
-        self.kinds.clone()
+        self.info.kinds.clone()
     }
 
     async fn observe(&self, event: &ObservedEvent<'_>) -> Result<Vec<Detection>, ExtensionError> {
@@ -244,7 +257,7 @@ impl ExtensionDetector for PluginDetector {
         }
         // A type newer than the plugin's ABI: a plugin built before it
         // would fail on it, and ignoring it is never a fault.
-        if !event_types::plugin_reads(self.abi_minor, event.event.kind.type_name()) {
+        if !event_types::plugin_reads(self.info.abi.minor, event.event.kind.type_name()) {
             return Ok(Vec::new());
         }
         // Encoded here, so that the blocking call owns its bytes.
@@ -300,7 +313,7 @@ impl ExtensionDetector for PluginDetector {
             .map_err(|fault| {
                 ExtensionError(format!(
                     "plugin {}: {}",
-                    self.name,
+                    self.info.name,
                     self.fault(&fault, task, None)
                 ))
             })

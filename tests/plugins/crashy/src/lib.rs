@@ -7,12 +7,12 @@
 //! config = { crash_at = [3], how = "segv", every = 3 }
 //! ```
 //!
-//! `how`: `segv` (a write to an unmapped address), `abort`, `stack` (a
-//! stack overflow), `exit` (status 3), `garbage` (prints to stdout, then
-//! answers), `hang`, `panic`, `alloc` (allocates without bound: run it
-//! under a memory limit only), or `fds`
-//! (no crash: a `crashy_fds` detection whose message lists the process's
-//! open file descriptors above 2). The process isolation tests check that
+//! Line 0 crashes in `new`, as the plugin starts. `how`: `segv` (a write
+//! to an unmapped address), `abort`, `stack` (a stack overflow), `exit`
+//! (status 3), `garbage` (prints to stdout, then answers), `hang`,
+//! `panic`, `alloc` (allocates without bound: run it under a memory limit
+//! only), or `fds` (no crash: a `crashy_fds` detection whose message lists
+//! the process's open file descriptors above 2). The process isolation tests check that
 //! each crash is a fault of that line only, and that the budget counts go on
 //! after the worker is restarted.
 
@@ -56,6 +56,10 @@ impl Detector for Crashy {
         };
         if let Some(key) = object.keys().next() {
             return Err(format!("unknown key `{key}`"));
+        }
+        // Line 0: crash while starting, in `new`.
+        if crash_at.contains(&0) {
+            crash(&how, 0);
         }
         Ok(Crashy {
             counts: HashMap::new(),
