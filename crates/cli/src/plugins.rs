@@ -20,13 +20,8 @@ pub(crate) fn run(args: &PluginsArgs) -> anyhow::Result<Outcome> {
     // Not `setup::config`: a library named here that is not a valid plugin
     // is described as refused, not rejected with the config.
     let config = setup::load_config(args.config.as_deref())?;
-    let mut config = setup::resolve_plugins(config, args.config.as_deref(), &args.paths);
-    if let Some(isolation) = args.plugin_isolation {
-        config.plugin_host.isolation = isolation.into();
-        for plugin in &mut config.plugins {
-            plugin.isolation = Some(isolation.into());
-        }
-    }
+    let config = setup::resolve_plugins(config, args.config.as_deref(), &args.paths);
+    let config = setup::apply_isolation(config, args.plugin_isolation.map(Into::into));
     if config.plugins.is_empty() {
         return Err(anyhow!(
             "no plugins to describe: name libraries (loopguard plugins PATH...) or a config \

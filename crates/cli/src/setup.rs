@@ -38,19 +38,13 @@ pub(crate) struct ConfigSource<'a> {
 
 /// The command's settings: the config file (or the defaults) with
 /// `--no-semantic` and the plugin flags (`--plugin`, `--plugin-isolation`)
-/// applied, validated. A bad config
-/// stops the command here, before any work; its message says where in the
-/// file the problem is.
+/// applied, validated. A bad config stops the command here, before any
+/// work; its message says where in the file the problem is.
 pub(crate) fn config(source: ConfigSource<'_>) -> anyhow::Result<Config> {
     let config = load_config(source.file)?;
     let config = apply_no_semantic(config, source.no_semantic);
-    let mut config = resolve_plugins(config, source.file, source.plugins);
-    if let Some(isolation) = source.isolation {
-        config.plugin_host.isolation = isolation;
-        for plugin in &mut config.plugins {
-            plugin.isolation = Some(isolation);
-        }
-    }
+    let config = resolve_plugins(config, source.file, source.plugins);
+    let config = apply_isolation(config, source.isolation);
     config.validate().context("the config is not valid")?;
     Ok(config)
 }
@@ -69,6 +63,18 @@ pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 fn apply_no_semantic(mut config: Config, no_semantic: bool) -> Config {
     if no_semantic {
         config.semantic.enabled = false;
+    }
+    config
+}
+
+/// `config` with every plugin run where `--plugin-isolation` says (over
+/// `plugin_host.isolation` and each plugin's own), when it says.
+pub(crate) fn apply_isolation(mut config: Config, isolation: Option<Isolation>) -> Config {
+    if let Some(isolation) = isolation {
+        config.plugin_host.isolation = isolation;
+        for plugin in &mut config.plugins {
+            plugin.isolation = Some(isolation);
+        }
     }
     config
 }
@@ -268,6 +274,26 @@ pub(crate) fn announce_fetch(plan: &FetchPlan) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plugin_isolation_overrides_the_host_and_each_plugin_only_when_given() {
+        let mut config = Config::default();
+        config.plugin_host.isolation = Isolation::InProcess;
+        config.plugins.push(PluginConfig::new("a.so"));
+        let mut own = PluginConfig::new("b.so");
+        own.isolation = Some(Isolation::InProcess);
+        config.plugins.push(own);
+        let unchanged = apply_isolation(config.clone(), None);
+        assert_eq!(unchanged, config);
+        let forced = apply_isolation(config, Some(Isolation::Process));
+        assert_eq!(forced.plugin_host.isolation, Isolation::Process);
+        assert!(
+            forced
+                .plugins
+                .iter()
+                .all(|plugin| plugin.isolation(&forced.plugin_host) == Isolation::Process)
+        );
+    }
 
     #[test]
     fn config_paths_are_relative_to_the_config_and_flags_are_added_once() {

@@ -578,8 +578,8 @@ mod tests {
                 && missing.contains("in-process"),
             "{missing}"
         );
-        // On the PATH, then beside the program (which wins), then one
-        // directory up (cargo's `deps/` layout).
+        // Found on the PATH; one directory up (cargo's `deps/` layout) wins
+        // over it, and beside the program wins over both.
         std::fs::write(on_path.join(&worker_name), b"").expect("written");
         assert_eq!(find(None, None, &app), Ok(on_path.join(&worker_name)));
         std::fs::write(dir.path().join(&worker_name), b"").expect("written");
