@@ -30,7 +30,9 @@ Example::
         print(stop.decision.action, stop)             # escalate, the reason
 
 One hooks object serves one run at a time: give concurrent runs a
-``LoopGuardHooks`` (and tools) each, or a ``task`` each.
+``LoopGuardHooks`` (and tools) each. After ``LoopDetected`` the task stays
+behind the human gate (every later event of it answers ``escalate``) until
+``guard.human(hooks.task)``.
 """
 
 from __future__ import annotations
