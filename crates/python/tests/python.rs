@@ -1,6 +1,8 @@
 //! The Python package's tests, from `cargo test`: a virtualenv under the
 //! target directory (made again only when its pinned requirements change)
-//! gets `maturin` and `pytest` from PyPI, the package is built into it with
+//! gets `maturin`, `pytest` and the agent frameworks the adapters of
+//! `loopguard.integrations` are tested on (`tests/python/requirements.txt`,
+//! every package pinned) from PyPI, the package is built into it with
 //! `maturin develop` (again only when a source it is built from changed),
 //! and pytest runs `tests/python/`. The decisions pytest compares with are
 //! made here, by replaying the same traces through `loopguard_host`.
@@ -19,8 +21,8 @@ use loopguard_progress_evaluator::ProgressEvaluator;
 use loopguard_semantic::SemanticDetectors;
 use sha2::{Digest, Sha256};
 
-/// What the virtualenv holds, pinned.
-const REQUIREMENTS: &[&str] = &["maturin==1.16.0", "pytest==9.2.0"];
+/// What the virtualenv holds, every package pinned (relative to this crate).
+const REQUIREMENTS: &str = "tests/python/requirements.txt";
 
 /// The traces whose decisions pytest compares, line by line, with the
 /// guard's.
@@ -80,6 +82,11 @@ fn python() -> String {
 /// its requirements (or the interpreter) changed.
 fn venv(target: &Path) -> PathBuf {
     let venv = target.join("python-venv");
+    let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join(REQUIREMENTS);
+    let pinned = match std::fs::read(&requirements) {
+        Ok(pinned) => pinned,
+        Err(err) => panic!("cannot read {}: {err}", requirements.display()),
+    };
     let version = run(Command::new(python()).arg("--version"));
     assert!(
         version.status.success(),
@@ -88,7 +95,7 @@ fn venv(target: &Path) -> PathBuf {
         text(&version)
     );
     let stamp = hex(Sha256::new()
-        .chain_update(REQUIREMENTS.join("\n"))
+        .chain_update(&pinned)
         .chain_update(&version.stdout)
         .chain_update(&version.stderr));
     let stamp_file = venv.join(".loopguard-requirements");
@@ -103,18 +110,24 @@ fn venv(target: &Path) -> PathBuf {
         python(),
         text(&made)
     );
+    let started = Instant::now();
     let installed = run(Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(REQUIREMENTS));
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&requirements));
     assert!(
         installed.status.success(),
         "cannot pip install {} from PyPI into {} (is pypi.org reachable? by hand: {}/bin/pip \
-         install {}): {}",
-        REQUIREMENTS.join(" "),
+         install -r {}): {}",
+        requirements.display(),
         venv.display(),
         venv.display(),
-        REQUIREMENTS.join(" "),
+        requirements.display(),
         text(&installed)
+    );
+    eprintln!(
+        "pip install -r {}: {:.1} s",
+        REQUIREMENTS,
+        started.elapsed().as_secs_f64()
     );
     if let Err(err) = std::fs::write(&stamp_file, &stamp) {
         panic!("cannot write {}: {err}", stamp_file.display());
@@ -288,7 +301,12 @@ fn the_python_package_passes_its_pytest_suite() {
         .env("LOOPGUARD_PY_EXPECTED", expected.path())
         .env("LOOPGUARD_PY_TRACE_NAMES", TRACES.join(","))
         .env_remove("LOOPGUARD_LLM_BASE_URL")
-        .env_remove("LOOPGUARD_LLM_MODEL");
+        .env_remove("LOOPGUARD_LLM_MODEL")
+        // The frameworks' own telemetry would reach for the network.
+        .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
+        .env("OPENAI_API_KEY", "sk-dummy-not-used")
+        .env_remove("LANGCHAIN_TRACING_V2")
+        .env("LANGSMITH_TRACING", "false");
     if model_available() {
         pytest.env("LOOPGUARD_PY_SEMANTIC", "1");
     }

@@ -16,13 +16,17 @@ happens, and act on the :class:`Decision` before the next step runs::
 
 A bad event raises :class:`EventError` naming the field, and changes
 nothing. ``await guard.aobserve(event)`` decides off the event loop.
+
+Adapters for agent frameworks (the OpenAI Agents SDK, LangChain/LangGraph,
+AutoGen AgentChat) are in :mod:`loopguard.integrations`; they raise
+:class:`LoopDetected` when a decision says to stop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ._loopguard import (
     ConfigError,
@@ -41,9 +45,11 @@ __all__ = [
     "Detection",
     "EventError",
     "Guard",
+    "LoopDetected",
     "LoopguardError",
     "StoreError",
     "__version__",
+    "stop_reason",
 ]
 
 
@@ -77,3 +83,44 @@ class Guard(_NativeGuard):
         """:meth:`observe_json` for asyncio (see :meth:`aobserve`)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(self.observe_json, line))
+
+
+class LoopDetected(LoopguardError):
+    """A run stopped because loopguard said ``escalate`` or ``abort``.
+
+    Raised by the adapters in :mod:`loopguard.integrations` (and usable by
+    any orchestrator) with the decision that stopped the run as
+    :attr:`decision`; the message is the first detection's reason.
+
+    >>> import loopguard
+    >>> guard = loopguard.Guard(semantic=False)
+    >>> failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    >>> decision = [guard.observe(failure) for _ in range(4)][-1]
+    >>> error = loopguard.LoopDetected(decision)
+    >>> error.decision.action, str(error)
+    ('escalate', 'same error message as lines 1, 2 and 3')
+    """
+
+    decision: Decision
+    """The decision that stopped the run."""
+
+    def __init__(self, decision: Decision, message: Optional[str] = None) -> None:
+        self.decision = decision
+        super().__init__(message if message is not None else stop_reason(decision))
+
+
+def stop_reason(decision: Decision) -> str:
+    """A decision's reason in one line: its detections' reasons, else its action.
+
+    >>> import loopguard
+    >>> guard = loopguard.Guard(semantic=False)
+    >>> loopguard.stop_reason(guard.observe(
+    ...     {"type": "handoff", "task": "T", "from": "a", "to": "b"}))
+    'none'
+    """
+    reasons = [d.reason for d in decision.detections if d.action == decision.action]
+    if not reasons:
+        reasons = [d.reason for d in decision.detections]
+    if not reasons and decision.status in ("escalated", "paused"):
+        reasons = [f"task {decision.task} is {decision.status} (waiting for a human)"]
+    return "; ".join(reasons) if reasons else decision.action

@@ -1,0 +1,155 @@
+"""loopguard for the OpenAI Agents SDK (``pip install openai-agents``).
+
+:class:`LoopGuardHooks` is a ``RunHooks``: pass it to ``Runner.run(...,
+hooks=hooks)`` and it feeds the guard every handoff (``handoff``) and every
+local tool call with its result (``tool_call``; a call the SDK answered with
+its tool-error message as ``error``). Its ``tool_output_guardrail`` goes on
+the agent's function tools (``tool_output_guardrails=[...]``): it observes
+each call with the output the tool returned, and when loopguard says
+``inject_context`` it rejects that output (the SDK's ``reject_content``), so
+the model gets the directive as the repeated call's answer. ``escalate`` and
+``abort`` raise :class:`loopguard.LoopDetected` (as
+:class:`AgentsLoopDetected`) out of ``Runner.run``. A run that ends with a
+final output completes its task.
+
+The guardrail is an output guardrail, not an input one, because loopguard
+judges a repeated call by what it returned (ruling 15 of the trace format):
+before the call runs there is no result to judge, and after it the
+decision applies to the very call that brought nothing new.
+
+Example::
+
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard)                     # task: derived per run
+    weather = function_tool(lookup_weather,
+                            tool_output_guardrails=[hooks.tool_output_guardrail])
+    agent = Agent(name="Weather agent", tools=[weather], model=...)
+    try:
+        result = await Runner.run(agent, "Weather in Paris?", hooks=hooks)
+    except loopguard.LoopDetected as stop:
+        print(stop.decision.action, stop)             # escalate, the reason
+
+One hooks object serves one run at a time: give concurrent runs a
+``LoopGuardHooks`` (and tools) each. After ``LoopDetected`` the task stays
+behind the human gate (every later event of it answers ``escalate``) until
+``guard.human(hooks.task)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from .. import Decision, Guard, LoopDetected
+from ._common import STOP_ACTIONS, arguments, directive, json_value, new_task, require
+
+require("agents", "openai-agents", "openai_agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    RunContextWrapper,
+    RunHooks,
+    Tool,
+    ToolGuardrailFunctionOutput,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
+)
+from agents.exceptions import AgentsException  # noqa: E402
+from agents.tool import default_tool_error_function  # noqa: E402
+
+__all__ = ["AgentsLoopDetected", "LoopGuardHooks"]
+
+# The text the SDK gives the model when a function tool raised (the default
+# ``failure_error_function``): such a call failed.
+_TOOL_ERROR = default_tool_error_function(RunContextWrapper(context=None), Exception())
+
+
+class AgentsLoopDetected(LoopDetected, AgentsException):
+    """:class:`loopguard.LoopDetected` as the SDK's own kind of exception, so
+    ``Runner.run`` raises it as it is (the SDK wraps other exceptions from a
+    tool's guardrails and hooks in a ``UserError``). Catch it as
+    ``loopguard.LoopDetected``."""
+
+
+def check(decision: Decision) -> Decision:
+    """Raises :class:`AgentsLoopDetected` when ``decision`` stops the run."""
+    if decision.action in STOP_ACTIONS:
+        raise AgentsLoopDetected(decision)
+    return decision
+
+
+class LoopGuardHooks(RunHooks[Any]):
+    """Run hooks and a tool output guardrail that feed a :class:`loopguard.Guard`.
+
+    ``task``: the loopguard task of every run these hooks watch; by default
+    each run gets its own (``openai-agents-<hex>``, renewed when a run
+    completes). ``decisions`` holds the current run's decisions. A tool
+    without ``tool_output_guardrail`` is still observed (by
+    ``on_tool_end``) and can stop the run, but its answers are not replaced.
+
+    >>> import loopguard
+    >>> from loopguard.integrations.openai_agents import LoopGuardHooks
+    >>> hooks = LoopGuardHooks(loopguard.Guard(semantic=False), task="T-7")
+    >>> hooks.task, hooks.tool_output_guardrail.get_name()
+    ('T-7', 'loopguard')
+    """
+
+    def __init__(self, guard: Guard, task: Optional[str] = None) -> None:
+        self.guard = guard
+        self._fixed_task = task
+        self.task: str = task or new_task("openai-agents")
+        self.decisions: List[Decision] = []
+        self.tool_output_guardrail: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
+            guardrail_function=self._check_output, name="loopguard"
+        )
+
+    async def _observe(self, event: Dict[str, Any]) -> Decision:
+        decision = await self.guard.aobserve({**event, "task": self.task})
+        self.decisions.append(decision)
+        return decision
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        """Observes the handoff; raises LoopDetected on escalate/abort."""
+        event = {"type": "handoff", "from": from_agent.name, "to": to_agent.name}
+        check(await self._observe(event))
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        """Observes a call of a tool without the guardrail (the guardrail
+        observed the others); raises LoopDetected on escalate/abort."""
+        if self.tool_output_guardrail in (getattr(tool, "tool_output_guardrails", None) or []):
+            return
+        check(await self._observe(_event(context, agent, tool, result)))
+
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        """The run ended with a final output: its task is completed."""
+        self.guard.completed(self.task)
+        self.decisions = []
+        if self._fixed_task is None:
+            self.task = new_task("openai-agents")
+
+    async def _check_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """The guardrail: observes the call with its output; on inject_context
+        the model gets the directive instead of the output."""
+        decision = check(await self._observe(_event(data.context, data.agent, None, data.output)))
+        text = directive(decision)
+        if text is None:
+            return ToolGuardrailFunctionOutput.allow(output_info=decision.to_dict())
+        return ToolGuardrailFunctionOutput.reject_content(text, output_info=decision.to_dict())
+
+
+def _event(context: Any, agent: Agent[Any], tool: Optional[Tool], result: object) -> Dict[str, Any]:
+    """The ``tool_call`` event of a call, from its ``ToolContext`` and result."""
+    name = getattr(context, "tool_name", None) or getattr(tool, "name", "tool")
+    event: Dict[str, Any] = {"type": "tool_call", "agent": agent.name, "tool": name}
+    event["args"] = arguments(getattr(context, "tool_arguments", None) or "")
+    call_id = getattr(context, "tool_call_id", None)
+    if call_id:
+        event["call_id"] = call_id
+    if result == _TOOL_ERROR:
+        event["error"] = result
+    else:
+        event["result"] = json_value(result)
+    return event

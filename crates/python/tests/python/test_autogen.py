@@ -1,0 +1,146 @@
+"""loopguard.integrations.autogen on real AutoGen AgentChat teams with the
+replay model client (no network): a looping team is stopped with the reason
+as its stop_reason; a normal run is untouched."""
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("autogen_agentchat")
+
+from autogen_agentchat.agents import AssistantAgent  # noqa: E402
+from autogen_agentchat.conditions import (  # noqa: E402
+    MaxMessageTermination,
+    TextMentionTermination,
+)
+from autogen_agentchat.messages import ToolCallExecutionEvent  # noqa: E402
+from autogen_agentchat.teams import RoundRobinGroupChat  # noqa: E402
+from autogen_core import FunctionCall  # noqa: E402
+from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsage  # noqa: E402
+from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
+
+import loopguard  # noqa: E402
+from loopguard.integrations.autogen import LoopGuardTermination  # noqa: E402
+
+TOOLS = ModelInfo(
+    vision=False,
+    function_calling=True,
+    json_output=False,
+    family=ModelFamily.UNKNOWN,
+    structured_output=False,
+)
+
+
+def call(turn, name, **args):
+    """The model's answer that calls one tool."""
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id=f"call_{turn}", name=name, arguments=json.dumps(args))],
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
+
+
+ran = []
+
+
+def lookup_weather(city: str) -> str:
+    """The weather in a city."""
+    ran.append(("lookup_weather", city))
+    return f"It is sunny in {city} this afternoon."
+
+
+def lookup_time(city: str) -> str:
+    """The local time in a city."""
+    ran.append(("lookup_time", city))
+    return f"It is noon in {city}, local time."
+
+
+def weather_agent(completions):
+    client = ReplayChatCompletionClient(completions, model_info=TOOLS)
+    return AssistantAgent("weather", model_client=client, tools=[lookup_weather, lookup_time])
+
+
+def executions(result):
+    return [m for m in result.messages if isinstance(m, ToolCallExecutionEvent)]
+
+
+def test_a_looping_team_is_stopped_with_the_reason():
+    guard = loopguard.Guard(semantic=False)
+    condition = LoopGuardTermination(guard, task="loop-team")
+    agent = weather_agent([call(i, "lookup_weather", city="Paris") for i in range(20)])
+    team = RoundRobinGroupChat([agent], termination_condition=condition | MaxMessageTermination(60))
+    result = asyncio.run(team.run(task="What is the weather in Paris?"))
+
+    [entry] = [t for t in guard.report()["tasks"] if t["task"] == "loop-team"]
+    assert entry["status"] == "escalated"
+    kinds = [d["kind"] for d in entry["detections"]]
+    actions = [d["action"] for d in entry["detections"]]
+    # Nudges at the 3rd and 4th identical call, the stop at the 5th.
+    assert kinds == ["tool_repeat"] * 3
+    assert actions == ["inject_context", "inject_context", "escalate"]
+    assert result.stop_reason == f"loopguard: {entry['detections'][-1]['reason']}"
+    assert condition.last_stop.action == "escalate"
+    assert condition.last_stop.task == "loop-team"
+    assert len(executions(result)) == 5
+    # The team can run again; the task stays behind the human gate.
+    assert not condition.terminated
+
+
+def test_agents_trading_the_same_message_are_stopped():
+    guard = loopguard.Guard(semantic=False)
+    say = ["Please check this again."] * 20
+    a = AssistantAgent("alice", model_client=ReplayChatCompletionClient(say))
+    b = AssistantAgent("bob", model_client=ReplayChatCompletionClient(say))
+    condition = LoopGuardTermination(guard)
+    team = RoundRobinGroupChat([a, b], termination_condition=condition | MaxMessageTermination(40))
+    result = asyncio.run(team.run(task="Review the patch."))
+    stop = condition.last_stop
+    assert stop.action == "escalate"
+    assert result.stop_reason == f"loopguard: {loopguard.stop_reason(stop)}"
+    [entry] = guard.report()["tasks"]
+    assert entry["status"] == "escalated"
+    # The same message handed back and forth: the pair's exchanges, the
+    # same topic, the same query again with nothing learned.
+    kinds = {"agent_pair", "topic_cycle", "repeated_query"}
+    assert "agent_pair" in {d.kind for d in stop.detections}
+    assert {d["kind"] for d in entry["detections"]} <= kinds
+    assert len(result.messages) < 40
+
+
+def test_a_normal_run_is_untouched():
+    def completions():
+        return [
+            call(0, "lookup_weather", city="Paris"),
+            call(1, "lookup_time", city="Paris"),
+            "Sunny at noon in Paris. TERMINATE",
+        ]
+
+    ran.clear()
+    plain_team = RoundRobinGroupChat(
+        [weather_agent(completions())], termination_condition=TextMentionTermination("TERMINATE")
+    )
+    plain = asyncio.run(plain_team.run(task="What is the weather in Paris?"))
+    plain_ran = list(ran)
+
+    ran.clear()
+    guard = loopguard.Guard(semantic=False)
+    condition = LoopGuardTermination(guard)
+    task = condition.task
+    team = RoundRobinGroupChat(
+        [weather_agent(completions())],
+        termination_condition=condition | TextMentionTermination("TERMINATE"),
+    )
+    result = asyncio.run(team.run(task="What is the weather in Paris?"))
+
+    assert result.stop_reason == plain.stop_reason
+    assert [m.to_text() for m in result.messages] == [m.to_text() for m in plain.messages]
+    assert ran == plain_ran
+    [entry] = guard.report()["tasks"]
+    assert entry["task"] == task
+    assert entry["detections"] == []
+    assert entry["status"] == "completed"
+    # The two calls and the run's completion.
+    assert guard.report()["events"] == 3
+    assert condition.task != task

@@ -1,0 +1,195 @@
+"""loopguard.integrations.openai_agents on the real OpenAI Agents SDK, with a
+scripted model (no network): a looping agent is nudged through the tool
+output guardrail, then stopped; a normal run is untouched."""
+
+import asyncio
+import copy
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("OPENAI_API_KEY", "sk-dummy-not-used")
+
+agents = pytest.importorskip("agents")
+
+from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from agents.items import ModelResponse  # noqa: E402
+from agents.models.interface import Model  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+from openai.types.responses import (  # noqa: E402
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+import loopguard  # noqa: E402
+from loopguard.integrations.openai_agents import LoopGuardHooks  # noqa: E402
+
+# The SDK's own trace export would go to OpenAI.
+set_tracing_disabled(True)
+
+
+class ScriptedModel(Model):
+    """Answers each turn from a script (tool calls, then a final message) and
+    keeps the input it was given each turn."""
+
+    def __init__(self, prefix, calls, answer="Done."):
+        self.prefix = prefix
+        self.calls = list(calls)
+        self.answer = answer
+        self.inputs = []
+
+    async def get_response(self, system_instructions, input, *args, **kwargs):
+        self.inputs.append(copy.deepcopy(input))
+        turn = len(self.inputs) - 1
+        if turn < len(self.calls):
+            name, arguments = self.calls[turn]
+            output = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    id=f"fc_{self.prefix}_{turn}",
+                    call_id=f"call_{self.prefix}_{turn}",
+                    name=name,
+                    arguments=json.dumps(arguments),
+                    status="completed",
+                )
+            ]
+        else:
+            text = ResponseOutputText(type="output_text", text=self.answer, annotations=[])
+            output = [
+                ResponseOutputMessage(
+                    type="message",
+                    id=f"msg_{self.prefix}",
+                    role="assistant",
+                    status="completed",
+                    content=[text],
+                )
+            ]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args, **kwargs):
+        raise NotImplementedError("the tests run without streaming")
+
+
+def team(script, guardrails=(), answer="Done."):
+    """A triage agent that hands the question to a weather agent with two
+    tools; returns (triage agent, the weather model, the tools' call log)."""
+    ran = []
+
+    def lookup_weather(city: str) -> str:
+        """The weather in a city."""
+        ran.append(("lookup_weather", city))
+        return f"It is sunny in {city} this afternoon."
+
+    def lookup_time(city: str) -> str:
+        """The local time in a city."""
+        ran.append(("lookup_time", city))
+        return f"It is noon in {city}, local time."
+
+    tools = [
+        function_tool(fn, tool_output_guardrails=list(guardrails))
+        for fn in (lookup_weather, lookup_time)
+    ]
+    model = ScriptedModel("weather", script, answer)
+    weather = Agent(name="Weather agent", instructions="Answer.", model=model, tools=tools)
+    triage = Agent(
+        name="Triage agent",
+        instructions="Hand weather questions over.",
+        model=ScriptedModel("triage", [("transfer_to_weather_agent", {})]),
+        handoffs=[weather],
+    )
+    return triage, model, ran
+
+
+def outputs(items):
+    """The function_call_output items of a model's input, by call id."""
+    return {
+        item["call_id"]: item["output"]
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+
+
+def test_a_looping_agent_is_nudged_then_stopped():
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard, task="loop-run")
+    script = [("lookup_weather", {"city": "Paris"})] * 12
+    triage, model, ran = team(script, [hooks.tool_output_guardrail])
+
+    with pytest.raises(loopguard.LoopDetected) as caught:
+        asyncio.run(Runner.run(triage, "Weather in Paris?", hooks=hooks, max_turns=20))
+
+    stop = caught.value
+    assert stop.decision.action == "escalate"
+    assert stop.decision.task == "loop-run"
+    assert [d.kind for d in stop.decision.detections] == ["tool_repeat"]
+    assert str(stop) == stop.decision.detections[0].reason
+    # The handoff, then five identical calls: the 3rd and 4th brought
+    # nothing new (nudged), the 5th stopped the run.
+    actions = [d.action for d in hooks.decisions]
+    assert actions == ["none", "none", "none", "inject_context", "inject_context", "escalate"]
+    assert ran == [("lookup_weather", "Paris")] * 5
+    # The model got the directive as the 3rd and 4th calls' output.
+    first, second = hooks.decisions[3].directive, hooks.decisions[4].directive
+    assert first and "lookup_weather" in first and first != second
+    assert outputs(model.inputs[3])["call_weather_2"] == first
+    assert outputs(model.inputs[4])["call_weather_3"] == second
+    assert outputs(model.inputs[2])["call_weather_1"] == "It is sunny in Paris this afternoon."
+    assert len(model.inputs) == 5
+    # The task stays behind the human gate.
+    [task] = [t for t in guard.report()["tasks"] if t["task"] == "loop-run"]
+    assert task["status"] == "escalated"
+
+
+def test_a_normal_run_is_untouched():
+    script = [
+        ("lookup_weather", {"city": "Paris"}),
+        ("lookup_time", {"city": "Paris"}),
+        ("lookup_weather", {"city": "Tokyo"}),
+    ]
+    answer = "Sunny in Paris and Tokyo; noon in Paris."
+    triage, plain_model, plain_ran = team(script, answer=answer)
+    plain = asyncio.run(Runner.run(triage, "Weather?", max_turns=10))
+
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard)
+    task = hooks.task
+    triage, model, ran = team(script, [hooks.tool_output_guardrail], answer=answer)
+    guarded = asyncio.run(Runner.run(triage, "Weather?", hooks=hooks, max_turns=10))
+
+    assert guarded.final_output == plain.final_output == answer
+    assert ran == plain_ran
+    assert [outputs(i) for i in model.inputs] == [outputs(i) for i in plain_model.inputs]
+    # Every event seen (the handoff, three calls), no action; the run
+    # completed its task and the next run gets a new one.
+    [report] = [t for t in guard.report()["tasks"] if t["task"] == task]
+    assert report["status"] == "completed"
+    assert report["detections"] == []
+    assert guard.report()["events"] == 5
+    assert hooks.task != task
+
+
+def test_a_tool_without_the_guardrail_is_observed_and_can_stop_the_run():
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard, task="failing")
+
+    def flaky(city: str) -> str:
+        """Always fails."""
+        raise RuntimeError("backend down")
+
+    model = ScriptedModel("flaky", [("flaky", {"city": "Paris"})] * 8)
+    agent = Agent(
+        name="Flaky agent", instructions="Try.", model=model, tools=[function_tool(flaky)]
+    )
+
+    with pytest.raises(loopguard.LoopDetected) as caught:
+        asyncio.run(Runner.run(agent, "Go", hooks=hooks, max_turns=20))
+    # A failing call is a failure (ruling 14): the 4th identical one is the
+    # 3rd loop, the human gate. Without the guardrail the model saw the
+    # SDK's error text each time.
+    assert caught.value.decision.action == "escalate"
+    assert [d.kind for d in caught.value.decision.detections] == ["exact_failure"]
+    assert [d.action for d in hooks.decisions] == ["none", "warn", "inject_context", "escalate"]
+    errors = {outputs(i).get("call_flaky_2") for i in model.inputs[3:]}
+    assert errors == {"An error occurred while running the tool. Please try again."}
