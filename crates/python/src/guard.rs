@@ -1,7 +1,7 @@
 //! `loopguard.Guard`: one engine, its store and its runtime, shared by
 //! every thread that observes through it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -189,8 +189,16 @@ async fn open_store(url: &str) -> Result<(Arc<dyn Store>, u64), GuardError> {
 }
 
 /// Starts a guard: the config, the runtime, the store, the engine.
-fn start(source: &ConfigSource, store_url: &str, semantic: bool) -> Result<Live, GuardError> {
-    let config = setup::config(source, semantic)?;
+fn start(
+    source: &ConfigSource,
+    store_url: &str,
+    semantic: bool,
+    installed_worker: Option<&Path>,
+) -> Result<Live, GuardError> {
+    let mut config = setup::config(source, semantic)?;
+    if config.plugin_host.worker.is_none() {
+        config.plugin_host.worker = installed_worker.map(Path::to_path_buf);
+    }
     let notes = if config.semantic.enabled {
         Vec::new()
     } else {
@@ -279,7 +287,8 @@ impl Guard {
             },
         };
         let store_url = store.to_owned();
-        let live = py.detach(|| start(&source, &store_url, semantic))?;
+        let worker = setup::installed_worker(py);
+        let live = py.detach(|| start(&source, &store_url, semantic, worker.as_deref()))?;
         Ok(Guard {
             live: RwLock::new(Some(Arc::new(live))),
             store_url,

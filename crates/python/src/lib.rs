@@ -15,6 +15,8 @@
 //! virtualenv it creates.
 #![deny(missing_docs)]
 
+use std::path::PathBuf;
+
 use pyo3::prelude::*;
 
 mod convert;
@@ -36,5 +38,28 @@ fn _loopguard(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("ConfigError", py.get_type::<error::ConfigError>())?;
     module.add("StoreError", py.get_type::<error::StoreError>())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    module.add_function(wrap_pyfunction!(run_plugin_worker, module)?)?;
     Ok(())
+}
+
+/// Runs one detector plugin for a guard that isolates its plugins
+/// (`plugin_host.isolation = "process"`, the default): loads the library
+/// and answers the guard over this process's stdin and stdout until the
+/// guard closes them. The `loopguard-plugin-worker` script this package
+/// installs calls it; nothing else should. Raises `OSError` when the
+/// pipes fail or the memory limit cannot be set.
+#[pyfunction]
+#[pyo3(signature = (library, memory_limit_mb=None))]
+fn run_plugin_worker(
+    py: Python<'_>,
+    library: PathBuf,
+    memory_limit_mb: Option<u64>,
+) -> PyResult<()> {
+    py.detach(|| loopguard_host::run_worker(&library, memory_limit_mb))
+        .map_err(|err| {
+            PyErr::new::<pyo3::exceptions::PyOSError, _>(format!(
+                "plugin worker for {}: {err}",
+                library.display()
+            ))
+        })
 }

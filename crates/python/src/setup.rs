@@ -12,6 +12,7 @@ use loopguard_core_types::Config;
 use loopguard_host::{LoopGuard, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, ProgressEvaluator};
 use loopguard_semantic::{FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits};
+use pyo3::prelude::*;
 
 use crate::error::{GuardError, chain};
 
@@ -64,6 +65,28 @@ fn relative_to(mut config: Config, file: &Path) -> Config {
         }
     }
     config
+}
+
+/// The `loopguard-plugin-worker` script this package installs (in the
+/// interpreter's scripts folder, `sysconfig.get_path("scripts")`), which
+/// runs a plugin in a worker process of its own (process isolation, the
+/// default), when it is there and neither `LOOPGUARD_PLUGIN_WORKER` nor the
+/// config names another: a guard's plugins then run isolated without a
+/// setting.
+pub(crate) fn installed_worker(py: Python<'_>) -> Option<PathBuf> {
+    if std::env::var_os("LOOPGUARD_PLUGIN_WORKER").is_some_and(|value| !value.is_empty()) {
+        return None;
+    }
+    let scripts: PathBuf = py
+        .import("sysconfig")
+        .and_then(|sysconfig| sysconfig.call_method1("get_path", ("scripts",)))
+        .and_then(|path| path.extract())
+        .ok()?;
+    let worker = scripts.join(format!(
+        "loopguard-plugin-worker{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    worker.is_file().then_some(worker)
 }
 
 /// The engine over `store`: the model started when `config` enables

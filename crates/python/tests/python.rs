@@ -310,6 +310,12 @@ fn the_python_package_passes_its_pytest_suite() {
     if model_available() {
         pytest.env("LOOPGUARD_PY_SEMANTIC", "1");
     }
+    // The plugin that segfaults on a chosen line: a guard's plugins run in
+    // a worker process (the package's `loopguard-plugin-worker` script).
+    match loopguard_test_support::build_cdylib("loopguard-fixture-crashy") {
+        Ok(library) => pytest.env("LOOPGUARD_PY_CRASHY_PLUGIN", library),
+        Err(err) => panic!("cannot build the crashy fixture plugin: {err}"),
+    };
     let output = run(&mut pytest);
     assert!(
         output.status.success(),

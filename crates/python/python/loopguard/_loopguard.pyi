@@ -105,3 +105,10 @@ class Guard:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+def run_plugin_worker(
+    library: Union[str, "os.PathLike[str]"], memory_limit_mb: Optional[int] = None
+) -> None:
+    """Serves one plugin over stdin and stdout (the ``loopguard-plugin-worker``
+    script's work; not for direct use)."""
+    ...

@@ -144,3 +144,30 @@ def test_a_normal_run_is_untouched():
     # The two calls and the run's completion.
     assert guard.report()["events"] == 3
     assert condition.task != task
+
+
+def test_a_conversation_by_design_needs_repeats_only():
+    """A writer and a critic improving a draft turn by turn, every message
+    new: under the contract's defaults every exchange between two peers
+    counts (ruling 4), so the team is stopped; with ``cycles.repeats_only``
+    only exchanges that bring nothing new count, and it runs to the end."""
+
+    def team(guard):
+        drafts = [f"Draft {i}: the intro now covers point {i} of the outline." for i in range(8)]
+        notes = [f"Note {i}: tighten the sentence about point {i}." for i in range(8)]
+        writer = AssistantAgent("writer", model_client=ReplayChatCompletionClient(drafts))
+        critic = AssistantAgent("critic", model_client=ReplayChatCompletionClient(notes))
+        condition = LoopGuardTermination(guard)
+        chat = RoundRobinGroupChat(
+            [writer, critic], termination_condition=condition | MaxMessageTermination(17)
+        )
+        return condition, asyncio.run(chat.run(task="Write the intro."))
+
+    stopped, result = team(loopguard.Guard(semantic=False))
+    assert stopped.last_stop is not None
+    assert result.stop_reason.startswith("loopguard: ")
+
+    calm, result = team(loopguard.Guard({"cycles": {"repeats_only": True}}, semantic=False))
+    assert calm.last_stop is None, loopguard.stop_reason(calm.last_stop)
+    assert len(result.messages) == 17
+    assert not result.stop_reason.startswith("loopguard")
