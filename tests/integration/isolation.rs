@@ -404,3 +404,57 @@ fn a_plugin_that_crashes_as_it_starts_is_refused_by_name_not_a_crash() {
     assert_eq!(listing["plugins"], serde_json::json!([]));
     assert_eq!(listing["refused"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn no_decision_waits_out_a_restart_backoff_and_skipped_events_are_not_faults() {
+    let library = plugin(CRASHY);
+    // Two crashes in a row (lines 3 and 4): the next worker is due 50 ms
+    // after the second. Line 5 comes within microseconds, so it is answered
+    // at once without the plugin (said, not counted); later lines reach a
+    // new worker once the backoff has passed.
+    let found = decisions(&replay_with(
+        "plugin_crash.jsonl",
+        &isolated(
+            "max_faults = 5",
+            &library,
+            "{ crash_at = [3, 4], how = \"segv\" }",
+        ),
+    ));
+    assert_eq!(found.len(), 10);
+    let faults = faults(&found);
+    assert_eq!(
+        faults[..2],
+        [
+            (
+                3,
+                vec!["detector crashy: its worker was killed by SIGSEGV (fault 1 of 5)"]
+            ),
+            (
+                4,
+                vec!["detector crashy: its worker was killed by SIGSEGV (fault 2 of 5)"]
+            ),
+        ]
+    );
+    let (line, errors) = &faults[2];
+    assert_eq!(*line, 5, "{faults:?}");
+    assert!(
+        errors.len() == 1
+            && errors[0]
+                .starts_with("detector crashy: skipped this event: its worker is restarted in ")
+            && !errors[0].contains("fault"),
+        "{errors:?}"
+    );
+    // Whatever else was skipped, nothing more was counted.
+    for (line, errors) in &faults[3..] {
+        assert!(
+            errors
+                .iter()
+                .all(|error| error.contains("skipped this event")),
+            "line {line}: {errors:?}"
+        );
+    }
+    assert_eq!(
+        built_in(&found),
+        built_in(&decisions(&replay_with("plugin_crash.jsonl", "")))
+    );
+}

@@ -28,9 +28,11 @@
 //! [`PluginInstance`] code and answers over its stdin and stdout. A crash
 //! of the worker (a signal, an exit, garbage on the pipe) or a call past
 //! its deadline (the worker is killed) is a fault of that call; the next
-//! call starts a new worker, creates the instance again and imports the
-//! task states the host kept from the answers (ABI 1.2 plugins), so the
-//! plugin continues where it was. A worker ends itself when its host dies.
+//! call starts a new worker (after a backoff that grows with the crashes in
+//! a row; a call within it is skipped at once, [`PluginFault::Restarting`],
+//! not a fault), creates the instance again and imports the task states
+//! the host kept from the answers (ABI 1.2 plugins), so the plugin
+//! continues where it was. A worker ends itself when its host dies.
 //! The engine sees the same [`PluginDetector`] in both modes.
 //!
 //! Event types newer than a plugin are never a fault: a plugin of ABI 1.3

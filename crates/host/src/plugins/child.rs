@@ -303,6 +303,8 @@ pub(super) struct ProcessInstance {
     live: Option<Live>,
     /// Crashes in a row: how long the next restart waits.
     crashes: usize,
+    /// When the last worker was lost (the backoff counts from there).
+    lost_at: Option<Instant>,
     /// The last state of each task, as the plugin exported it (JSON).
     states: LruCache<String, Vec<u8>>,
     frame: Vec<u8>,
@@ -333,6 +335,7 @@ impl ProcessInstance {
             supports_state: hello.supports_state,
             live: Some(live),
             crashes: 0,
+            lost_at: None,
             states: LruCache::new(NonZeroUsize::MIN.saturating_add(MAX_KEPT_STATES - 1)),
             frame: Vec::with_capacity(512),
             body: Vec::with_capacity(512),
@@ -380,6 +383,7 @@ impl ProcessInstance {
             return PluginFault::Host("its worker is not running".to_owned());
         };
         self.crashes = self.crashes.saturating_add(1);
+        self.lost_at = Some(Instant::now());
         if live.killed.load(Ordering::SeqCst) {
             live.stop();
             return PluginFault::TimedOut(self.timeout);
@@ -400,8 +404,19 @@ impl ProcessInstance {
         if self.live.is_some() {
             return Ok(());
         }
+        // Backoff counts from the crash: a call before the new worker is
+        // due is answered at once (its event unseen by the plugin), so no
+        // decision waits on a dead worker.
         let wait = BACKOFF_MS[self.crashes.saturating_sub(1).min(BACKOFF_MS.len() - 1)];
-        std::thread::sleep(Duration::from_millis(wait));
+        if let Some(due) = self
+            .lost_at
+            .and_then(|lost| lost.checked_add(Duration::from_millis(wait)))
+        {
+            let now = Instant::now();
+            if now < due {
+                return Err(PluginFault::Restarting(due - now));
+            }
+        }
         let (live, _) = Live::start(
             &self.program,
             &self.library,
@@ -410,6 +425,7 @@ impl ProcessInstance {
         )
         .map_err(|reason| {
             self.crashes = self.crashes.saturating_add(1);
+            self.lost_at = Some(Instant::now());
             PluginFault::Crashed(format!("its worker could not be restarted: {reason}"))
         })?;
         self.live = Some(live);
@@ -489,7 +505,14 @@ impl Calls for ProcessInstance {
     }
 
     fn reset_task(&mut self, task: &str) -> Result<(), PluginFault> {
-        self.ensure_live()?;
+        match self.ensure_live() {
+            Err(PluginFault::Restarting(_)) => {
+                // The new worker starts without the task's state: reset.
+                self.states.pop(task);
+                return Ok(());
+            }
+            started => started?,
+        }
         let request = self.with_export(op::RESET);
         self.round_trip(request, task, &[])?;
         let body = std::mem::take(&mut self.body);
@@ -515,9 +538,16 @@ impl Calls for ProcessInstance {
         if !self.supports_state {
             return Ok(());
         }
-        self.ensure_live()?;
         let state = serde_json::to_vec(state)
             .map_err(|err| PluginFault::Host(format!("cannot encode the task state: {err}")))?;
+        match self.ensure_live() {
+            Err(PluginFault::Restarting(_)) => {
+                // The new worker imports it with the others it is handed.
+                self.keep_state(task, &state);
+                return Ok(());
+            }
+            started => started?,
+        }
         self.round_trip(op::IMPORT, task, &state)?;
         self.keep_state(task, &state);
         Ok(())

@@ -223,8 +223,15 @@ impl PluginDetector {
 
     /// Counts a fault, disables the plugin at `max_faults` (or at once when
     /// it timed out in process: its thread is still busy with the call),
-    /// and says so.
+    /// and says so. A call skipped while a crashed worker waits out its
+    /// backoff is said, not counted.
     fn fault(&self, fault: &PluginFault, task: &str, line: Option<u64>) -> String {
+        if matches!(fault, PluginFault::Restarting(_)) {
+            // The crash before it was counted; waiting out its backoff is not
+            // another fault.
+            tracing::debug!(plugin = %self.info.name, task, line, "plugin call skipped: its worker restarts");
+            return fault.to_string();
+        }
         let count = self
             .faults
             .fetch_add(1, Ordering::Relaxed)

@@ -112,4 +112,12 @@ pub enum PluginFault {
     /// The plugin did not answer within `plugin_host.call_timeout_ms`.
     #[error("did not answer within {} ms", .0.as_millis())]
     TimedOut(std::time::Duration),
+    /// The plugin's worker (process isolation) crashed and is restarted
+    /// after a backoff that has this much left: the call was not made (not
+    /// a fault of its own; the crash was counted).
+    #[error(
+        "skipped this event: its worker is restarted in {} ms, after it crashed",
+        .0.as_millis().max(1)
+    )]
+    Restarting(std::time::Duration),
 }
