@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Detection, Event, PluginConfig, PluginHostConfig};
+use loopguard_core_types::{
+    Action, Config, Detection, Event, Isolation, PluginConfig, PluginHostConfig,
+};
 use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::abi;
 
@@ -52,13 +54,18 @@ async fn assert_finds_nothing(detector: &PluginDetector, line: u64, event: &Even
 }
 
 /// The panicky fixture, loaded as the engine loads plugins, called under
-/// `plugin_host`.
+/// `plugin_host`, in process (these tests are of in-process calls; the
+/// worker process is tested through the `loopguard` binary, in
+/// `tests/integration/isolation.rs`).
 fn load_panicky(plugin_host: PluginHostConfig) -> Arc<PluginDetector> {
     let mut config = Config::default();
     config
         .plugins
         .push(PluginConfig::new(fixture("loopguard-fixture-panicky")));
-    config.plugin_host = plugin_host;
+    config.plugin_host = PluginHostConfig {
+        isolation: Isolation::InProcess,
+        ..plugin_host
+    };
     let mut detectors = load_plugins(&config).expect("loads");
     detectors.remove(0)
 }
@@ -405,6 +412,10 @@ fn two_plugins_of_one_name_are_refused() {
     let path = fixture("loopguard-plugin-monologue");
     let config = Config {
         plugins: vec![PluginConfig::new(&path), PluginConfig::new(&path)],
+        plugin_host: PluginHostConfig {
+            isolation: Isolation::InProcess,
+            ..PluginHostConfig::default()
+        },
         ..Config::default()
     };
     let err = load_plugins(&config).expect_err("refused");
