@@ -25,6 +25,8 @@ use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
+use crate::embedding_input;
+
 /// The class of an identifier-like token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IdentifierClass {
@@ -182,8 +184,12 @@ pub struct Contrast {
     pub report_vs_request: bool,
 }
 
-/// Takes a text apart into identifiers and content words.
+/// Takes a text apart into identifiers and content words: the words of
+/// its first [`EMBEDDING_INPUT_BYTES`](crate::EMBEDDING_INPUT_BYTES), what
+/// the model reads of it ([`embedding_input`]), so that a text of
+/// megabytes costs what a page does.
 pub fn tokenize(text: &str) -> Tokens {
+    let text = embedding_input(text);
     let mut tokens = Tokens::default();
     // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
     // Each piece with whether its raw token ends a sentence.
@@ -334,9 +340,10 @@ pub fn compare(a: &str, b: &str) -> Contrast {
 /// figure measured) rather than a request or a topic: it asks nothing
 /// (no question mark, no "please", no "can you", no "I need", no
 /// imperative first word) and states a cause, an outcome, what someone
-/// did, or what a figure was.
+/// did, or what a figure was. Like [`tokenize`], it reads what the model
+/// reads of the text.
 pub fn reads_as_report(text: &str) -> bool {
-    let lower = text.to_lowercase();
+    let lower = embedding_input(text).to_lowercase();
     let Some(words) = words_if_no_question(&lower) else {
         return false;
     };
@@ -418,12 +425,13 @@ fn words_if_no_question(lower: &str) -> Option<Vec<&str>> {
 /// mark, no "please", no "can you", no "I need") and opens as a statement
 /// does, with an article, a pronoun, "there" or a number ("The 2024 model
 /// tows 2,000 kg", "I clicked 'Pricing'", "5,500 - 3,500 = 2,000"), never
-/// as an instruction does, with its verb.
+/// as an instruction does, with its verb. It reads what the model reads of
+/// the text ([`embedding_input`]).
 pub fn reads_as_statement(text: &str) -> bool {
     if reads_as_report(text) {
         return true;
     }
-    let lower = text.to_lowercase();
+    let lower = embedding_input(text).to_lowercase();
     let Some(words) = words_if_no_question(&lower) else {
         return false;
     };
@@ -1420,6 +1428,32 @@ mod tests {
 
     fn veto(a: &str, b: &str) -> Option<String> {
         compare(a, b).veto.map(|veto| veto.to_string())
+    }
+
+    #[test]
+    fn only_what_the_model_reads_of_a_text_is_compared() {
+        let filler = "review the code again ".repeat(300);
+        let (a, b) = (
+            format!("{filler} then deploy PR #412"),
+            format!("{filler} then deploy PR #418"),
+        );
+        assert!(filler.len() > crate::EMBEDDING_INPUT_BYTES);
+        // Past the model's input the texts differ; within it they do not.
+        let contrast = compare(&a, &b);
+        assert_eq!(contrast.veto, None);
+        assert!(contrast.only_a.is_empty() && contrast.only_b.is_empty());
+        assert_eq!(tokenize(&a).words, tokenize(embedding_input(&filler)).words);
+        // Within it, the same texts differ as they should.
+        let short = veto("then deploy PR #412", "then deploy PR #418");
+        assert!(
+            short
+                .as_deref()
+                .is_some_and(|veto| veto.contains("412") && veto.contains("418")),
+            "{short:?}"
+        );
+        assert!(!reads_as_report(&format!(
+            "Please check. {filler} We fixed it."
+        )));
     }
 
     #[test]
