@@ -96,30 +96,26 @@ impl PluginHost {
             name: hello.name.clone(),
             fault: PluginFault::Host(format!("cannot start its thread: {err}")),
         })?;
-        Ok(Arc::new(PluginDetector {
-            info: PluginInfo {
-                path: library.to_owned(),
-                name: hello.name,
-                version: hello.version,
-                description: hello.description,
-                kinds: hello.kinds,
-                abi: AbiVersion {
-                    major: hello.abi_major,
-                    minor: hello.abi_minor,
-                },
-                sdk_version: hello.sdk_version,
-                rustc_version: hello.rustc_version,
+        let info = PluginInfo {
+            path: library.to_owned(),
+            name: hello.name,
+            version: hello.version,
+            description: hello.description,
+            kinds: hello.kinds,
+            abi: AbiVersion {
+                major: hello.abi_major,
+                minor: hello.abi_minor,
             },
-            supports_reset: hello.supports_reset,
-            supports_state: hello.supports_state,
-            isolated: true,
+            sdk_version: hello.sdk_version,
+            rustc_version: hello.rustc_version,
+        };
+        Ok(self.wrap(
+            info,
             worker,
-            limiter: self.limiter.clone(),
-            max_faults: self.max_faults,
-            call_timeout: self.call_timeout,
-            faults: AtomicU32::new(0),
-            disabled: AtomicBool::new(false),
-        }))
+            hello.supports_reset,
+            hello.supports_state,
+            true,
+        ))
     }
 
     /// An instance of `plugin` with its `config`, as a detector for the
@@ -137,18 +133,36 @@ impl PluginHost {
             name: plugin.info.name.clone(),
             fault: PluginFault::Host(format!("cannot start its thread: {err}")),
         })?;
-        Ok(Arc::new(PluginDetector {
-            info: plugin.info.clone(),
+        Ok(self.wrap(
+            plugin.info.clone(),
+            worker,
             supports_reset,
             supports_state,
-            isolated: false,
+            false,
+        ))
+    }
+
+    /// The detector over a started `worker`, under this host's limits.
+    fn wrap(
+        &self,
+        info: PluginInfo,
+        worker: Worker,
+        supports_reset: bool,
+        supports_state: bool,
+        isolated: bool,
+    ) -> Arc<PluginDetector> {
+        Arc::new(PluginDetector {
+            info,
+            supports_reset,
+            supports_state,
+            isolated,
             worker,
             limiter: self.limiter.clone(),
             max_faults: self.max_faults,
             call_timeout: self.call_timeout,
             faults: AtomicU32::new(0),
             disabled: AtomicBool::new(false),
-        }))
+        })
     }
 }
 
