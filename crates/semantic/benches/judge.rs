@@ -1,6 +1,7 @@
 //! What the same-request judge adds to a check: the lexical contrast of two
 //! texts (tokenizing, stemming, comparing), the first look that decides
-//! most pairs without another embedding, and the whole judgement of an
+//! most pairs without another embedding, WordNet's word relations
+//! (`related_cover`, part of the contrast), and the whole judgement of an
 //! undecided pair with its residual texts in the embedding cache (the
 //! common case after the first time a pair is seen).
 //!
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use loopguard_semantic::{
     Embedder, EmbeddingService, JudgeWeights, SameRequestJudge, judge::compare,
+    judge::related::related_cover,
 };
 
 /// A toy embedder: a vector from the text's bytes, enough to exercise the
@@ -55,7 +57,17 @@ const REWORDING: (&str, &str) = (
 );
 
 fn bench(c: &mut Criterion) {
+    // The first use reads the shipped WordNet relations: once per process.
+    let started = std::time::Instant::now();
+    black_box(related_cover(REWORDING.0, REWORDING.1));
+    eprintln!(
+        "judge/related_cover: the WordNet relations read in {:.0} ms (once per process)",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+    c.bench_function("judge/related_cover", |b| {
+        b.iter(|| related_cover(black_box(REWORDING.0), black_box(REWORDING.1)))
+    });
     c.bench_function("judge/lexical_contrast", |b| {
         b.iter(|| compare(black_box(REWORDING.0), black_box(REWORDING.1)))
     });

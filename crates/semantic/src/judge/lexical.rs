@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
+use super::related::related_cover;
 use crate::embedding_input;
 
 /// The class of an identifier-like token.
@@ -182,6 +183,9 @@ pub struct Contrast {
     /// failed because the credentials expired; I rotated them") and the
     /// other as a request: an answer is not a repeat of its question.
     pub report_vs_request: bool,
+    /// The share of the differing words (of those WordNet knows) that
+    /// have a related word on the other side ([`related_cover`]).
+    pub related_cover: f32,
 }
 
 /// Takes a text apart into identifiers and content words: the words of
@@ -324,6 +328,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         });
     let only_a = as_written(&ta, &only_a_words);
     let only_b = as_written(&tb, &only_b_words);
+    let related_cover = related_cover(a, b);
     let (intents_a, intents_b) = (intents(&ta), intents(&tb));
     let intent_mismatch = intents_a != 0 && intents_b != 0 && intents_a & intents_b == 0;
     Contrast {
@@ -333,6 +338,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         word_jaccard,
         intent_mismatch,
         report_vs_request: reads_as_report(a) != reads_as_report(b),
+        related_cover,
     }
 }
 

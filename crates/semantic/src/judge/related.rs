@@ -1,0 +1,287 @@
+//! Word knowledge for the same-request judge: how many of the words two
+//! texts differ in have a related word on the other side, by WordNet.
+//!
+//! The embedding model scores a rewording with other words ("migrating CI"
+//! / "moving our pipelines") about as low as a different request, and a
+//! one-word contrast as high as a rewording. WordNet knows that "migrate"
+//! and "move", "comment" and "feedback", "rewrite" and "convert" are
+//! related: synonyms, one a kind of the other, one derived from the other.
+//! [`related_cover`] is the share of the differing words (of those WordNet
+//! knows) that have such a relative among the other text's words: high for
+//! a rewording, low for different work.
+//!
+//! The relations are derived from WordNet 3.1 (Princeton University; see
+//! `data/WORDNET-LICENSE`) by `data/derive_wordnet.py` and shipped,
+//! compressed, in the crate (`data/wordnet-related.txt.gz`, 1.2 MB). They
+//! are read once per process, in about 0.1 s (optimized build): on a
+//! thread of their own when a calibrated judge is built ([`warm_up`]), or
+//! on the first use.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::OnceLock;
+
+use crate::embedding_input;
+
+/// The compressed relations (see `data/derive_wordnet.py` for the format).
+const RELATIONS_GZ: &[u8] = include_bytes!("../../data/wordnet-related.txt.gz");
+
+/// WordNet's lemmas and synsets, as the judge needs them.
+#[derive(Debug, Default)]
+struct Lexicon {
+    /// Each single-word lemma's synsets.
+    synsets: HashMap<Box<str>, Box<[u32]>>,
+    /// Each synset's related synsets (hypernyms, hyponyms, derivations,
+    /// "similar to", verb groups), by synset number.
+    related: HashMap<u32, Box<[u32]>>,
+}
+
+impl Lexicon {
+    /// Reads the shipped relations. The file is ours and checked by a
+    /// test; were it unreadable, the lexicon would be empty and every
+    /// text unknown to it.
+    fn shipped() -> Lexicon {
+        let mut text = String::new();
+        let read = flate2::read::GzDecoder::new(RELATIONS_GZ).read_to_string(&mut text);
+        if read.is_err() {
+            return Lexicon::default();
+        }
+        Lexicon::parse(&text)
+    }
+
+    fn parse(text: &str) -> Lexicon {
+        let mut lexicon = Lexicon::default();
+        let mut in_relations = false;
+        for line in text.lines() {
+            if line == "#" {
+                in_relations = true;
+                continue;
+            }
+            let mut fields = line.split(' ');
+            let Some(head) = fields.next() else { continue };
+            let numbers: Box<[u32]> = fields.filter_map(|n| n.parse().ok()).collect();
+            if in_relations {
+                if let Ok(synset) = head.parse() {
+                    lexicon.related.insert(synset, numbers);
+                }
+            } else {
+                lexicon.synsets.insert(head.into(), numbers);
+            }
+        }
+        lexicon
+    }
+
+    /// The synsets of `word` in any of its inflections ("migrating" →
+    /// "migrate", "comments" → "comment"); empty when WordNet does not
+    /// know it.
+    fn synsets_of(&self, word: &str) -> Vec<u32> {
+        let mut found: Vec<u32> = Vec::new();
+        let mut add = |lemma: &str| {
+            if let Some(synsets) = self.synsets.get(lemma) {
+                found.extend(synsets.iter());
+            }
+        };
+        add(word);
+        for (suffix, replacement) in INFLECTIONS {
+            if let Some(stem) = word.strip_suffix(suffix)
+                && stem.len() > 1
+            {
+                add(&format!("{stem}{replacement}"));
+            }
+        }
+        // A doubled final consonant: "stopped", "planning".
+        for suffix in ["ed", "ing"] {
+            if let Some(stem) = word.strip_suffix(suffix) {
+                let bytes = stem.as_bytes();
+                if bytes.len() > 2 && bytes[bytes.len() - 1] == bytes[bytes.len() - 2] {
+                    add(&stem[..stem.len() - 1]);
+                }
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
+    /// `synsets` and every synset related to one of them.
+    fn reach(&self, synsets: &[u32]) -> Vec<u32> {
+        let mut reach: Vec<u32> = synsets.to_vec();
+        for synset in synsets {
+            if let Some(related) = self.related.get(synset) {
+                reach.extend(related.iter());
+            }
+        }
+        reach.sort_unstable();
+        reach.dedup();
+        reach
+    }
+}
+
+/// Inflectional endings and what replaces them in the lemma (WordNet's
+/// own detachment rules, all parts of speech together).
+const INFLECTIONS: [(&str, &str); 18] = [
+    ("s", ""),
+    ("ses", "s"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("men", "man"),
+    ("ies", "y"),
+    ("es", "e"),
+    ("es", ""),
+    ("ed", "e"),
+    ("ed", ""),
+    ("ing", "e"),
+    ("ing", ""),
+    ("er", ""),
+    ("est", ""),
+    ("er", "e"),
+    ("est", "e"),
+];
+
+static LEXICON: OnceLock<Lexicon> = OnceLock::new();
+
+fn lexicon() -> &'static Lexicon {
+    LEXICON.get_or_init(Lexicon::shipped)
+}
+
+/// Reads the relations on a thread of their own, if no one has yet, so
+/// that the first judgement does not wait for them (the calibrated judge
+/// calls this when it is built).
+pub fn warm_up() {
+    if LEXICON.get().is_none() {
+        // A failed spawn only means the first judgement reads them.
+        let _ = std::thread::Builder::new()
+            .name("loopguard-wordnet".into())
+            .spawn(|| {
+                lexicon();
+            });
+    }
+}
+
+/// Words WordNet has nothing useful to say about here: function words,
+/// quantifiers, modal and light verbs ("go through", "tell me", "get",
+/// "make", "take a look"). Every other word of two letters or more counts.
+const FILLER: [&str; 111] = [
+    "a", "an", "the", "this", "that", "these", "those", "i", "you", "we", "me", "us", "it", "its",
+    "our", "your", "my", "to", "of", "in", "on", "for", "and", "or", "please", "can", "could",
+    "would", "will", "do", "does", "did", "is", "are", "be", "was", "were", "with", "at", "by",
+    "from", "as", "so", "just", "again", "also", "then", "there", "here", "what", "how", "why",
+    "which", "who", "some", "any", "all", "go", "through", "tell", "let", "know", "up", "out",
+    "over", "about", "into", "onto", "get", "make", "take", "look", "give", "still", "need",
+    "want", "if", "but", "not", "no", "has", "have", "had", "been", "am", "they", "them", "their",
+    "he", "she", "his", "than", "however", "while", "because", "should", "shall", "may", "might",
+    "must", "very", "too", "more", "most", "only", "even", "each", "every", "both", "either",
+    "neither",
+];
+
+/// The content words of `text` (what the model reads of it), lowercase
+/// ASCII letters only, in order.
+fn content_words(text: &str) -> Vec<String> {
+    embedding_input(text)
+        .to_lowercase()
+        .split(|c: char| !c.is_ascii_lowercase())
+        .filter(|word| word.len() > 1 && !FILLER.contains(word))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The share of the words only one of `a` and `b` has (of those WordNet
+/// knows) that are related, by WordNet, to some word of the other text:
+/// the same lemma in another form, a synonym, a more general or more
+/// specific word, a derived word, a "similar" adjective or a verb of the
+/// same group. 1 when no differing word is known to WordNet (nothing to
+/// weigh), 0 when none has a relative.
+pub fn related_cover(a: &str, b: &str) -> f32 {
+    let lexicon = lexicon();
+    let (words_a, words_b) = (content_words(a), content_words(b));
+    let synsets = |words: &[String]| -> Vec<Vec<u32>> {
+        words.iter().map(|w| lexicon.synsets_of(w)).collect()
+    };
+    let (synsets_a, synsets_b) = (synsets(&words_a), synsets(&words_b));
+    let (mut known, mut covered) = (0usize, 0usize);
+    let mut side = |mine: &[String],
+                    my_synsets: &[Vec<u32>],
+                    theirs: &[String],
+                    their_synsets: &[Vec<u32>]| {
+        for (word, synsets) in mine.iter().zip(my_synsets) {
+            if theirs.contains(word) || synsets.is_empty() {
+                continue;
+            }
+            known += 1;
+            let reach = lexicon.reach(synsets);
+            let related = their_synsets
+                .iter()
+                .any(|other| other.iter().any(|s| reach.binary_search(s).is_ok()));
+            if related {
+                covered += 1;
+            }
+        }
+    };
+    side(&words_a, &synsets_a, &words_b, &synsets_b);
+    side(&words_b, &synsets_b, &words_a, &synsets_a);
+    if known == 0 {
+        1.0
+    } else {
+        covered as f32 / known as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_relations_read() {
+        let lexicon = lexicon();
+        assert!(lexicon.synsets.len() > 70_000, "{}", lexicon.synsets.len());
+        assert!(lexicon.related.len() > 50_000, "{}", lexicon.related.len());
+        assert!(!lexicon.synsets_of("migrating").is_empty());
+    }
+
+    #[test]
+    fn a_rewording_is_covered_and_different_work_is_not() {
+        // migrate/move, runner/runner, self-hosted/own are the rewording.
+        let reworded = related_cover(
+            "migrating CI to self-hosted runners",
+            "moving our pipelines onto our own runner machines",
+        );
+        let different = related_cover(
+            "Add net revenue retention to the weekly KPI email.",
+            "Schedule the weekly KPI email to go out Mondays at 9.",
+        );
+        assert!(reworded > different, "{reworded} vs {different}");
+        assert!(different < 0.5, "{different}");
+    }
+
+    #[test]
+    fn inflections_and_synonyms_relate() {
+        assert_eq!(
+            related_cover("fix the login bug", "repairing the login bug"),
+            1.0
+        );
+        assert_eq!(
+            related_cover("comments on the PR", "commenting on the PR"),
+            1.0
+        );
+        assert_eq!(related_cover("scale the brokers", "scale the brokers"), 1.0);
+        assert_eq!(
+            related_cover("restart redis", "write the capacity plan"),
+            0.0
+        );
+    }
+
+    #[test]
+    fn words_wordnet_does_not_know_are_not_weighed() {
+        // "qdrant" and "pinecone"... only "pinecone" is a word.
+        assert_eq!(related_cover("xyzzy plugh", "frobnicate quux"), 1.0);
+    }
+
+    #[test]
+    fn only_what_the_model_reads_is_read() {
+        let long = format!("deploy the service {}", "padding ".repeat(1000));
+        let tail_differs = format!("{long} rollback");
+        assert_eq!(related_cover(&long, &tail_differs), 1.0);
+    }
+}
