@@ -114,16 +114,19 @@ fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
     assert_eq!(first["matched_line"], 1);
     assert_eq!(first["loop_count"], 1);
     assert_close(similarity_of(first), 0.889, "the cosine, for the reader");
+    let shipped = loopguard_semantic::JudgeWeights::shipped().threshold;
     assert_close(
         first["threshold"].as_f64().unwrap_or(0.0),
-        0.48,
+        f64::from(shipped),
         "the judge's threshold",
     );
     let reason = first["reason"].as_str().unwrap_or_default();
     assert!(
         reason.starts_with(
             "request from 'planner' to 'coder' is the same as line 1's: same request (score "
-        ) && reason.ends_with("(threshold 0.48 from the shipped judge weights)"),
+        ) && reason.ends_with(&format!(
+            "(threshold {shipped:.2} from the shipped judge weights)"
+        )),
         "{reason}"
     );
     assert_eq!(at(&decisions, 4)["status"], "escalated");

@@ -353,13 +353,20 @@ pub fn reads_as_report(text: &str) -> bool {
     let Some(words) = words_if_no_question(&lower) else {
         return false;
     };
+    // A text that opens with an identifier ("test_checkout_concurrency is
+    // flaky because ...") does not open with a verb, whatever the
+    // identifier's first part is.
+    let opens_with_identifier = embedding_input(text)
+        .split_whitespace()
+        .next()
+        .is_some_and(|first| identifier(trim_punctuation(first)).is_some());
     let asks = |w: &[&str]| {
         matches!(
             w.first().copied(),
             Some("please" | "can" | "could" | "would" | "will" | "pls" | "kindly" | "let's")
-        ) || w
-            .first()
-            .is_some_and(|first| IMPERATIVE_STEMS.contains(&stemmer().stem(first).as_ref()))
+        ) || !opens_with_identifier
+            && w.first()
+                .is_some_and(|first| IMPERATIVE_STEMS.contains(&stemmer().stem(first).as_ref()))
     };
     if asks(&words)
         || words.iter().any(|w| matches!(*w, "please" | "pls" | "plz"))
@@ -1803,11 +1810,14 @@ mod tests {
             "p99 for the recommendations API over the last 7 days was 412 ms.",
             "2.7.0 is live in us-east-1; ap-southeast-2 is still rolling out.",
             "I couldn't reproduce #2231 on macOS 14.4; I've asked the reporter for a log.",
+            // An identifier first is no imperative, whatever its first part.
+            "test_checkout_concurrency is flaky because two tests share one Redis database.",
         ] {
             assert!(reads_as_report(report), "{report}");
         }
         for request in [
             "Can you check why the nightly export failed?",
+            "Test the checkout flow again, because it broke after the deploy.",
             "Summarize the main findings of the papers I shared.",
             "We got another complaint today: the reset email isn't arriving. Please investigate.",
             "I need a list of accounts that moved to a paid plan.",
