@@ -197,9 +197,12 @@ pub fn tokenize(text: &str) -> Tokens {
     let mut tokens = Tokens::default();
     // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
     // Each piece with whether its raw token ends a sentence.
+    // Each piece with whether its raw token ends a sentence, and the year
+    // it stands for when it is one written short ("'23").
     let pieces = text.split_whitespace().flat_map(|raw| {
         let trimmed = trim_punctuation(raw);
         let ends_sentence = raw.ends_with(['.', '?', '!', ':', ';']);
+        let year = abbreviated_year(raw);
         let parts: Vec<(&str, bool)> = if is_word_pair(trimmed) {
             trimmed.split('/').map(|part| (part, false)).collect()
         } else {
@@ -209,19 +212,23 @@ pub fn tokenize(text: &str) -> Tokens {
         parts
             .into_iter()
             .enumerate()
-            .map(move |(at, (part, _))| (part, at == last && ends_sentence))
+            .map(move |(at, (part, _))| (part, at == last && ends_sentence, year.clone()))
     });
     let mut sentence_start = true;
-    for (trimmed, raw_end) in pieces {
+    for (trimmed, raw_end, year) in pieces {
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
+        if let Some(year) = year {
+            tokens.keys.push(year.clone());
+            tokens.identifiers.push((IdentifierClass::Number, year));
+            continue;
+        }
         let trimmed = strip_possessive(trimmed);
         if trimmed.is_empty() {
             continue;
         }
-        // An acronym with a common long form ("DB", "PROD") is that word.
-        let identified = identifier(trimmed).filter(|(class, key)| {
-            *class != IdentifierClass::Acronym || alias(key) == key.as_str()
-        });
+        // An identifier with a common long form ("DB", "PROD", "k8s") is
+        // that word.
+        let identified = identifier(trimmed).filter(|(_, key)| alias(key) == key.as_str());
         if let Some((class, key)) = identified {
             if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
                 tokens.parties.push((tokens.keys.len(), key.clone(), true));
@@ -595,6 +602,21 @@ fn trim_punctuation(raw: &str) -> &str {
                 | '?'
         )
     })
+}
+
+/// The year a raw token stands for when it is one written with two digits
+/// after an apostrophe ("'23", "’98", "'23,"): 2000 to 2069, 1970 to 1999.
+fn abbreviated_year(raw: &str) -> Option<String> {
+    let rest = raw
+        .strip_prefix('\'')
+        .or_else(|| raw.strip_prefix('’'))
+        .or_else(|| raw.strip_prefix('‘'))?;
+    let digits = rest.trim_end_matches(|c: char| c.is_ascii_punctuation() || c == '’');
+    if digits.len() != 2 || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let century = if digits < "70" { "20" } else { "19" };
+    Some(format!("{century}{digits}"))
 }
 
 /// An identifier's class and comparison key, when `token` is one.
@@ -1145,6 +1167,14 @@ fn same_or_shortened(a: &str, b: &str) -> bool {
     short == long || (short.len() >= 5 && long.starts_with(short) && long.len() - short.len() <= 4)
 }
 
+/// Whether two stems are forms of one word that the stemmer left apart
+/// ("reconcil" for reconciling, "reconcili" for reconciliation): one
+/// begins with the other, of at least six letters, and adds at most two.
+fn one_word_family(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short.len() >= 6 && long.starts_with(short) && long.len() - short.len() <= 2
+}
+
 /// Drops the pairs of differing words where one is the other shortened
 /// ([`same_or_shortened`]: "postgres" and "postgresql"), as written.
 fn shortened_forms(only_a: &mut Vec<String>, only_b: &mut Vec<String>, a: &Tokens, b: &Tokens) {
@@ -1162,9 +1192,11 @@ fn shortened_forms(only_a: &mut Vec<String>, only_b: &mut Vec<String>, a: &Token
             i += 1;
             continue;
         };
-        let partner = only_b
-            .iter()
-            .position(|stem| written(b, stem).is_some_and(|wb| same_or_shortened(&wa, &wb)));
+        let stem_a = &only_a[i];
+        let partner = only_b.iter().position(|stem| {
+            written(b, stem).is_some_and(|wb| same_or_shortened(&wa, &wb))
+                || one_word_family(stem_a, stem)
+        });
         match partner {
             Some(at) => {
                 only_b.remove(at);
@@ -1734,6 +1766,15 @@ mod tests {
                 "Pull the DAU numbers for January and March.",
             ),
             ("upgrading to PostgreSQL 16", "upgrading to Postgres 16"),
+            // A short form written as an identifier is its long form.
+            (
+                "Restart the k8s deployment ingest-api.",
+                "Restart the Kubernetes deployment ingest-api.",
+            ),
+            // A year written short.
+            ("reconciling Q4 2023 revenue", "reconciling Q4 '23 revenue"),
+            // Two forms of one word the stemmer leaves apart.
+            ("reconciling the revenue", "reconciliation of the revenue"),
         ] {
             let contrast = compare(a, b);
             assert_eq!(contrast.veto, None, "{a} / {b}");
@@ -1750,6 +1791,32 @@ mod tests {
         assert!(
             contrast.only_a.is_empty() && contrast.only_b.is_empty(),
             "{contrast:?}"
+        );
+    }
+
+    #[test]
+    fn years_written_short_are_years_and_differ_as_years() {
+        assert_eq!(abbreviated_year("'23"), Some("2023".to_owned()));
+        assert_eq!(abbreviated_year("’98,"), Some("1998".to_owned()));
+        assert_eq!(abbreviated_year("'230"), None);
+        assert_eq!(abbreviated_year("23"), None);
+        assert_eq!(
+            compare("Q4 '23 revenue", "Q4 '24 revenue").veto,
+            Some(Veto::Identifiers {
+                class: IdentifierClass::Number,
+                a: "2023".into(),
+                b: "2024".into()
+            })
+        );
+    }
+
+    #[test]
+    fn stems_of_one_word_family_are_one_word_but_short_ones_are_not() {
+        assert!(one_word_family("reconcil", "reconcili"));
+        assert!(!one_word_family("parti", "partit"), "party / partition");
+        assert!(
+            !one_word_family("deploy", "deployment"),
+            "adds four letters"
         );
     }
 
