@@ -584,6 +584,73 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
 }
 
 #[test]
+fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, JUDGE_PAIRS);
+    let folds = |extra: &[&OsStr]| {
+        let mut args: Vec<&OsStr> = vec!["--folds".as_ref(), "2".as_ref()];
+        args.extend_from_slice(extra);
+        tune_lexical(&pairs, &args)
+    };
+    let json = folds(&[
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(json.code, Some(0), "{json:?}");
+    let document: Value = serde_json::from_str(json.stdout.trim()).expect("JSON");
+    let cv = &document["cross_validation"];
+    // Four train pairs (two of each label) in two folds, ten shuffles.
+    assert_eq!(
+        (
+            cv["folds"].as_u64(),
+            cv["repeats"].as_u64(),
+            cv["pairs"].as_u64()
+        ),
+        (Some(2), Some(10), Some(4)),
+        "{cv}"
+    );
+    let f1 = cv["f1"].as_array().expect("one F1 per shuffle");
+    assert_eq!(f1.len(), 10);
+    let mean = cv["f1_mean"].as_f64().expect("a mean");
+    assert!((0.0..=1.0).contains(&mean), "{cv}");
+    let text = folds(&["--judge".as_ref(), "calibrated".as_ref()]);
+    assert!(
+        text.stdout
+            .contains("cross-validated on the 4 train pairs (2 folds, 10 shuffles)"),
+        "{}",
+        text.stdout
+    );
+    // Without the calibrated judge there is nothing to cross-validate.
+    let alone = folds(&[]);
+    assert_eq!(alone.code, Some(2), "{alone:?}");
+    assert!(
+        alone
+            .stderr
+            .contains("--folds cross-validates the calibrated judge"),
+        "{}",
+        alone.stderr
+    );
+    // More folds than pairs of a label: said, with the counts.
+    let too_many = tune_lexical(
+        &pairs,
+        &[
+            "--folds".as_ref(),
+            "3".as_ref(),
+            "--judge".as_ref(),
+            "calibrated".as_ref(),
+        ],
+    );
+    assert_eq!(too_many.code, Some(2), "{too_many:?}");
+    assert!(
+        too_many.stderr.contains("3 folds; 2 same, 2 different"),
+        "{}",
+        too_many.stderr
+    );
+}
+
+#[test]
 fn judge_cosine_leaves_the_sweep_output_unchanged() {
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = pair_file(&dir, PAIRS);

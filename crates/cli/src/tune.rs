@@ -40,6 +40,9 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              (--embedder lexical is the model-free baseline)"
         );
     }
+    if args.folds.is_some() && args.judge != Some(TuneJudge::Calibrated) {
+        bail!("--folds cross-validates the calibrated judge: add --judge calibrated");
+    }
     let config = setup::config(ConfigSource {
         file: args.config.as_deref(),
         ..ConfigSource::default()

@@ -121,6 +121,130 @@ pub fn fit_logistic(rows: &[[f32; FEATURES]], labels: &[bool], l2: f64) -> (f32,
     (bias as f32, weights.iter().map(|w| *w as f32).collect())
 }
 
+/// The calibrated judge cross-validated on the train split: how well the
+/// features and the fitting generalize, with less luck than one held-out
+/// split of a hundred-odd pairs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CrossValidation {
+    /// Folds per shuffle.
+    pub folds: usize,
+    /// Shuffles.
+    pub repeats: usize,
+    /// Train pairs.
+    pub pairs: usize,
+    /// The precision floor of the threshold choice.
+    pub min_precision: f64,
+    /// Per shuffle: the best F1 of the out-of-fold scores over the
+    /// thresholds whose precision reaches the floor (the best F1 overall
+    /// when none does).
+    pub f1: Vec<f64>,
+    /// Their mean.
+    pub f1_mean: f64,
+    /// Their standard deviation (over the shuffles).
+    pub f1_sd: f64,
+}
+
+/// A small, seeded generator for the shuffles (SplitMix64): the same
+/// folds on every run and every machine.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Fisher-Yates.
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// Cross-validates the calibrated judge on the train split of `pairs`:
+/// `repeats` shuffles, each cut into `folds` folds with the same share of
+/// same-request pairs; the judge is fitted as [`fit_and_score`] fits it on
+/// all folds but one and scores the one left out (the candidate floor
+/// applies). Each shuffle's figure is the best F1 of its out-of-fold
+/// scores at a precision of at least `min_precision`.
+pub fn cross_validate(
+    pairs: &PairSet,
+    features: &[Features],
+    folds: usize,
+    repeats: usize,
+    min_precision: f64,
+) -> Result<CrossValidation> {
+    let train: Vec<usize> = (0..pairs.pairs.len())
+        .filter(|&i| pairs.pairs[i].split == Split::Train)
+        .collect();
+    let same = train.iter().filter(|&&i| pairs.pairs[i].same).count();
+    if folds < 2 || repeats == 0 || same < folds || train.len() - same < folds {
+        return Err(TuneError::Judge(format!(
+            "cross-validation needs at least 2 folds, 1 shuffle, and as many pairs of each \
+             label in the train split as folds ({folds} folds; {same} same, {} different)",
+            train.len() - same
+        )));
+    }
+    let labels: Vec<bool> = train.iter().map(|&i| pairs.pairs[i].same).collect();
+    let rows: Vec<[f32; FEATURES]> = train.iter().map(|&i| features[i].vector()).collect();
+    let grid: Vec<f32> = (1..100).map(|i| i as f32 / 100.0).collect();
+    let everything = vec![true; train.len()];
+    let mut f1 = Vec::with_capacity(repeats);
+    for repeat in 0..repeats {
+        let mut random = SplitMix(repeat as u64 + 1);
+        // Stratified: each label's pairs dealt round the folds in a
+        // shuffled order.
+        let mut fold_of = vec![0usize; train.len()];
+        for label in [true, false] {
+            let mut members: Vec<usize> =
+                (0..train.len()).filter(|&k| labels[k] == label).collect();
+            random.shuffle(&mut members);
+            for (at, k) in members.into_iter().enumerate() {
+                fold_of[k] = at % folds;
+            }
+        }
+        let mut out_of_fold = vec![0.0f32; train.len()];
+        for fold in 0..folds {
+            let (fit_rows, fit_labels): (Vec<[f32; FEATURES]>, Vec<bool>) = (0..train.len())
+                .filter(|&k| fold_of[k] != fold)
+                .map(|k| (rows[k], labels[k]))
+                .unzip();
+            let (bias, weights) = fit_logistic(&fit_rows, &fit_labels, 1e-3);
+            let fitted = JudgeWeights {
+                format: 1,
+                model: String::new(),
+                fitted_on: String::new(),
+                bias,
+                weights,
+                threshold: 0.5,
+            };
+            for k in (0..train.len()).filter(|&k| fold_of[k] == fold) {
+                out_of_fold[k] = fitted.score(&features[train[k]]);
+            }
+        }
+        let (threshold, _) =
+            choose_threshold(&out_of_fold, &labels, &everything, &grid, min_precision);
+        let metrics = confusion(&out_of_fold, &labels, &everything, threshold).metrics();
+        f1.push(metrics.f1.unwrap_or(0.0));
+    }
+    let mean = f1.iter().sum::<f64>() / f1.len() as f64;
+    let sd = (f1.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f1.len() as f64).sqrt();
+    Ok(CrossValidation {
+        folds,
+        repeats,
+        pairs: train.len(),
+        min_precision,
+        f1,
+        f1_mean: mean,
+        f1_sd: sd,
+    })
+}
+
 /// One judge's scores on one pair set.
 #[derive(Debug, Clone, Serialize)]
 pub struct JudgeScore {
@@ -444,5 +568,62 @@ mod tests {
             .filter(|(p, l)| p != l)
             .count();
         assert!(wrong <= 2, "{wrong} wrong");
+    }
+
+    /// `n` train pairs with features that say the label through the
+    /// cosine (`informative`) or not at all.
+    fn pair_set(n: usize, informative: bool) -> (PairSet, Vec<Features>) {
+        let mut file = String::new();
+        let mut features = Vec::new();
+        for i in 0..n {
+            let same = i % 2 == 0;
+            file.push_str(&format!(
+                "{{\"a\": \"a{i}\", \"b\": \"b{i}\", \"same\": {same}, \"split\": \"train\"}}\n"
+            ));
+            // Above the candidate floor either way; the label decides the
+            // cosine only when informative.
+            let jitter = (i % 7) as f32 / 100.0;
+            let cosine = match (informative, same) {
+                (true, true) => 0.9 + jitter,
+                (true, false) => 0.55 + jitter,
+                (false, _) => 0.6 + ((i / 2) % 5) as f32 / 20.0,
+            };
+            features.push(Features {
+                cosine,
+                contrast: loopguard_semantic::judge::compare("x", "y"),
+                residuals: None,
+            });
+        }
+        let pairs =
+            PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs");
+        (pairs, features)
+    }
+
+    #[test]
+    fn cross_validation_finds_a_telling_feature_and_not_a_mute_one() {
+        let (pairs, features) = pair_set(40, true);
+        let telling = cross_validate(&pairs, &features, 5, 3, 0.9).expect("cross-validated");
+        assert_eq!((telling.folds, telling.repeats, telling.pairs), (5, 3, 40));
+        assert_eq!(telling.f1, vec![1.0; 3], "{telling:?}");
+        assert_eq!(telling.f1_sd, 0.0);
+        let (pairs, features) = pair_set(40, false);
+        let mute = cross_validate(&pairs, &features, 5, 3, 0.9).expect("cross-validated");
+        assert!(mute.f1_mean < 0.8, "{mute:?}");
+        // The same shuffles every run.
+        assert_eq!(
+            mute,
+            cross_validate(&pairs, &features, 5, 3, 0.9).expect("again")
+        );
+    }
+
+    #[test]
+    fn cross_validation_needs_folds_and_pairs_of_each_label() {
+        let (pairs, features) = pair_set(6, true);
+        let err = cross_validate(&pairs, &features, 5, 1, 0.9).expect_err("3 of each, 5 folds");
+        assert!(
+            err.to_string().contains("5 folds; 3 same, 3 different"),
+            "{err}"
+        );
+        assert!(cross_validate(&pairs, &features, 1, 1, 0.9).is_err());
     }
 }

@@ -9,8 +9,8 @@ use anyhow::Context;
 use loopguard_core_types::Config;
 use loopguard_semantic::{Features, JudgeKind, JudgeWeights, SameRequestJudge};
 use loopguard_tune::{
-    Confusion, JudgeCurves, JudgeReport, JudgeScore, PairSet, evaluate, fit_and_score,
-    judge_curves, write_judge_plot,
+    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, PairSet, cross_validate,
+    evaluate, fit_and_score, judge_curves, write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -19,6 +19,9 @@ use crate::outcome::Outcome;
 /// The precision the fitted judge's threshold must reach on the train
 /// split unless `--min-precision` says otherwise.
 const DEFAULT_MIN_PRECISION: f64 = 0.9;
+
+/// Shuffles of `--folds`.
+const CV_REPEATS: usize = 10;
 
 /// Fits (or, with `--eval-only`, only scores) the judge and prints the
 /// result.
@@ -65,7 +68,19 @@ pub(crate) fn run(
         &report.weights,
         config.similarity.request_threshold,
     );
-    let document = report_json(&report, &curves)?;
+    let cross_validation = args
+        .folds
+        .map(|folds| {
+            cross_validate(
+                pairs,
+                features,
+                usize::from(folds),
+                CV_REPEATS,
+                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
+            )
+        })
+        .transpose()?;
+    let document = report_json(&report, &curves, cross_validation.as_ref())?;
     let mut written: Vec<PathBuf> = weights_path.into_iter().collect();
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -98,6 +113,14 @@ pub(crate) fn run(
             for score in [&report.cosine, &report.calibrated] {
                 writeln!(out, "{}", row(score))?;
             }
+            if let Some(cv) = &cross_validation {
+                writeln!(
+                    out,
+                    "\ncalibrated, cross-validated on the {} train pairs ({} folds, {} shuffles): \
+                     best F1 at precision >= {:.2}: {:.3} ± {:.3}",
+                    cv.pairs, cv.folds, cv.repeats, cv.min_precision, cv.f1_mean, cv.f1_sd
+                )?;
+            }
             writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;
             for (name, weight) in report.feature_names.iter().zip(&report.weights.weights) {
                 writeln!(out, "  {name:<17} {weight:+.3}")?;
@@ -123,10 +146,17 @@ pub(crate) fn run(
 
 /// The report as JSON, with both judges' precision-recall curves on the
 /// held-out pairs under `held_out_pr_curves`.
-fn report_json(report: &JudgeReport, curves: &JudgeCurves) -> anyhow::Result<serde_json::Value> {
+fn report_json(
+    report: &JudgeReport,
+    curves: &JudgeCurves,
+    cross_validation: Option<&CrossValidation>,
+) -> anyhow::Result<serde_json::Value> {
     let mut document = serde_json::to_value(report)?;
     if let Some(object) = document.as_object_mut() {
         object.insert("held_out_pr_curves".into(), serde_json::to_value(curves)?);
+        if let Some(cv) = cross_validation {
+            object.insert("cross_validation".into(), serde_json::to_value(cv)?);
+        }
     }
     Ok(document)
 }
