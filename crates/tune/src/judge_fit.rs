@@ -5,10 +5,11 @@
 //! differing words, embedded once through the same disk cache as the
 //! texts). [`fit_logistic`] fits the judge's weights on the train split
 //! (plain logistic regression by gradient descent with a small L2 penalty:
-//! six features, a few hundred pairs). [`score_judges`] then sweeps the
-//! decision threshold of the calibrated judge and of plain cosine, picks
-//! each one's threshold on the train split, and scores both on the test
-//! split.
+//! a dozen features, a few hundred pairs). [`fit_and_score`] then sweeps
+//! the decision threshold of the calibrated judge and of plain cosine,
+//! picks each one's threshold on the train split, and scores both on the
+//! test split. [`cross_validate`] fits and scores the judge on folds of the
+//! train split, shuffle after shuffle.
 
 use loopguard_semantic::{
     Embedder, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights, Residuals,

@@ -4,8 +4,8 @@
 //! The embedding model scores a rewording with other words ("migrating CI"
 //! / "moving our pipelines") about as low as a different request, and a
 //! one-word contrast as high as a rewording. WordNet knows that "migrate"
-//! and "move", "comment" and "feedback", "rewrite" and "convert" are
-//! related: synonyms, one a kind of the other, one derived from the other.
+//! and "move", "bug" and "defect", "check" and "verify" are related:
+//! synonyms, one a kind of the other, one derived from the other.
 //! [`related_cover`] is the share of the differing words (of those WordNet
 //! knows) that have such a relative among the other text's words: high for
 //! a rewording, low for different work.
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_rewording_is_covered_and_different_work_is_not() {
-        // migrate/move, runner/runner, self-hosted/own are the rewording.
+        // "migrating" / "moving" and "runners" / "runner" are the rewording.
         let reworded = related_cover(
             "migrating CI to self-hosted runners",
             "moving our pipelines onto our own runner machines",
@@ -263,6 +263,15 @@ mod tests {
         );
         assert_eq!(
             related_cover("comments on the PR", "commenting on the PR"),
+            1.0
+        );
+        assert_eq!(
+            related_cover("fix the login bug", "fix the login defect"),
+            1.0
+        );
+        assert_eq!(related_cover("check the totals", "verify the totals"), 1.0);
+        assert_eq!(
+            related_cover("migrate the runners", "move the runners"),
             1.0
         );
         assert_eq!(related_cover("scale the brokers", "scale the brokers"), 1.0);
