@@ -393,6 +393,8 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     for plugin in plugins {
         assert_eq!(plugin["version"].as_str().map(str::is_empty), Some(false));
         assert_eq!(plugin["sdk_version"], loopguard_plugin_api::SDK_VERSION);
+        // Started as a run starts them: in a worker process by default.
+        assert_eq!(plugin["isolation"], "process", "{plugin}");
         assert!(
             plugin["rustc_version"]
                 .as_str()
@@ -417,6 +419,28 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
         shown.stdout
     );
     assert!(shown.stdout.contains("  ABI:    1.3 "), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .contains("  runs:   in a worker process (process)\n"),
+        "{}",
+        shown.stdout
+    );
+    // Asked to run them in process, it says so.
+    let in_process = run([
+        Path::new("plugins"),
+        &monologue,
+        Path::new("--plugin-isolation"),
+        Path::new("in-process"),
+        Path::new("--format"),
+        Path::new("json"),
+    ]);
+    assert_eq!(in_process.code, Some(0), "{in_process:?}");
+    let listing: Value = serde_json::from_str(&in_process.stdout).expect("JSON");
+    assert_eq!(
+        listing["plugins"][0]["isolation"], "in-process",
+        "{listing}"
+    );
     assert!(
         shown.stderr.contains("1 of 2 plugins refused")
             && shown.stderr.contains("built for plugin ABI 2.0"),

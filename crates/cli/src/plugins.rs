@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
+use loopguard_core_types::Isolation;
 use loopguard_host::{AbiVersion, PluginHost, PluginInfo};
 use serde_json::json;
 
@@ -38,7 +39,7 @@ pub(crate) fn run(args: &PluginsArgs) -> anyhow::Result<Outcome> {
     for entry in &config.plugins {
         let loaded = host.start(entry).map(|detector| detector.info().clone());
         match loaded {
-            Ok(info) => described.push(info),
+            Ok(info) => described.push((info, entry.isolation(&config.plugin_host))),
             Err(err) => refused.push((entry.path.clone(), err.to_string())),
         }
     }
@@ -61,12 +62,20 @@ pub(crate) fn run(args: &PluginsArgs) -> anyhow::Result<Outcome> {
     }
 }
 
+/// Where a plugin ran, in words.
+fn runs_in(isolation: Isolation) -> &'static str {
+    match isolation {
+        Isolation::Process => "a worker process",
+        Isolation::InProcess => "loopguard's own process",
+    }
+}
+
 fn write_text(
     mut out: impl Write,
-    described: &[PluginInfo],
+    described: &[(PluginInfo, Isolation)],
     refused: &[(PathBuf, String)],
 ) -> io::Result<()> {
-    for info in described {
+    for (info, isolation) in described {
         writeln!(out, "{} {}", info.name, info.version)?;
         if !info.description.is_empty() {
             writeln!(out, "  {}", info.description)?;
@@ -83,6 +92,7 @@ fn write_text(
         )?;
         writeln!(out, "  SDK:    loopguard-plugin-api {}", info.sdk_version)?;
         writeln!(out, "  rustc:  {}", info.rustc_version)?;
+        writeln!(out, "  runs:   in {} ({isolation})", runs_in(*isolation))?;
     }
     for (path, _) in refused {
         writeln!(out, "{}: refused (see stderr)", path.display())?;
@@ -92,9 +102,21 @@ fn write_text(
 
 fn write_json(
     mut out: impl Write,
-    described: &[PluginInfo],
+    described: &[(PluginInfo, Isolation)],
     refused: &[(PathBuf, String)],
 ) -> io::Result<()> {
+    // Each plugin's info, with where it ran (`isolation`: "process" or
+    // "in-process").
+    let described: Vec<serde_json::Value> = described
+        .iter()
+        .map(|(info, isolation)| {
+            let mut value = serde_json::to_value(info).unwrap_or_default();
+            if let Some(object) = value.as_object_mut() {
+                object.insert("isolation".into(), json!(isolation));
+            }
+            value
+        })
+        .collect();
     let refused: Vec<_> = refused
         .iter()
         .map(|(path, error)| json!({"path": path, "error": error}))
