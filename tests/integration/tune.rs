@@ -632,7 +632,9 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         "{}",
         alone.stderr
     );
-    // More folds than pairs of a label: said, with the counts.
+    // More folds than pairs of a label: said, with the counts, and no
+    // weights written.
+    let weights = dir.path().join("never.json");
     let too_many = tune_lexical(
         &pairs,
         &[
@@ -640,6 +642,8 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
             "3".as_ref(),
             "--judge".as_ref(),
             "calibrated".as_ref(),
+            "--weights-out".as_ref(),
+            weights.as_os_str(),
         ],
     );
     assert_eq!(too_many.code, Some(2), "{too_many:?}");
@@ -648,6 +652,7 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         "{}",
         too_many.stderr
     );
+    assert!(!weights.exists(), "nothing half written");
 }
 
 #[test]

@@ -47,6 +47,21 @@ pub(crate) fn run(
         &fitted_on,
         args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
     )?;
+    // Before anything is written: a cross-validation that cannot be done
+    // (too few pairs for the folds) ends the command with nothing half
+    // written.
+    let cross_validation = args
+        .folds
+        .map(|folds| {
+            cross_validate(
+                pairs,
+                features,
+                usize::from(folds),
+                CV_REPEATS,
+                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
+            )
+        })
+        .transpose()?;
     let weights_path = args
         .weights_out
         .clone()
@@ -68,18 +83,6 @@ pub(crate) fn run(
         &report.weights,
         config.similarity.request_threshold,
     );
-    let cross_validation = args
-        .folds
-        .map(|folds| {
-            cross_validate(
-                pairs,
-                features,
-                usize::from(folds),
-                CV_REPEATS,
-                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
-            )
-        })
-        .transpose()?;
     let document = report_json(&report, &curves, cross_validation.as_ref())?;
     let mut written: Vec<PathBuf> = weights_path.into_iter().collect();
     if let Some(dir) = &args.out {

@@ -196,7 +196,6 @@ pub fn tokenize(text: &str) -> Tokens {
     let text = embedding_input(text);
     let mut tokens = Tokens::default();
     // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
-    // Each piece with whether its raw token ends a sentence.
     // Each piece with whether its raw token ends a sentence, and the year
     // it stands for when it is one written short ("'23").
     let pieces = text.split_whitespace().flat_map(|raw| {
@@ -226,9 +225,12 @@ pub fn tokenize(text: &str) -> Tokens {
         if trimmed.is_empty() {
             continue;
         }
-        // An identifier with a common long form ("DB", "PROD", "k8s") is
-        // that word.
-        let identified = identifier(trimmed).filter(|(_, key)| alias(key) == key.as_str());
+        // An acronym or a reference with a common long form ("DB", "PROD",
+        // "k8s") is that word; code ("min()") stays code.
+        let identified = identifier(trimmed).filter(|(class, key)| {
+            !matches!(class, IdentifierClass::Acronym | IdentifierClass::Reference)
+                || alias(key) == key.as_str()
+        });
         if let Some((class, key)) = identified {
             if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
                 tokens.parties.push((tokens.keys.len(), key.clone(), true));
