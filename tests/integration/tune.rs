@@ -587,17 +587,20 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
 fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = pair_file(&dir, JUDGE_PAIRS);
-    let folds = |extra: &[&OsStr]| {
-        let mut args: Vec<&OsStr> = vec!["--folds".as_ref(), "2".as_ref()];
+    let folds = |count: &str, extra: &[&OsStr]| {
+        let mut args: Vec<&OsStr> = vec!["--folds".as_ref(), count.as_ref()];
         args.extend_from_slice(extra);
         tune_lexical(&pairs, &args)
     };
-    let json = folds(&[
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-    ]);
+    let json = folds(
+        "2",
+        &[
+            "--judge".as_ref(),
+            "calibrated".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ],
+    );
     assert_eq!(json.code, Some(0), "{json:?}");
     let document: Value = serde_json::from_str(json.stdout.trim()).expect("JSON");
     let cv = &document["cross_validation"];
@@ -615,7 +618,7 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
     assert_eq!(f1.len(), 10);
     let mean = cv["f1_mean"].as_f64().expect("a mean");
     assert!((0.0..=1.0).contains(&mean), "{cv}");
-    let text = folds(&["--judge".as_ref(), "calibrated".as_ref()]);
+    let text = folds("2", &["--judge".as_ref(), "calibrated".as_ref()]);
     assert!(
         text.stdout
             .contains("cross-validated on the 4 train pairs (2 folds, 10 shuffles)"),
@@ -623,7 +626,7 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         text.stdout
     );
     // Without the calibrated judge there is nothing to cross-validate.
-    let alone = folds(&[]);
+    let alone = folds("2", &[]);
     assert_eq!(alone.code, Some(2), "{alone:?}");
     assert!(
         alone
@@ -635,11 +638,9 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
     // More folds than pairs of a label: said, with the counts, and no
     // weights written.
     let weights = dir.path().join("never.json");
-    let too_many = tune_lexical(
-        &pairs,
+    let too_many = folds(
+        "3",
         &[
-            "--folds".as_ref(),
-            "3".as_ref(),
             "--judge".as_ref(),
             "calibrated".as_ref(),
             "--weights-out".as_ref(),

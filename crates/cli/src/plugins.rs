@@ -105,16 +105,19 @@ fn write_json(
     described: &[(PluginInfo, Isolation)],
     refused: &[(PathBuf, String)],
 ) -> io::Result<()> {
-    // Each plugin's info, with where it ran (`isolation`: "process" or
-    // "in-process").
-    let described: Vec<serde_json::Value> = described
+    /// A plugin's info, with where it ran (`isolation`: "process" or
+    /// "in-process").
+    #[derive(serde::Serialize)]
+    struct Listed<'a> {
+        #[serde(flatten)]
+        info: &'a PluginInfo,
+        isolation: Isolation,
+    }
+    let described: Vec<Listed<'_>> = described
         .iter()
-        .map(|(info, isolation)| {
-            let mut value = serde_json::to_value(info).unwrap_or_default();
-            if let Some(object) = value.as_object_mut() {
-                object.insert("isolation".into(), json!(isolation));
-            }
-            value
+        .map(|(info, isolation)| Listed {
+            info,
+            isolation: *isolation,
         })
         .collect();
     let refused: Vec<_> = refused

@@ -82,11 +82,16 @@ impl Lexicon {
             }
         };
         add(word);
+        // One buffer for every candidate lemma of the word.
+        let mut lemma = String::with_capacity(word.len() + 2);
         for (suffix, replacement) in INFLECTIONS {
             if let Some(stem) = word.strip_suffix(suffix)
                 && stem.len() > 1
             {
-                add(&format!("{stem}{replacement}"));
+                lemma.clear();
+                lemma.push_str(stem);
+                lemma.push_str(replacement);
+                add(&lemma);
             }
         }
         // A doubled final consonant: "stopped", "planning".
@@ -142,6 +147,9 @@ const INFLECTIONS: [(&str, &str); 18] = [
 
 static LEXICON: OnceLock<Lexicon> = OnceLock::new();
 
+/// Whether [`warm_up`] has started its thread.
+static WARMING: std::sync::Once = std::sync::Once::new();
+
 fn lexicon() -> &'static Lexicon {
     LEXICON.get_or_init(Lexicon::shipped)
 }
@@ -150,14 +158,17 @@ fn lexicon() -> &'static Lexicon {
 /// that the first judgement does not wait for them (the calibrated judge
 /// calls this when it is built).
 pub fn warm_up() {
-    if LEXICON.get().is_none() {
-        // A failed spawn only means the first judgement reads them.
-        let _ = std::thread::Builder::new()
-            .name("loopguard-wordnet".into())
-            .spawn(|| {
-                lexicon();
-            });
-    }
+    // One thread however many judges are built.
+    WARMING.call_once(|| {
+        if LEXICON.get().is_none() {
+            // A failed spawn only means the first judgement reads them.
+            let _ = std::thread::Builder::new()
+                .name("loopguard-wordnet".into())
+                .spawn(|| {
+                    lexicon();
+                });
+        }
+    });
 }
 
 /// Words WordNet has nothing useful to say about here: function words,
@@ -200,27 +211,49 @@ pub fn related_cover(a: &str, b: &str) -> f32 {
         words.iter().map(|w| lexicon.synsets_of(w)).collect()
     };
     let (synsets_a, synsets_b) = (synsets(&words_a), synsets(&words_b));
+    // Each side's words and every synset of them, sorted for binary
+    // search: the cost grows with the words, not with their product (a
+    // text is up to the model's 4096 bytes, some 700 words).
+    fn word_set(words: &[String]) -> Vec<&str> {
+        let mut set: Vec<&str> = words.iter().map(String::as_str).collect();
+        set.sort_unstable();
+        set
+    }
+    fn synset_set(synsets: &[Vec<u32>]) -> Vec<u32> {
+        let mut set: Vec<u32> = synsets.iter().flatten().copied().collect();
+        set.sort_unstable();
+        set.dedup();
+        set
+    }
     let (mut known, mut covered) = (0usize, 0usize);
-    let mut side = |mine: &[String],
-                    my_synsets: &[Vec<u32>],
-                    theirs: &[String],
-                    their_synsets: &[Vec<u32>]| {
-        for (word, synsets) in mine.iter().zip(my_synsets) {
-            if theirs.contains(word) || synsets.is_empty() {
-                continue;
+    let mut side =
+        |mine: &[String], my_synsets: &[Vec<u32>], their_words: &[&str], their_synsets: &[u32]| {
+            for (word, synsets) in mine.iter().zip(my_synsets) {
+                if their_words.binary_search(&word.as_str()).is_ok() || synsets.is_empty() {
+                    continue;
+                }
+                known += 1;
+                if lexicon
+                    .reach(synsets)
+                    .iter()
+                    .any(|s| their_synsets.binary_search(s).is_ok())
+                {
+                    covered += 1;
+                }
             }
-            known += 1;
-            let reach = lexicon.reach(synsets);
-            let related = their_synsets
-                .iter()
-                .any(|other| other.iter().any(|s| reach.binary_search(s).is_ok()));
-            if related {
-                covered += 1;
-            }
-        }
-    };
-    side(&words_a, &synsets_a, &words_b, &synsets_b);
-    side(&words_b, &synsets_b, &words_a, &synsets_a);
+        };
+    side(
+        &words_a,
+        &synsets_a,
+        &word_set(&words_b),
+        &synset_set(&synsets_b),
+    );
+    side(
+        &words_b,
+        &synsets_b,
+        &word_set(&words_a),
+        &synset_set(&synsets_a),
+    );
     if known == 0 {
         1.0
     } else {
