@@ -198,7 +198,7 @@ async fn a_task_type_judge_threshold_is_used_and_named() {
         &guard,
         &[
             typed("Can you review this authentication code?"),
-            typed("Could you review this authentication code again?"),
+            typed("Could you review the auth code for security issues?"),
             typed("Can you review this authentication code?"),
         ],
     )

@@ -111,7 +111,9 @@ pub enum Veto {
         b: Vec<String>,
     },
     /// A word on one side and its opposite on the other ("up" vs "down",
-    /// "enable" vs "disable"), whatever else differs.
+    /// "enable" vs "disable"), whatever else differs, unless the other
+    /// side has the word too ("release the lock" / "the lock is stuck;
+    /// unlock it").
     Opposites {
         /// The first text's word (as a stem).
         a: String,
@@ -214,8 +216,20 @@ pub fn tokenize(text: &str) -> Tokens {
             .map(move |(at, (part, _))| (part, at == last && ends_sentence, year.clone()))
     });
     let mut sentence_start = true;
+    let mut previous = String::new();
     for (trimmed, raw_end, year) in pieces {
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
+        let before = std::mem::replace(&mut previous, trimmed.to_lowercase());
+        if let Some(number) = roman_numeral(trimmed).filter(|_| NUMBERED.contains(&before.as_str()))
+        {
+            // "SOC 2 Type II", "Phase III": a number written in Roman
+            // numerals after what is numbered.
+            tokens.keys.push(number.to_string());
+            tokens
+                .identifiers
+                .push((IdentifierClass::Number, number.to_string()));
+            continue;
+        }
         if let Some(year) = year {
             tokens.keys.push(year.clone());
             tokens.identifiers.push((IdentifierClass::Number, year));
@@ -285,6 +299,81 @@ pub fn tokenize(text: &str) -> Tokens {
     tokens
 }
 
+/// What is numbered, in Roman numerals too ("Type II", "Phase III",
+/// "Tier I"): a Roman numeral after one of these is a number.
+const NUMBERED: &[&str] = &[
+    "type",
+    "phase",
+    "tier",
+    "level",
+    "stage",
+    "part",
+    "class",
+    "grade",
+    "gen",
+    "generation",
+    "chapter",
+    "volume",
+    "vol",
+    "season",
+    "series",
+    "step",
+    "round",
+    "category",
+    "article",
+    "title",
+    "section",
+    "appendix",
+    "schedule",
+    "annex",
+    "book",
+];
+
+/// The value of a Roman numeral from I to XX, written in capitals.
+fn roman_numeral(token: &str) -> Option<u32> {
+    const NUMERALS: [&str; 20] = [
+        "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII", "XIV",
+        "XV", "XVI", "XVII", "XVIII", "XIX", "XX",
+    ];
+    NUMERALS
+        .iter()
+        .position(|numeral| *numeral == token)
+        .and_then(|at| u32::try_from(at + 1).ok())
+}
+
+/// A reference on one side and the same number on the other, with the
+/// reference's letters beginning a word there ("INC-5120" and "incident
+/// 5120", "TKT-88" and "ticket 88"): one thing, written two ways. Both
+/// leave the unmatched identifiers, and the word leaves the other side's
+/// differing words.
+fn spell_out_references(
+    references: &mut Vec<String>,
+    their_numbers: &mut Vec<String>,
+    their_words: &mut Vec<String>,
+) {
+    references.retain(|reference| {
+        let letters: String = reference
+            .chars()
+            .take_while(char::is_ascii_alphabetic)
+            .collect();
+        let digits = reference[letters.len()..].trim_start_matches(['-', '_', '#']);
+        if letters.len() < 2 || digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+            return true;
+        }
+        let (Some(number_at), Some(word_at)) = (
+            their_numbers.iter().position(|number| number == digits),
+            their_words
+                .iter()
+                .position(|word| word.starts_with(&letters)),
+        ) else {
+            return true;
+        };
+        their_numbers.remove(number_at);
+        their_words.remove(word_at);
+        false
+    });
+}
+
 /// Compares two texts: their vetoes, differing words and intents.
 pub fn compare(a: &str, b: &str) -> Contrast {
     let (ta, tb) = (tokenize(a), tokenize(b));
@@ -299,6 +388,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     // request"): no difference.
     spell_out_acronyms(&mut extra_a, &mut only_b_words, &tb);
     spell_out_acronyms(&mut extra_b, &mut only_a_words, &ta);
+    spell_out_references(&mut extra_a, &mut extra_b, &mut only_b_words);
+    spell_out_references(&mut extra_b, &mut extra_a, &mut only_a_words);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     let veto = identifier_veto(&ta, &tb)
         .or_else(|| {
@@ -316,7 +407,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
                 _ => None,
             }
         })
-        .or_else(|| opposites_veto(&only_a_words, &only_b_words))
+        .or_else(|| opposites_veto(&only_a_words, &only_b_words, &ta, &tb))
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
@@ -373,9 +464,7 @@ pub fn reads_as_report(text: &str) -> bool {
         matches!(
             w.first().copied(),
             Some("please" | "can" | "could" | "would" | "will" | "pls" | "kindly" | "let's")
-        ) || !opens_with_identifier
-            && w.first()
-                .is_some_and(|first| IMPERATIVE_STEMS.contains(&stemmer().stem(first).as_ref()))
+        ) || !opens_with_identifier && w.first().is_some_and(|first| is_imperative(first))
     };
     if asks(&words)
         || words.iter().any(|w| matches!(*w, "please" | "pls" | "plz"))
@@ -453,20 +542,13 @@ fn reports_in_short(lower: &str, words: &[&str]) -> bool {
         .split(['.', ';', ':', '!', '\n'])
         .filter_map(|clause| clause.split_whitespace().next())
         .map(trim_punctuation)
-        .any(|opening| {
-            ASKING_OPENERS.contains(&opening)
-                || IMPERATIVE_STEMS.contains(&stemmer().stem(opening).as_ref())
-        })
+        .any(|opening| ASKING_OPENERS.contains(&opening) || is_imperative(opening))
         || words.iter().any(|word| matches!(*word, "should" | "must"));
     if clause_asks {
         return false;
     }
-    // "Restarted", "Deployed": a past form, which the stemmer shortens
-    // ("need", "speed" are not; "embed" and "shred" are verbs it does).
-    let opens_in_past = first.len() >= 5
-        && first.ends_with("ed")
-        && !matches!(first, "embed" | "imbed" | "shred")
-        && stemmer().stem(first).as_ref() != first;
+    // "Restarted", "Deployed".
+    let opens_in_past = is_past_form(first);
     // "Load test at 500 RPS: error rate 0.2%, p95 640 ms".
     let figures_after_label = lower.split_once(':').is_some_and(|(_, rest)| {
         rest.split_whitespace()
@@ -550,68 +632,242 @@ pub fn reads_as_statement(text: &str) -> bool {
     !asks && opens_as_statement
 }
 
-/// Stems of the verbs a request starts with ("Summarize ...", "Close out
-/// ..."): a text starting with one asks for work.
-const IMPERATIVE_STEMS: &[&str] = &[
+/// The verbs a request starts with ("Summarize ...", "Close out ...",
+/// "Give me ..."): a text starting with one, in its plain form, asks for
+/// work. Words that as often open a statement as nouns ("Open P1s by
+/// team: ...", "Load test at 500 RPS: ...", "Page views dropped") are not
+/// here.
+const IMPERATIVE_VERBS: &[&str] = &[
     "add",
-    "analyz",
-    "archiv",
+    "address",
+    "adjust",
+    "allow",
+    "analyze",
+    "answer",
+    "apply",
+    "approve",
+    "archive",
+    "ask",
+    "assess",
+    "assign",
+    "attach",
     "audit",
+    "backfill",
+    "benchmark",
+    "bisect",
+    "block",
     "build",
-    "chang",
+    "bump",
+    "calculate",
+    "cancel",
+    "change",
     "check",
     "clean",
+    "clear",
     "close",
-    "compar",
-    "creat",
+    "collect",
+    "combine",
+    "compare",
+    "compile",
+    "complete",
+    "compute",
+    "configure",
+    "confirm",
+    "connect",
+    "consolidate",
+    "convert",
+    "copy",
+    "create",
     "debug",
-    "delet",
+    "decide",
+    "decrease",
+    "deduplicate",
+    "delete",
+    "deny",
     "deploy",
+    "describe",
+    "detach",
+    "diagnose",
+    "dig",
+    "disable",
+    "disconnect",
+    "double",
+    "download",
+    "downgrade",
     "draft",
-    "estim",
+    "drop",
+    "edit",
+    "enable",
+    "encrypt",
+    "ensure",
+    "escalate",
+    "estimate",
+    "evaluate",
+    "examine",
+    "expand",
     "explain",
+    "export",
+    "extend",
+    "extract",
+    "fetch",
+    "figure",
     "find",
+    "finish",
     "fix",
+    "flag",
+    "follow",
+    "gather",
+    "generate",
     "get",
+    "give",
+    "go",
+    "grant",
+    "handle",
     "help",
-    "identifi",
+    "identify",
     "implement",
-    "improv",
-    "investig",
+    "import",
+    "improve",
+    "inspect",
+    "install",
+    "investigate",
+    "invite",
+    "kill",
+    "let",
     "list",
+    "look",
+    "lower",
     "make",
-    "merg",
-    "migrat",
-    "mov",
-    "optim",
-    "prepar",
+    "measure",
+    "merge",
+    "migrate",
+    "move",
+    "notify",
+    "optimize",
+    "outline",
+    "parse",
+    "patch",
+    "pause",
+    "pin",
+    "ping",
+    "polish",
+    "prepare",
+    "prioritize",
+    "produce",
+    "proofread",
+    "propose",
+    "provide",
+    "prune",
+    "publish",
     "pull",
+    "purge",
+    "put",
+    "raise",
+    "read",
+    "rebuild",
+    "recommend",
+    "reconcile",
+    "redeploy",
+    "reduce",
     "refactor",
-    "remov",
-    "renam",
-    "replac",
-    "reproduc",
+    "reindex",
+    "reject",
+    "remind",
+    "remove",
+    "rename",
+    "renew",
+    "rephrase",
+    "replace",
+    "reply",
+    "reproduce",
+    "rerun",
     "research",
+    "resolve",
+    "respond",
+    "restart",
+    "restore",
+    "resume",
+    "retry",
+    "revert",
     "review",
-    "rewrit",
+    "revise",
+    "revoke",
+    "reword",
+    "rewrite",
     "roll",
-    "rotat",
+    "rotate",
     "run",
-    "schedul",
+    "sanitize",
+    "scale",
+    "schedule",
+    "send",
     "set",
+    "share",
     "show",
+    "shut",
+    "simplify",
+    "skim",
     "speed",
     "split",
-    "start",
-    "summar",
-    "summari",
+    "stop",
+    "study",
+    "suggest",
+    "summarize",
     "switch",
+    "sync",
+    "take",
+    "tell",
     "test",
-    "tri",
-    "updat",
-    "upgrad",
+    "tidy",
+    "translate",
+    "triage",
+    "trim",
+    "troubleshoot",
+    "try",
+    "tune",
+    "turn",
+    "uninstall",
+    "unlock",
+    "update",
+    "upgrade",
+    "upload",
+    "validate",
+    "verify",
+    "walk",
+    "wipe",
+    "work",
     "write",
 ];
+
+/// Whether `word` is a verb in the past ("restarted", "fixed"): it ends
+/// in "ed" and the stemmer shortens it ("need" and "speed" it does not;
+/// "embed" and "shred" are plain verbs it does).
+fn is_past_form(word: &str) -> bool {
+    word.len() >= 5
+        && word.ends_with("ed")
+        && !matches!(word, "embed" | "imbed" | "shred")
+        && stemmer().stem(word).as_ref() != word
+}
+
+/// Whether `word` (lowercase) opens an instruction: one of
+/// [`IMPERATIVE_VERBS`] in its plain form ("review", not "reviewed"; a
+/// gerund is a topic's opening and is left to the caller).
+fn is_imperative(word: &str) -> bool {
+    static STEMS: OnceLock<Vec<String>> = OnceLock::new();
+    let stems = STEMS.get_or_init(|| {
+        let mut stems: Vec<String> = IMPERATIVE_VERBS
+            .iter()
+            .map(|verb| stemmer().stem(verb).into_owned())
+            .collect();
+        stems.sort_unstable();
+        stems.dedup();
+        stems
+    });
+    !is_past_form(word)
+        && stems
+            .binary_search_by(|stem| stem.as_str().cmp(stemmer().stem(word).as_ref()))
+            .is_ok()
+}
 
 fn stemmer() -> &'static Stemmer {
     static STEMMER: OnceLock<Stemmer> = OnceLock::new();
@@ -1168,12 +1424,17 @@ const OPPOSITES: &[(&str, &str)] = &[
 ];
 
 /// A word on one side whose opposite ([`OPPOSITES`]) is on the other.
-fn opposites_veto(only_a: &[String], only_b: &[String]) -> Option<Veto> {
+fn opposites_veto(only_a: &[String], only_b: &[String], a: &Tokens, b: &Tokens) -> Option<Veto> {
+    // A word the other text also has, beside its opposite, is no contrast:
+    // "release the lock" against "the lock is stuck; unlock it".
+    let has = |words: &[String], stem: &str| words.iter().any(|word| word == stem);
+    let contrast = |x: &str, y: &str| {
+        has(only_a, x) && has(only_b, y) && !has(&b.words, x) && !has(&a.words, y)
+    };
     OPPOSITES.iter().find_map(|(x, y)| {
-        let has = |words: &[String], stem: &str| words.iter().any(|word| word == stem);
-        if has(only_a, x) && has(only_b, y) {
+        if contrast(x, y) {
             Some(((*x).to_owned(), (*y).to_owned()))
-        } else if has(only_a, y) && has(only_b, x) {
+        } else if contrast(y, x) {
             Some(((*y).to_owned(), (*x).to_owned()))
         } else {
             None
@@ -1967,6 +2228,81 @@ mod tests {
         ] {
             assert!(!reads_as_report(not_a_report), "{not_a_report}");
         }
+    }
+
+    #[test]
+    fn a_word_both_texts_have_is_no_contrast_with_its_opposite() {
+        assert_eq!(
+            veto(
+                "The Terraform state has been locked since the failed apply; release the lock.",
+                "The Terraform lock is stuck after the apply that crashed; force-unlock it.",
+            ),
+            None
+        );
+        assert_eq!(
+            veto("Lock the admin accounts.", "Unlock the admin accounts."),
+            Some("opposite words (lock vs unlock)".to_owned())
+        );
+    }
+
+    #[test]
+    fn roman_numerals_after_what_is_numbered_are_numbers() {
+        assert_eq!(
+            veto(
+                "researching SOC 2 Type II requirements",
+                "researching SOC 2 Type I requirements"
+            ),
+            Some("different numbers (2 vs 1)".to_owned())
+        );
+        assert_eq!(
+            veto("Start the Phase III rollout.", "Start the phase 3 rollout."),
+            None
+        );
+        // "I" after any other word is the pronoun.
+        assert_eq!(
+            veto(
+                "Can I get the Type 2 report?",
+                "Can I get the Type II report?"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_reference_and_its_number_spelled_out_are_one_thing() {
+        let contrast = compare("investigating incident 5120", "investigating INC-5120");
+        assert_eq!(contrast.veto, None);
+        assert!(
+            contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+            "{contrast:?}"
+        );
+        // Another number, or letters that begin no word of the other text,
+        // are something else.
+        assert!(
+            compare("investigating incident 4417", "investigating INC-4471")
+                .veto
+                .is_some()
+        );
+        assert!(
+            !compare("investigating ticket 5120", "investigating INC-5120")
+                .only_a
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_verb_in_the_past_opens_no_instruction() {
+        // "I shared" in a request is no report; "give" opens an instruction.
+        assert!(!reads_as_report(
+            "Give me a short digest of what the three papers I shared concluded."
+        ));
+        // "Fixed" is no instruction to fix.
+        assert!(reads_as_report(
+            "Fixed the flaky checkout test; it passed 50 runs in a row."
+        ));
+        assert!(!reads_as_report(
+            "Fix the flaky checkout test; it failed twice today."
+        ));
     }
 
     #[test]
