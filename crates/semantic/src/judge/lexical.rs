@@ -195,7 +195,8 @@ pub struct Contrast {
 /// the model reads of it ([`embedding_input`]), so that a text of
 /// megabytes costs what a page does.
 pub fn tokenize(text: &str) -> Tokens {
-    let text = embedding_input(text);
+    let text = again_for_its_phrases(embedding_input(text));
+    let text = text.as_ref();
     let mut tokens = Tokens::default();
     // Words joined by a slash ("REST/JSON", "and/or") are taken one by one.
     // Each piece with whether its raw token ends a sentence, and the year
@@ -372,6 +373,51 @@ fn spell_out_references(
         their_words.remove(word_at);
         false
     });
+}
+
+/// Phrases that mean "again" ("once more", "one more time"): a re-asked
+/// request adds them, and their words ("once", "more", "one") would
+/// otherwise count as a difference, "one" even as a number.
+const AGAIN_PHRASES: [&str; 3] = ["once more", "once again", "one more time"];
+
+/// `text` with each phrase of [`AGAIN_PHRASES`] (any case, whole words)
+/// written as "again".
+fn again_for_its_phrases(text: &str) -> std::borrow::Cow<'_, str> {
+    // Every phrase starts with an "o" at the start of a word: look there
+    // only, without lowercasing the text.
+    let bytes = text.as_bytes();
+    let at_word_end = |at: usize| bytes.get(at).is_none_or(|b| !b.is_ascii_alphanumeric());
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let starts_word = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+        if starts_word && bytes[at].eq_ignore_ascii_case(&b'o') {
+            let phrase_end = AGAIN_PHRASES.iter().find_map(|phrase| {
+                let end = at + phrase.len();
+                (bytes.get(at..end)?.eq_ignore_ascii_case(phrase.as_bytes()) && at_word_end(end))
+                    .then_some(end)
+            });
+            if let Some(end) = phrase_end {
+                found.push((at, end));
+                at = end;
+                continue;
+            }
+        }
+        at += 1;
+    }
+    if found.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (at, end) in found {
+        // Both ends are ASCII bytes of the phrase, so char boundaries.
+        out.push_str(&text[from..at]);
+        out.push_str("again");
+        from = end;
+    }
+    out.push_str(&text[from..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Compares two texts: their vetoes, differing words and intents.
@@ -863,10 +909,13 @@ fn is_imperative(word: &str) -> bool {
         stems.dedup();
         stems
     });
-    !is_past_form(word)
-        && stems
-            .binary_search_by(|stem| stem.as_str().cmp(stemmer().stem(word).as_ref()))
-            .is_ok()
+    if is_past_form(word) {
+        return false;
+    }
+    let stem = stemmer().stem(word);
+    stems
+        .binary_search_by(|known| known.as_str().cmp(stem.as_ref()))
+        .is_ok()
 }
 
 fn stemmer() -> &'static Stemmer {
@@ -2287,6 +2336,35 @@ mod tests {
             !compare("investigating ticket 5120", "investigating INC-5120")
                 .only_a
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn once_more_is_again() {
+        let contrast = compare(
+            "Please review the authentication code once more.",
+            "Review the authentication code again",
+        );
+        assert_eq!(contrast.veto, None);
+        assert!(
+            contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+            "{contrast:?}"
+        );
+        assert!(
+            compare("Run it one more time", "Run it again")
+                .only_a
+                .is_empty()
+        );
+        // Inside other words, or with a number of its own, it is not.
+        assert!(
+            !compare("Find someone more senior", "Find someone")
+                .only_a
+                .is_empty()
+        );
+        assert!(
+            compare("Run it one time", "Run it two times")
+                .veto
+                .is_some()
         );
     }
 
