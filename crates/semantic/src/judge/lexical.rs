@@ -217,12 +217,16 @@ pub fn tokenize(text: &str) -> Tokens {
             .map(move |(at, (part, _))| (part, at == last && ends_sentence, year.clone()))
     });
     let mut sentence_start = true;
-    let mut previous = String::new();
+    let mut previous = "";
     for (trimmed, raw_end, year) in pieces {
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
-        let before = std::mem::replace(&mut previous, trimmed.to_lowercase());
-        if let Some(number) = roman_numeral(trimmed).filter(|_| NUMBERED.contains(&before.as_str()))
-        {
+        let before = std::mem::replace(&mut previous, trimmed);
+        let numbered = || {
+            NUMBERED
+                .iter()
+                .any(|word| word.eq_ignore_ascii_case(before))
+        };
+        if let Some(number) = roman_numeral(trimmed).filter(|_| numbered()) {
             // "SOC 2 Type II", "Phase III": a number written in Roman
             // numerals after what is numbered.
             tokens.keys.push(number.to_string());
