@@ -10,16 +10,16 @@ cpfbrHHClZWZiVOzKSxNJruIcFn2RbY55zkhiAMMxM8zCVSmtNiViq8FsAZSFpMYag==) ships
 Princeton's WordNet 3.1 dictionary files unchanged; see WORDNET-LICENSE.
 
 Output, gzip-compressed text (mtime 0, so the file is reproducible):
-- one line per lemma that is a single ASCII word: the lemma, then the
-  numbers of the synsets (sets of synonyms) it belongs to, in any part of
-  speech;
+- one line per lemma that is a single ASCII word, or a verb of two such
+  words joined by an underscore ("clean_up", "look_into"): the lemma, then
+  the numbers of the synsets (sets of synonyms) it belongs to, in any part
+  of speech;
 - a line `#`;
 - one line per synset with relations: its number, then the numbers of the
   synsets it is related to by a hypernym, hyponym (and their instance
   forms), derivation, "similar to" or verb-group pointer, made symmetric.
 
-Synsets with no single-word lemma are left out, and so are relations to
-them. Standard library only.
+Synsets with no such lemma are left out, and so are relations to them. Standard library only.
 """
 
 import gzip
@@ -54,14 +54,19 @@ def read_synsets(dict_dir):
 def main(dict_dir, out_path):
     synsets = read_synsets(dict_dir)
     single_word = re.compile(r"[a-z]+")
-    kept = sorted(k for k, (words, _) in synsets.items() if any(single_word.fullmatch(w) for w in words))
+    phrasal_verb = re.compile(r"[a-z]+_[a-z]+")
+
+    def lemma(pos, word):
+        return single_word.fullmatch(word) or (pos == "v" and phrasal_verb.fullmatch(word))
+
+    kept = sorted(k for k, (words, _) in synsets.items() if any(lemma(k[0], w) for w in words))
     number = {key: i for i, key in enumerate(kept)}
     lemmas = {}
     related = {i: set() for i in range(len(kept))}
     for key in kept:
         words, pointers = synsets[key]
         for word in words:
-            if single_word.fullmatch(word):
+            if lemma(key[0], word):
                 lemmas.setdefault(word, set()).add(number[key])
         for symbol, target in pointers:
             if symbol in RELATIONS and target in number and target != key:

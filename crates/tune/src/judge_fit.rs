@@ -143,6 +143,8 @@ pub struct CrossValidation {
     pub f1_mean: f64,
     /// Their standard deviation (over the shuffles).
     pub f1_sd: f64,
+    /// Per shuffle: the threshold that best F1 was found at.
+    pub thresholds: Vec<f32>,
 }
 
 /// A small, seeded generator for the shuffles (SplitMix64): the same
@@ -196,6 +198,7 @@ pub fn cross_validate(
     let grid: Vec<f32> = (1..100).map(|i| i as f32 / 100.0).collect();
     let everything = vec![true; train.len()];
     let mut f1 = Vec::with_capacity(repeats);
+    let mut thresholds = Vec::with_capacity(repeats);
     for repeat in 0..repeats {
         let mut random = SplitMix(repeat as u64 + 1);
         // Stratified: each label's pairs dealt round the folds in a
@@ -232,6 +235,7 @@ pub fn cross_validate(
             choose_threshold(&out_of_fold, &labels, &everything, &grid, min_precision);
         let metrics = confusion(&out_of_fold, &labels, &everything, threshold).metrics();
         f1.push(metrics.f1.unwrap_or(0.0));
+        thresholds.push(threshold);
     }
     let mean = f1.iter().sum::<f64>() / f1.len() as f64;
     let sd = (f1.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f1.len() as f64).sqrt();
@@ -243,6 +247,7 @@ pub fn cross_validate(
         f1,
         f1_mean: mean,
         f1_sd: sd,
+        thresholds,
     })
 }
 
@@ -607,6 +612,12 @@ mod tests {
         assert_eq!((telling.folds, telling.repeats, telling.pairs), (5, 3, 40));
         assert_eq!(telling.f1, vec![1.0; 3], "{telling:?}");
         assert_eq!(telling.f1_sd, 0.0);
+        // One threshold per shuffle, on the grid the scores are swept on.
+        assert_eq!(telling.thresholds.len(), 3, "{telling:?}");
+        assert!(
+            telling.thresholds.iter().all(|t| (0.01..=0.99).contains(t)),
+            "{telling:?}"
+        );
         let (pairs, features) = pair_set(40, false);
         let mute = cross_validate(&pairs, &features, 5, 3, 0.9).expect("cross-validated");
         assert!(mute.f1_mean < 0.8, "{mute:?}");

@@ -120,8 +120,18 @@ pub(crate) fn run(
                 writeln!(
                     out,
                     "\ncalibrated, cross-validated on the {} train pairs ({} folds, {} shuffles): \
-                     best F1 at precision >= {:.2}: {:.3} ± {:.3}",
-                    cv.pairs, cv.folds, cv.repeats, cv.min_precision, cv.f1_mean, cv.f1_sd
+                     best F1 at precision >= {:.2}: {:.3} ± {:.3}, at thresholds {:.2} to {:.2}",
+                    cv.pairs,
+                    cv.folds,
+                    cv.repeats,
+                    cv.min_precision,
+                    cv.f1_mean,
+                    cv.f1_sd,
+                    cv.thresholds.iter().copied().fold(f32::INFINITY, f32::min),
+                    cv.thresholds
+                        .iter()
+                        .copied()
+                        .fold(f32::NEG_INFINITY, f32::max),
                 )?;
             }
             writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;

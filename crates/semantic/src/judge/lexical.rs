@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use super::related::related_cover;
+use super::related::{self, Reading};
 use crate::embedding_input;
 
 /// The class of an identifier-like token.
@@ -186,7 +186,7 @@ pub struct Contrast {
     /// other as a request: an answer is not a repeat of its question.
     pub report_vs_request: bool,
     /// The share of the differing words (of those WordNet knows) that
-    /// have a related word on the other side ([`related_cover`]).
+    /// have a related word on the other side ([`related::related_cover`]).
     pub related_cover: f32,
 }
 
@@ -441,6 +441,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     spell_out_references(&mut extra_a, &mut extra_b, &mut only_b_words);
     spell_out_references(&mut extra_b, &mut extra_a, &mut only_a_words);
     let word_jaccard = jaccard(&ta.words, &tb.words);
+    // WordNet's reading of each text, for synonyms and `related_cover`.
+    let (reading_a, reading_b) = (related::read(a), related::read(b));
     let veto = identifier_veto(&ta, &tb)
         .or_else(|| {
             // Identifiers of different classes, one on each side, that no
@@ -461,8 +463,17 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
-            let swapped_a: Vec<String> = only_a_words.iter().chain(&extra_a).cloned().collect();
-            let swapped_b: Vec<String> = only_b_words.iter().chain(&extra_b).cloned().collect();
+            // Synonyms by WordNet are no swap ("clean up" / "tidy up").
+            let (kept_a, kept_b) = without_synonyms(
+                (&reading_a, &reading_b),
+                (&ta, &tb),
+                &only_a_words,
+                &only_b_words,
+            );
+            let swapped_a: Vec<String> =
+                kept_a.into_iter().chain(extra_a.iter().cloned()).collect();
+            let swapped_b: Vec<String> =
+                kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
             words_veto(&swapped_a, &swapped_b, word_jaccard)
         })
         .or_else(|| direction_veto(&ta, &tb, &only_a_words, &only_b_words))
@@ -478,7 +489,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         });
     let only_a = as_written(&ta, &only_a_words);
     let only_b = as_written(&tb, &only_b_words);
-    let related_cover = related_cover(a, b);
+    let related_cover = related::cover(&reading_a, &reading_b);
     let (intents_a, intents_b) = (intents(&ta), intents(&tb));
     let intent_mismatch = intents_a != 0 && intents_b != 0 && intents_a & intents_b == 0;
     Contrast {
@@ -1636,6 +1647,42 @@ fn spell_out_acronyms(
     });
 }
 
+/// The differing words (stems) of each side, less those with a WordNet
+/// synonym among the other side's ([`related::synonym_swaps`]): "clean
+/// up" / "tidy up", "storing" / "keeping", "twice" / "double".
+fn without_synonyms(
+    (reading_a, reading_b): (&Reading, &Reading),
+    (ta, tb): (&Tokens, &Tokens),
+    only_a: &[String],
+    only_b: &[String],
+) -> (Vec<String>, Vec<String>) {
+    let written = |tokens: &Tokens, stems: &[String]| -> Vec<String> {
+        stems
+            .iter()
+            .map(|stem| {
+                tokens
+                    .words
+                    .iter()
+                    .zip(&tokens.written)
+                    .find(|(word, _)| *word == stem)
+                    .map_or_else(|| stem.clone(), |(_, written)| written.clone())
+            })
+            .collect()
+    };
+    let (written_a, written_b) = (written(ta, only_a), written(tb, only_b));
+    let (matched_a, matched_b) =
+        related::synonym_swaps(reading_a, reading_b, &written_a, &written_b);
+    let keep = |stems: &[String], matched: &[bool]| -> Vec<String> {
+        stems
+            .iter()
+            .zip(matched)
+            .filter(|(_, matched)| !**matched)
+            .map(|(stem, _)| stem.clone())
+            .collect()
+    };
+    (keep(only_a, &matched_a), keep(only_b, &matched_b))
+}
+
 /// One or two words swapped for one or two others in much the same words,
 /// unless the swapped words ask for the same thing (both in one intent:
 /// "review" and "audit").
@@ -2303,6 +2350,40 @@ mod tests {
         assert_eq!(
             veto("Lock the admin accounts.", "Unlock the admin accounts."),
             Some("opposite words (lock vs unlock)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_word_swapped_for_its_synonym_is_no_swap_and_what_is_left_is_weighed() {
+        // WordNet: "clean up" and "tidy up" are one verb; "twice" and
+        // "double" one sense.
+        assert_eq!(
+            veto(
+                "Clean up the cli crate's README.",
+                "Tidy up the README for the cli crate."
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "ticket 90417: customer charged twice",
+                "double charge on ticket #90417"
+            ),
+            None
+        );
+        // "storing" / "storage" cancel; what is left is a swap of the
+        // aspect asked about.
+        assert_eq!(
+            veto(
+                "Can you check the GDPR implications of storing chat transcripts for 2 years?",
+                "Can you check the storage cost of keeping chat transcripts for 2 years?",
+            ),
+            Some("different words (implic gdpr vs cost keep)".to_owned())
+        );
+        // Related is not synonymous: one is a kind of the other.
+        assert_eq!(
+            veto("deploy to staging", "deploy to production"),
+            Some("different words (stage vs product)".to_owned())
         );
     }
 

@@ -8,11 +8,14 @@
 //! synonyms, one a kind of the other, one derived from the other.
 //! [`related_cover`] is the share of the differing words (of those WordNet
 //! knows) that have such a relative among the other text's words: high for
-//! a rewording, low for different work.
+//! a rewording, low for different work. Two words WordNet knows as one
+//! verb are read as that verb ("clean up", "go over", "look into").
+//! `synonym_swaps` finds the differing words that share a sense with one
+//! on the other side, which the words veto then does not count as swapped.
 //!
 //! The relations are derived from WordNet 3.1 (Princeton University; see
 //! `data/WORDNET-LICENSE`) by `data/derive_wordnet.py` and shipped,
-//! compressed, in the crate (`data/wordnet-related.txt.gz`, 1.2 MB). They
+//! compressed, in the crate (`data/wordnet-related.txt.gz`, 1.25 MB). They
 //! are read once per process, in about 0.1 s (optimized build): on a
 //! thread of their own when a calibrated judge is built ([`warm_up`]), or
 //! on the first use.
@@ -29,8 +32,12 @@ const RELATIONS_GZ: &[u8] = include_bytes!("../../data/wordnet-related.txt.gz");
 /// WordNet's lemmas and synsets, as the judge needs them.
 #[derive(Debug, Default)]
 struct Lexicon {
-    /// Each single-word lemma's synsets.
+    /// Each lemma's synsets: single words, and verbs of two words joined
+    /// by an underscore ("clean_up", "look_into").
     synsets: HashMap<Box<str>, Box<[u32]>>,
+    /// The second words of the two-word verbs ("up", "into"), sorted: a
+    /// pair of words is looked up as one only when its second is one.
+    particles: Vec<Box<str>>,
     /// Each synset's related synsets (hypernyms, hyponyms, derivations,
     /// "similar to", verb groups), by synset number.
     related: HashMap<u32, Box<[u32]>>,
@@ -65,33 +72,63 @@ impl Lexicon {
                     lexicon.related.insert(synset, numbers);
                 }
             } else {
+                if let Some((_, particle)) = head.split_once('_') {
+                    lexicon.particles.push(particle.into());
+                }
                 lexicon.synsets.insert(head.into(), numbers);
             }
         }
+        lexicon.particles.sort_unstable();
+        lexicon.particles.dedup();
         lexicon
+    }
+
+    /// The synsets of the two-word verb `first particle` with `first` in
+    /// any of its inflections ("cleaning up" → "clean_up"); empty when
+    /// WordNet has no such verb.
+    fn phrase_synsets(&self, first: &str, particle: &str) -> Vec<u32> {
+        if self
+            .particles
+            .binary_search_by(|known| known.as_ref().cmp(particle))
+            .is_err()
+        {
+            return Vec::new();
+        }
+        self.synsets_with(first, Some(particle))
     }
 
     /// The synsets of `word` in any of its inflections ("migrating" →
     /// "migrate", "comments" → "comment"); empty when WordNet does not
     /// know it.
+    #[cfg(test)]
     fn synsets_of(&self, word: &str) -> Vec<u32> {
+        self.synsets_with(word, None)
+    }
+
+    /// The synsets of `word` in any of its inflections, or of the
+    /// two-word verb it begins when `particle` is given.
+    fn synsets_with(&self, word: &str, particle: Option<&str>) -> Vec<u32> {
         let mut found: Vec<u32> = Vec::new();
-        let mut add = |lemma: &str| {
-            if let Some(synsets) = self.synsets.get(lemma) {
+        // One buffer for every candidate lemma of the word.
+        let mut lemma = String::with_capacity(word.len() + 16);
+        let mut add = |stem: &str, replacement: &str| {
+            lemma.clear();
+            lemma.push_str(stem);
+            lemma.push_str(replacement);
+            if let Some(particle) = particle {
+                lemma.push('_');
+                lemma.push_str(particle);
+            }
+            if let Some(synsets) = self.synsets.get(lemma.as_str()) {
                 found.extend(synsets.iter());
             }
         };
-        add(word);
-        // One buffer for every candidate lemma of the word.
-        let mut lemma = String::with_capacity(word.len() + 2);
+        add(word, "");
         for (suffix, replacement) in INFLECTIONS {
             if let Some(stem) = word.strip_suffix(suffix)
                 && stem.len() > 1
             {
-                lemma.clear();
-                lemma.push_str(stem);
-                lemma.push_str(replacement);
-                add(&lemma);
+                add(stem, replacement);
             }
         }
         // A doubled final consonant: "stopped", "planning".
@@ -99,7 +136,7 @@ impl Lexicon {
             if let Some(stem) = word.strip_suffix(suffix) {
                 let bytes = stem.as_bytes();
                 if bytes.len() > 2 && bytes[bytes.len() - 1] == bytes[bytes.len() - 2] {
-                    add(&stem[..stem.len() - 1]);
+                    add(&stem[..stem.len() - 1], "");
                 }
             }
         }
@@ -188,14 +225,51 @@ const FILLER: [&str; 111] = [
 ];
 
 /// The content words of `text` (what the model reads of it), lowercase
-/// ASCII letters only, in order.
-fn content_words(text: &str) -> Vec<String> {
-    embedding_input(text)
-        .to_lowercase()
+/// ASCII letters only, in order, each with its synsets. Two words that
+/// WordNet knows as one verb ("clean up", "looking into") are one word,
+/// read whole even when both are filler.
+fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
+    let lower = embedding_input(text).to_lowercase();
+    let all: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_lowercase())
-        .filter(|word| word.len() > 1 && !FILLER.contains(word))
-        .map(str::to_owned)
-        .collect()
+        .filter(|word| !word.is_empty())
+        .collect();
+    let (mut words, mut synsets) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    while at < all.len() {
+        let word = all[at];
+        if let Some(&particle) = all.get(at + 1) {
+            let phrase = lexicon.phrase_synsets(word, particle);
+            if !phrase.is_empty() {
+                words.push(format!("{word}_{particle}"));
+                synsets.push(phrase);
+                at += 2;
+                continue;
+            }
+        }
+        if word.len() > 1 && !FILLER.contains(&word) {
+            words.push(word.to_owned());
+            synsets.push(lexicon.synsets_with(word, None));
+        }
+        at += 1;
+    }
+    Reading { words, synsets }
+}
+
+/// A text's content words and their synsets ([`content_words`]), read once
+/// per text for [`cover`] and [`synonym_swaps`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reading {
+    /// The content words, in order; a two-word verb joined by `_`.
+    words: Vec<String>,
+    /// Each word's synsets, sorted.
+    synsets: Vec<Vec<u32>>,
+}
+
+/// Reads `text`'s content words and their synsets (what the model reads
+/// of it).
+pub(crate) fn read(text: &str) -> Reading {
+    content_words(lexicon(), text)
 }
 
 /// The share of the words only one of `a` and `b` has (of those WordNet
@@ -205,12 +279,14 @@ fn content_words(text: &str) -> Vec<String> {
 /// same group. 1 when no differing word is known to WordNet (nothing to
 /// weigh), 0 when none has a relative.
 pub fn related_cover(a: &str, b: &str) -> f32 {
+    cover(&read(a), &read(b))
+}
+
+/// [`related_cover`] of two texts already read.
+pub(crate) fn cover(a: &Reading, b: &Reading) -> f32 {
     let lexicon = lexicon();
-    let (words_a, words_b) = (content_words(a), content_words(b));
-    let synsets = |words: &[String]| -> Vec<Vec<u32>> {
-        words.iter().map(|w| lexicon.synsets_of(w)).collect()
-    };
-    let (synsets_a, synsets_b) = (synsets(&words_a), synsets(&words_b));
+    let (words_a, synsets_a) = (&a.words, &a.synsets);
+    let (words_b, synsets_b) = (&b.words, &b.synsets);
     // Each side's words and every synset of them, sorted for binary
     // search: the cost grows with the words, not with their product (a
     // text is up to the model's 4096 bytes, some 700 words).
@@ -243,22 +319,78 @@ pub fn related_cover(a: &str, b: &str) -> f32 {
             }
         };
     side(
-        &words_a,
-        &synsets_a,
-        &word_set(&words_b),
-        &synset_set(&synsets_b),
+        words_a,
+        synsets_a,
+        &word_set(words_b),
+        &synset_set(synsets_b),
     );
     side(
-        &words_b,
-        &synsets_b,
-        &word_set(&words_a),
-        &synset_set(&synsets_a),
+        words_b,
+        synsets_b,
+        &word_set(words_a),
+        &synset_set(synsets_a),
     );
     if known == 0 {
         1.0
     } else {
         covered as f32 / known as f32
     }
+}
+
+/// The most differing words per side [`synonym_swaps`] reads.
+const SYNONYM_SWAPS_READ: usize = 6;
+
+/// Which of the words only `a` has (`only_a`, as written, lowercase) and
+/// which of those only `b` has are synonyms of a word on the other side's
+/// list: the two share a WordNet synset, each read in the text it stands
+/// in, so that a word of a two-word verb is read as that verb ("clean up"
+/// / "tidy up": "clean" and "tidy" are each the verb they begin).
+pub(crate) fn synonym_swaps(
+    a: &Reading,
+    b: &Reading,
+    only_a: &[String],
+    only_b: &[String],
+) -> (Vec<bool>, Vec<bool>) {
+    let mut matched = (vec![false; only_a.len()], vec![false; only_b.len()]);
+    // The words veto weighs swaps of one or two words: with more than
+    // `SYNONYM_SWAPS_READ` differing words on a side, synonyms would not
+    // bring it down to that, and are not looked for (the cost stays
+    // bounded however long the texts are).
+    if only_a.is_empty()
+        || only_b.is_empty()
+        || only_a.len() > SYNONYM_SWAPS_READ
+        || only_b.len() > SYNONYM_SWAPS_READ
+    {
+        return matched;
+    }
+    // Each differing word's synsets: those of every word of its text that
+    // is it or a two-word verb it is part of.
+    let senses = |text: &Reading, only: &[String]| -> Vec<Vec<u32>> {
+        only.iter()
+            .map(|wanted| {
+                let mut found: Vec<u32> = text
+                    .words
+                    .iter()
+                    .zip(&text.synsets)
+                    .filter(|(word, _)| word.split('_').any(|part| part == wanted))
+                    .flat_map(|(_, synsets)| synsets.iter().copied())
+                    .collect();
+                found.sort_unstable();
+                found.dedup();
+                found
+            })
+            .collect()
+    };
+    let (senses_a, senses_b) = (senses(a, only_a), senses(b, only_b));
+    for (at_a, mine) in senses_a.iter().enumerate() {
+        for (at_b, theirs) in senses_b.iter().enumerate() {
+            if mine.iter().any(|s| theirs.binary_search(s).is_ok()) {
+                matched.0[at_a] = true;
+                matched.1[at_b] = true;
+            }
+        }
+    }
+    matched
 }
 
 #[cfg(test)]
@@ -311,6 +443,58 @@ mod tests {
         assert_eq!(
             related_cover("restart redis", "write the capacity plan"),
             0.0
+        );
+    }
+
+    #[test]
+    fn two_word_verbs_are_read_whole() {
+        let lexicon = lexicon();
+        let reading = content_words(lexicon, "Cleaning up the README; go over it again");
+        assert_eq!(reading.words, ["cleaning_up", "readme", "go_over"]);
+        // "up" begins no verb with "readme".
+        assert!(lexicon.phrase_synsets("readme", "up").is_empty());
+        assert!(!lexicon.phrase_synsets("tidying", "up").is_empty());
+        assert_eq!(
+            related_cover("go over the auth code", "review the auth code"),
+            1.0
+        );
+    }
+
+    #[test]
+    fn synonyms_are_matched_across_the_differing_words() {
+        let owned = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            synonym_swaps(
+                &read("Clean up the README"),
+                &read("Tidy up the README"),
+                &owned(&["clean"]),
+                &owned(&["tidy"]),
+            ),
+            (vec![true], vec![true])
+        );
+        assert_eq!(
+            synonym_swaps(
+                &read("the cost of storing transcripts"),
+                &read("the GDPR side of transcript storage"),
+                &owned(&["cost", "storing"]),
+                &owned(&["gdpr", "side", "storage"]),
+            ),
+            (vec![false, true], vec![false, false, true])
+        );
+        assert_eq!(
+            synonym_swaps(
+                &read("deploy to staging"),
+                &read("deploy to production"),
+                &owned(&["staging"]),
+                &owned(&["production"]),
+            ),
+            (vec![false], vec![false])
+        );
+        // Too many differing words to matter to the words veto: not read.
+        let many = owned(&["one", "two", "three", "four", "five", "six", "seven"]);
+        assert_eq!(
+            synonym_swaps(&read("a"), &read("b"), &many, &owned(&["keep"])),
+            (vec![false; 7], vec![false])
         );
     }
 
