@@ -463,18 +463,21 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
-            // Synonyms by WordNet are no swap ("clean up" / "tidy up").
+            let swapped_a: Vec<String> = only_a_words.iter().chain(&extra_a).cloned().collect();
+            let swapped_b: Vec<String> = only_b_words.iter().chain(&extra_b).cloned().collect();
+            words_veto(&swapped_a, &swapped_b, word_jaccard)?;
+            // Synonyms by WordNet are no swap ("clean up" / "tidy up"):
+            // they can lift the veto, never make one (cancelling them out
+            // of a longer rewording would leave a short swap behind).
             let (kept_a, kept_b) = without_synonyms(
                 (&reading_a, &reading_b),
                 (&ta, &tb),
                 &only_a_words,
                 &only_b_words,
             );
-            let swapped_a: Vec<String> =
-                kept_a.into_iter().chain(extra_a.iter().cloned()).collect();
-            let swapped_b: Vec<String> =
-                kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
-            words_veto(&swapped_a, &swapped_b, word_jaccard)
+            let kept_a: Vec<String> = kept_a.into_iter().chain(extra_a.iter().cloned()).collect();
+            let kept_b: Vec<String> = kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
+            words_veto(&kept_a, &kept_b, word_jaccard)
         })
         .or_else(|| direction_veto(&ta, &tb, &only_a_words, &only_b_words))
         .or_else(|| {
@@ -1649,7 +1652,7 @@ fn spell_out_acronyms(
 
 /// The differing words (stems) of each side, less those with a WordNet
 /// synonym among the other side's ([`related::synonym_swaps`]): "clean
-/// up" / "tidy up", "storing" / "keeping", "twice" / "double".
+/// up" / "tidy up", "twice" / "double".
 fn without_synonyms(
     (reading_a, reading_b): (&Reading, &Reading),
     (ta, tb): (&Tokens, &Tokens),
@@ -2371,14 +2374,22 @@ mod tests {
             ),
             None
         );
-        // "storing" / "storage" cancel; what is left is a swap of the
-        // aspect asked about.
+        // A synonym that cancels leaves the other swapped word weighed.
         assert_eq!(
             veto(
-                "Can you check the GDPR implications of storing chat transcripts for 2 years?",
-                "Can you check the storage cost of keeping chat transcripts for 2 years?",
+                "Clean up the README of the staging deploy scripts.",
+                "Tidy up the README of the production deploy scripts."
             ),
-            Some("different words (implic gdpr vs cost keep)".to_owned())
+            Some("different words (stage vs product)".to_owned())
+        );
+        // Synonyms never make a veto: "price" / "cost" cancelling out of a
+        // longer rewording leaves "find" / "up much", no contrast.
+        assert_eq!(
+            veto(
+                "Find the monthly price of the ACME Cloud Pro plan",
+                "Look up how much ACME Cloud's Pro plan costs per month",
+            ),
+            None
         );
         // Related is not synonymous: one is a kind of the other.
         assert_eq!(

@@ -11,7 +11,7 @@
 //! a rewording, low for different work. Two words WordNet knows as one
 //! verb are read as that verb ("clean up", "go over", "look into").
 //! `synonym_swaps` finds the differing words that share a sense with one
-//! on the other side, which the words veto then does not count as swapped.
+//! on the other side, which can lift the words veto.
 //!
 //! The relations are derived from WordNet 3.1 (Princeton University; see
 //! `data/WORDNET-LICENSE`) by `data/derive_wordnet.py` and shipped,
@@ -352,10 +352,9 @@ pub(crate) fn synonym_swaps(
     only_b: &[String],
 ) -> (Vec<bool>, Vec<bool>) {
     let mut matched = (vec![false; only_a.len()], vec![false; only_b.len()]);
-    // The words veto weighs swaps of one or two words: with more than
-    // `SYNONYM_SWAPS_READ` differing words on a side, synonyms would not
-    // bring it down to that, and are not looked for (the cost stays
-    // bounded however long the texts are).
+    // The words veto asks only about swaps of one or two words a side;
+    // more than `SYNONYM_SWAPS_READ` are not read, so the cost stays
+    // bounded whoever asks.
     if only_a.is_empty()
         || only_b.is_empty()
         || only_a.len() > SYNONYM_SWAPS_READ
