@@ -618,6 +618,15 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
     assert_eq!(f1.len(), 10);
     let mean = cv["f1_mean"].as_f64().expect("a mean");
     assert!((0.0..=1.0).contains(&mean), "{cv}");
+    // And the threshold each shuffle found its F1 at.
+    let thresholds = cv["thresholds"].as_array().expect("one per shuffle");
+    assert_eq!(thresholds.len(), 10);
+    assert!(
+        thresholds
+            .iter()
+            .all(|t| t.as_f64().is_some_and(|t| (0.0..1.0).contains(&t))),
+        "{cv}"
+    );
     let text = folds("2", &["--judge".as_ref(), "calibrated".as_ref()]);
     assert!(
         text.stdout
@@ -625,6 +634,7 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         "{}",
         text.stdout
     );
+    assert!(text.stdout.contains(", at thresholds "), "{}", text.stdout);
     // Without the calibrated judge there is nothing to cross-validate.
     let alone = folds("2", &[]);
     assert_eq!(alone.code, Some(2), "{alone:?}");
@@ -654,6 +664,27 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         too_many.stderr
     );
     assert!(!weights.exists(), "nothing half written");
+}
+
+#[test]
+fn the_shipped_reply_pairs_are_scored_whole_with_nothing_fitted() {
+    // `data/pairs/replies.jsonl` has no split: eval-only scores all 48
+    // pairs (24 of them the same reply reworded) with the shipped judge.
+    let pairs = workspace("data/pairs/replies.jsonl");
+    let scored = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--eval-only".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(scored.code, Some(0), "{scored:?}");
+    let scored: Value = serde_json::from_str(scored.stdout.trim()).expect("one JSON object");
+    assert_eq!(scored["judge"], "calibrated");
+    let count = |key: &str| scored[key].as_u64().unwrap_or_default();
+    assert_eq!(count("tp") + count("fn"), 24, "{scored}");
+    assert_eq!(count("fp") + count("tn"), 24, "{scored}");
 }
 
 #[test]

@@ -183,7 +183,9 @@ pub struct Contrast {
     pub intent_mismatch: bool,
     /// One text reads as a report of work done or found ("the export
     /// failed because the credentials expired; I rotated them") and the
-    /// other as a request: an answer is not a repeat of its question.
+    /// other as a request: an answer is not a repeat of its question. Two
+    /// statements are never that ("I ran the query: 1,284 rows" / "The
+    /// query gives 1,284 rows"): two replies, however each is phrased.
     pub report_vs_request: bool,
     /// The share of the differing words (of those WordNet knows) that
     /// have a related word on the other side ([`related::related_cover`]).
@@ -501,7 +503,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         only_b,
         word_jaccard,
         intent_mismatch,
-        report_vs_request: reads_as_report(a) != reads_as_report(b),
+        report_vs_request: reads_as_report(a) != reads_as_report(b)
+            && !(reads_as_statement(a) && reads_as_statement(b)),
         related_cover,
     }
 }
@@ -2354,6 +2357,18 @@ mod tests {
             veto("Lock the admin accounts.", "Unlock the admin accounts."),
             Some("opposite words (lock vs unlock)".to_owned())
         );
+    }
+
+    #[test]
+    fn two_statements_are_never_a_report_against_a_request() {
+        let report = "I ran the query: 1,284 rows for October.";
+        let statement = "The query gives 1,284 rows for October.";
+        let request = "Run the query for October.";
+        // One reads as a report, the other only as a statement.
+        assert!(reads_as_report(report));
+        assert!(!reads_as_report(statement) && reads_as_statement(statement));
+        assert!(!compare(report, statement).report_vs_request);
+        assert!(compare(report, request).report_vs_request);
     }
 
     #[test]
