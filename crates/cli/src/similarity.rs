@@ -181,7 +181,8 @@ fn judged_line(verdict: &Verdict, threshold: &Threshold) -> String {
 }
 
 /// What the calibrated judge looked at: every feature with its value, the
-/// differing words, and the residual texts when they were embedded.
+/// differing words, the synonyms among them that WordNet knows, and the
+/// residual texts when they were embedded.
 fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<String> {
     let features: Vec<String> = FEATURE_NAMES
         .iter()
@@ -196,6 +197,14 @@ fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<
             contrast.only_a, contrast.only_b
         ),
     ];
+    if !contrast.synonyms.is_empty() {
+        let pairs: Vec<String> = contrast
+            .synonyms
+            .iter()
+            .map(|(a, b)| format!("{a} ~ {b}"))
+            .collect();
+        lines.push(format!("synonyms (WordNet), no swap: {}", pairs.join(", ")));
+    }
     if let (Some((a, b)), Some(residuals)) = (residual_texts, verdict.features.residuals) {
         lines.push(format!(
             "residual texts: {a:?} / {b:?} (cosine {:.3}; each against the other text {:.3}, {:.3})",
@@ -207,7 +216,7 @@ fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<
 
 /// The verdict as JSON: `{"cosine", "judge", "same", "score", "threshold",
 /// "threshold_key", "reason", "features": {name: value}, "only_a",
-/// "only_b", "residual_texts"}`.
+/// "only_b", "synonyms": [[a, b]], "residual_texts"}`.
 fn judged_json(
     verdict: &Verdict,
     threshold: &Threshold,
@@ -233,6 +242,7 @@ fn judged_json(
         "features": features,
         "only_a": verdict.features.contrast.only_a,
         "only_b": verdict.features.contrast.only_b,
+        "synonyms": verdict.features.contrast.synonyms,
         "residual_texts": residual_texts,
     })
 }
@@ -255,7 +265,7 @@ fn compact(value: f32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopguard_semantic::JudgeWeights;
+    use loopguard_semantic::{JudgeWeights, Residuals};
 
     #[test]
     fn verdicts_are_strictly_above_and_name_the_key() {
@@ -280,6 +290,31 @@ mod tests {
         assert_eq!(compact(-0.0001), "0");
         assert_eq!(compact(0.9491), "0.949");
         assert_eq!(compact(0.25), "0.25");
+    }
+
+    #[test]
+    fn synonyms_that_lift_a_veto_are_named() {
+        let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        let (a, b) = (
+            "Clean up the cli crate's README.",
+            "Tidy up the README for the cli crate.",
+        );
+        let verdict = match judge.first_look(a, b, 0.95, 0.5) {
+            FirstLook::Decided(verdict) => verdict,
+            FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
+        };
+        assert!(verdict.features.contrast.veto.is_none(), "{verdict:?}");
+        let details = details(&verdict, None);
+        assert!(
+            details.contains(&"synonyms (WordNet), no swap: clean ~ tidy".to_owned()),
+            "{details:?}"
+        );
+        let threshold = Threshold {
+            value: 0.5,
+            key: "test".into(),
+        };
+        let document = judged_json(&verdict, &threshold, None);
+        assert_eq!(document["synonyms"], json!([["clean", "tidy"]]));
     }
 
     #[test]

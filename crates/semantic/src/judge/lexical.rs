@@ -190,6 +190,10 @@ pub struct Contrast {
     /// The share of the differing words (of those WordNet knows) that
     /// have a related word on the other side ([`related::related_cover`]).
     pub related_cover: f32,
+    /// The swapped words WordNet calls synonyms, one of each side, as
+    /// written ("clean", "tidy"), when a words veto was weighed: they
+    /// lifted it, or were left out of the swap it weighed.
+    pub synonyms: Vec<(String, String)>,
 }
 
 /// Takes a text apart into identifiers and content words: the words of
@@ -445,6 +449,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
     let word_jaccard = jaccard(&ta.words, &tb.words);
     // WordNet's reading of each text, for synonyms and `related_cover`.
     let (reading_a, reading_b) = (related::read(a), related::read(b));
+    // The synonyms among the swapped words, when a words veto is weighed.
+    let mut synonyms = Vec::new();
     let veto = identifier_veto(&ta, &tb)
         .or_else(|| {
             // Identifiers of different classes, one on each side, that no
@@ -471,12 +477,13 @@ pub fn compare(a: &str, b: &str) -> Contrast {
             // Synonyms by WordNet are no swap ("clean up" / "tidy up"):
             // they can lift the veto, never make one (cancelling them out
             // of a longer rewording would leave a short swap behind).
-            let (kept_a, kept_b) = without_synonyms(
+            let (kept_a, kept_b, found) = without_synonyms(
                 (&reading_a, &reading_b),
                 (&ta, &tb),
                 &only_a_words,
                 &only_b_words,
             );
+            synonyms = found;
             let kept_a: Vec<String> = kept_a.into_iter().chain(extra_a.iter().cloned()).collect();
             let kept_b: Vec<String> = kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
             words_veto(&kept_a, &kept_b, word_jaccard)
@@ -506,6 +513,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         report_vs_request: reads_as_report(a) != reads_as_report(b)
             && !(reads_as_statement(a) && reads_as_statement(b)),
         related_cover,
+        synonyms,
     }
 }
 
@@ -1655,13 +1663,13 @@ fn spell_out_acronyms(
 
 /// The differing words (stems) of each side, less those with a WordNet
 /// synonym among the other side's ([`related::synonym_swaps`]): "clean
-/// up" / "tidy up", "twice" / "double".
+/// up" / "tidy up", "twice" / "double"; and the synonym pairs, as written.
 fn without_synonyms(
     (reading_a, reading_b): (&Reading, &Reading),
     (ta, tb): (&Tokens, &Tokens),
     only_a: &[String],
     only_b: &[String],
-) -> (Vec<String>, Vec<String>) {
+) -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
     let written = |tokens: &Tokens, stems: &[String]| -> Vec<String> {
         stems
             .iter()
@@ -1676,17 +1684,22 @@ fn without_synonyms(
             .collect()
     };
     let (written_a, written_b) = (written(ta, only_a), written(tb, only_b));
-    let (matched_a, matched_b) =
-        related::synonym_swaps(reading_a, reading_b, &written_a, &written_b);
-    let keep = |stems: &[String], matched: &[bool]| -> Vec<String> {
+    let pairs = related::synonym_swaps(reading_a, reading_b, &written_a, &written_b);
+    let keep = |stems: &[String], matched: &dyn Fn(usize) -> bool| -> Vec<String> {
         stems
             .iter()
-            .zip(matched)
-            .filter(|(_, matched)| !**matched)
-            .map(|(stem, _)| stem.clone())
+            .enumerate()
+            .filter(|(at, _)| !matched(*at))
+            .map(|(_, stem)| stem.clone())
             .collect()
     };
-    (keep(only_a, &matched_a), keep(only_b, &matched_b))
+    let kept_a = keep(only_a, &|at| pairs.iter().any(|(a, _)| *a == at));
+    let kept_b = keep(only_b, &|at| pairs.iter().any(|(_, b)| *b == at));
+    let synonyms = pairs
+        .iter()
+        .map(|&(a, b)| (written_a[a].clone(), written_b[b].clone()))
+        .collect();
+    (kept_a, kept_b, synonyms)
 }
 
 /// One or two words swapped for one or two others in much the same words,
@@ -2381,6 +2394,14 @@ mod tests {
                 "Tidy up the README for the cli crate."
             ),
             None
+        );
+        assert_eq!(
+            compare(
+                "Clean up the cli crate's README.",
+                "Tidy up the README for the cli crate."
+            )
+            .synonyms,
+            [("clean".to_owned(), "tidy".to_owned())]
         );
         assert_eq!(
             veto(

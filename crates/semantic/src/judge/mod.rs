@@ -444,6 +444,7 @@ impl SameRequestJudge {
                 word_jaccard: 0.0,
                 intent_mismatch: false,
                 related_cover: 0.0,
+                synonyms: Vec::new(),
             },
             JudgeKind::Calibrated => compare(a, b),
         };

@@ -340,18 +340,18 @@ pub(crate) fn cover(a: &Reading, b: &Reading) -> f32 {
 /// The most differing words per side [`synonym_swaps`] reads.
 const SYNONYM_SWAPS_READ: usize = 6;
 
-/// Which of the words only `a` has (`only_a`, as written, lowercase) and
-/// which of those only `b` has are synonyms of a word on the other side's
-/// list: the two share a WordNet synset, each read in the text it stands
-/// in, so that a word of a two-word verb is read as that verb ("clean up"
-/// / "tidy up": "clean" and "tidy" are each the verb they begin).
+/// The pairs of a word only `a` has (`only_a`, as written, lowercase) and
+/// a word only `b` has that are synonyms, by their indexes: the two share
+/// a WordNet synset, each read in the text it stands in, so that a word of
+/// a two-word verb is read as that verb ("clean up" / "tidy up": "clean"
+/// and "tidy" are each the verb they begin).
 pub(crate) fn synonym_swaps(
     a: &Reading,
     b: &Reading,
     only_a: &[String],
     only_b: &[String],
-) -> (Vec<bool>, Vec<bool>) {
-    let mut matched = (vec![false; only_a.len()], vec![false; only_b.len()]);
+) -> Vec<(usize, usize)> {
+    let mut matched = Vec::new();
     // The words veto asks only about swaps of one or two words a side;
     // more than `SYNONYM_SWAPS_READ` are not read, so the cost stays
     // bounded whoever asks.
@@ -384,8 +384,7 @@ pub(crate) fn synonym_swaps(
     for (at_a, mine) in senses_a.iter().enumerate() {
         for (at_b, theirs) in senses_b.iter().enumerate() {
             if mine.iter().any(|s| theirs.binary_search(s).is_ok()) {
-                matched.0[at_a] = true;
-                matched.1[at_b] = true;
+                matched.push((at_a, at_b));
             }
         }
     }
@@ -469,7 +468,7 @@ mod tests {
                 &owned(&["clean"]),
                 &owned(&["tidy"]),
             ),
-            (vec![true], vec![true])
+            [(0, 0)]
         );
         assert_eq!(
             synonym_swaps(
@@ -478,7 +477,7 @@ mod tests {
                 &owned(&["cost", "storing"]),
                 &owned(&["gdpr", "side", "storage"]),
             ),
-            (vec![false, true], vec![false, false, true])
+            [(1, 2)]
         );
         assert_eq!(
             synonym_swaps(
@@ -487,13 +486,13 @@ mod tests {
                 &owned(&["staging"]),
                 &owned(&["production"]),
             ),
-            (vec![false], vec![false])
+            []
         );
         // Too many differing words to matter to the words veto: not read.
         let many = owned(&["one", "two", "three", "four", "five", "six", "seven"]);
         assert_eq!(
             synonym_swaps(&read("a"), &read("b"), &many, &owned(&["keep"])),
-            (vec![false; 7], vec![false])
+            []
         );
     }
 
