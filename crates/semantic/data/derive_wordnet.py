@@ -19,7 +19,8 @@ Output, gzip-compressed text (mtime 0, so the file is reproducible):
   synsets it is related to by a hypernym, hyponym (and their instance
   forms), derivation, "similar to" or verb-group pointer, made symmetric.
 
-Synsets with no such lemma are left out, and so are relations to them. Standard library only.
+Synsets with no such lemma are left out, and so are relations to them.
+Standard library only.
 """
 
 import gzip

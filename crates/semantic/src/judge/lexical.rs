@@ -1685,16 +1685,20 @@ fn without_synonyms(
     };
     let (written_a, written_b) = (written(ta, only_a), written(tb, only_b));
     let pairs = related::synonym_swaps(reading_a, reading_b, &written_a, &written_b);
-    let keep = |stems: &[String], matched: &dyn Fn(usize) -> bool| -> Vec<String> {
+    let (mut matched_a, mut matched_b) = (vec![false; only_a.len()], vec![false; only_b.len()]);
+    for &(a, b) in &pairs {
+        matched_a[a] = true;
+        matched_b[b] = true;
+    }
+    let keep = |stems: &[String], matched: &[bool]| -> Vec<String> {
         stems
             .iter()
-            .enumerate()
-            .filter(|(at, _)| !matched(*at))
-            .map(|(_, stem)| stem.clone())
+            .zip(matched)
+            .filter(|(_, matched)| !**matched)
+            .map(|(stem, _)| stem.clone())
             .collect()
     };
-    let kept_a = keep(only_a, &|at| pairs.iter().any(|(a, _)| *a == at));
-    let kept_b = keep(only_b, &|at| pairs.iter().any(|(_, b)| *b == at));
+    let (kept_a, kept_b) = (keep(only_a, &matched_a), keep(only_b, &matched_b));
     let synonyms = pairs
         .iter()
         .map(|&(a, b)| (written_a[a].clone(), written_b[b].clone()))

@@ -98,15 +98,9 @@ impl Lexicon {
     }
 
     /// The synsets of `word` in any of its inflections ("migrating" →
-    /// "migrate", "comments" → "comment"); empty when WordNet does not
-    /// know it.
-    #[cfg(test)]
-    fn synsets_of(&self, word: &str) -> Vec<u32> {
-        self.synsets_with(word, None)
-    }
-
-    /// The synsets of `word` in any of its inflections, or of the
-    /// two-word verb it begins when `particle` is given.
+    /// "migrate", "comments" → "comment"), or of the two-word verb it
+    /// begins when `particle` is given; empty when WordNet does not know
+    /// it.
     fn synsets_with(&self, word: &str, particle: Option<&str>) -> Vec<u32> {
         let mut found: Vec<u32> = Vec::new();
         // One buffer for every candidate lemma of the word.
@@ -400,7 +394,7 @@ mod tests {
         let lexicon = lexicon();
         assert!(lexicon.synsets.len() > 70_000, "{}", lexicon.synsets.len());
         assert!(lexicon.related.len() > 50_000, "{}", lexicon.related.len());
-        assert!(!lexicon.synsets_of("migrating").is_empty());
+        assert!(!lexicon.synsets_with("migrating", None).is_empty());
     }
 
     #[test]
