@@ -29,6 +29,7 @@ HARD = {
     "direction": {"hard-negative"},
     "values": {"hard-negative"},
     "surface": {"verbatim", "paraphrase"},
+    "long": {"verbatim", "paraphrase", "related", "hard-negative"},
 }
 MAX_PAIRS_PER_TEXT = 3
 

@@ -220,3 +220,70 @@ async fn a_task_type_judge_threshold_is_used_and_named() {
         exact.reason
     );
 }
+
+/// A detector's event judged against several earlier texts needs the
+/// residual texts of each candidate the words do not decide: they are
+/// embedded in one inference, not one per candidate, and each verdict is
+/// the one the pair gets alone.
+#[tokio::test]
+async fn every_candidates_residual_texts_are_embedded_in_one_inference() {
+    use loopguard_semantic::{EmbeddingService, FirstLook, SameRequestJudge, cosine};
+
+    let service =
+        EmbeddingService::new(crate::common::embedder()).unwrap_or_else(|e| panic!("service: {e}"));
+    let judge = SameRequestJudge::of_kind(JudgeKind::Calibrated);
+    let text = "Can you review the authentication code for security issues?";
+    let earlier = [
+        "Please take another look at the login code for security problems",
+        "Could you audit the auth module for vulnerabilities?",
+        "Check the sign-in code for security holes again",
+    ];
+    let mut all = vec![text];
+    all.extend(earlier);
+    let vectors = service
+        .embed_many(&all)
+        .await
+        .unwrap_or_else(|e| panic!("embed: {e}"));
+    let with_cosines: Vec<(&str, f32)> = earlier
+        .iter()
+        .zip(&vectors[1..])
+        .map(|(before, vector)| {
+            let similarity = cosine(vector, &vectors[0]).unwrap_or_else(|e| panic!("{e}"));
+            (*before, similarity)
+        })
+        .collect();
+    let threshold = judge.default_threshold(0.85);
+    // Each pair needs its residual texts: the words alone decide none.
+    for &(before, similarity) in &with_cosines {
+        assert!(
+            matches!(
+                judge.first_look(before, text, similarity, threshold),
+                FirstLook::Pending(_)
+            ),
+            "{before:?} was decided by its words alone"
+        );
+    }
+    let before = service.stats();
+    let verdicts = judge
+        .judge_many(&service, text, &with_cosines, threshold)
+        .await
+        .unwrap_or_else(|e| panic!("judge_many: {e}"));
+    let after = service.stats();
+    assert_eq!(
+        after.batches,
+        before.batches + 1,
+        "the residual texts of {} pairs took {} inferences",
+        with_cosines.len(),
+        after.batches - before.batches
+    );
+    assert!(after.texts_embedded > before.texts_embedded);
+    assert_eq!(verdicts.len(), with_cosines.len());
+    for (verdict, &(before, similarity)) in verdicts.iter().zip(&with_cosines) {
+        let alone = judge
+            .judge(&service, before, text, similarity, threshold)
+            .await
+            .unwrap_or_else(|e| panic!("judge: {e}"));
+        assert_eq!(verdict, &alone, "{before:?}");
+        assert!(verdict.features.residuals.is_some(), "{before:?}");
+    }
+}

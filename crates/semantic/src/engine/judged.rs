@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use super::history::{History, Matcher, Probe};
 use crate::error::Result;
-use crate::judge::lexical::reads_as_statement;
 use crate::judge::{JudgeKind, SameRequestJudge, Verdict};
 use crate::service::EmbeddingService;
 
@@ -80,9 +79,10 @@ pub(crate) struct Judged<K> {
 /// The candidates `judge` calls the same request as `text` at
 /// `threshold`, in the candidates' order (oldest first).
 ///
-/// Two texts that both read as statements ([`reads_as_statement`]: what
-/// an agent found or did, not what it asks) are the same only when their
-/// cosine is also above `cosine_threshold` (the request threshold): the
+/// Two texts that both read as statements
+/// ([`crate::judge::lexical::reads_as_statement`]: what an agent found or
+/// did, not what it asks) are the same only when their cosine is also
+/// above `cosine_threshold` (the request threshold): the
 /// judge was fitted on requests, and two replies on one subject that say
 /// different things ("the 2023 revenue was $3.7B", "no restatement
 /// found") share most of their words. A reply repeated as it was, the
@@ -94,25 +94,32 @@ pub(crate) async fn judge_candidates<K>(
     candidates: Vec<Candidate<K>>,
     (threshold, cosine_threshold): (f32, f32),
 ) -> Result<Vec<Judged<K>>> {
-    let mut same = Vec::new();
-    let text_states = reads_as_statement(text);
-    for (key, cosine, earlier) in candidates {
-        if text_states && cosine <= cosine_threshold && reads_as_statement(&earlier) {
-            continue;
-        }
-        let verdict = judge
-            .judge(service, &earlier, text, cosine, threshold)
-            .await?;
-        if verdict.same {
-            same.push(Judged {
-                key,
-                cosine,
-                text: earlier,
-                verdict,
-            });
-        }
-    }
-    Ok(same)
+    let text_states = judge.read(text).reads_as_statement();
+    let candidates: Vec<Candidate<K>> = candidates
+        .into_iter()
+        .filter(|(_, cosine, earlier)| {
+            !(text_states
+                && *cosine <= cosine_threshold
+                && judge.read(earlier).reads_as_statement())
+        })
+        .collect();
+    let earlier: Vec<(&str, f32)> = candidates
+        .iter()
+        .map(|(_, cosine, earlier)| (&**earlier, *cosine))
+        .collect();
+    // One call to the embedder for every candidate's residual texts.
+    let verdicts = judge.judge_many(service, text, &earlier, threshold).await?;
+    Ok(candidates
+        .into_iter()
+        .zip(verdicts)
+        .filter(|(_, verdict)| verdict.same)
+        .map(|((key, cosine, earlier), verdict)| Judged {
+            key,
+            cosine,
+            text: earlier,
+            verdict,
+        })
+        .collect())
 }
 
 /// The judged candidate with the highest score; on a tie, the newest.

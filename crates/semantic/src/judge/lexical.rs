@@ -430,28 +430,69 @@ fn again_for_its_phrases(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// One text as the judge reads it, everything [`compare_read`] needs of it
+/// alone: its tokens, its WordNet reading, whether it reads as a report or
+/// a statement, and its intents. A detector compares a text with many
+/// earlier ones; read once, it is compared with each for the pairwise
+/// work alone.
+#[derive(Debug, Clone)]
+pub struct ReadText {
+    tokens: Tokens,
+    wordnet: related::Reading,
+    report: bool,
+    statement: bool,
+    intents: u32,
+}
+
+impl ReadText {
+    /// Reads `text`.
+    pub fn new(text: &str) -> ReadText {
+        let tokens = tokenize(text);
+        let intents = intents(&tokens);
+        let report = reads_as_report(text);
+        ReadText {
+            tokens,
+            wordnet: related::read(text),
+            report,
+            statement: report || states_without_reporting(text),
+            intents,
+        }
+    }
+
+    /// Whether the text reads as a statement ([`reads_as_statement`]).
+    pub fn reads_as_statement(&self) -> bool {
+        self.statement
+    }
+}
+
 /// Compares two texts: their vetoes, differing words and intents.
 pub fn compare(a: &str, b: &str) -> Contrast {
-    let (ta, tb) = (tokenize(a), tokenize(b));
+    compare_read(&ReadText::new(a), &ReadText::new(b))
+}
+
+/// Compares two texts read already ([`ReadText`]): what [`compare`] does
+/// after reading them.
+pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
+    let (ta, tb) = (&a.tokens, &b.tokens);
     let (mut only_a_words, mut only_b_words) = multiset_difference(&ta.words, &tb.words);
     // One word on one side, spelled as two on the other ("signup", "sign
     // up"): no difference.
-    join_compounds(&mut only_a_words, &mut only_b_words, &tb);
-    join_compounds(&mut only_b_words, &mut only_a_words, &ta);
-    shortened_forms(&mut only_a_words, &mut only_b_words, &ta, &tb);
-    let (mut extra_a, mut extra_b) = unmatched_identifiers(&ta, &tb);
+    join_compounds(&mut only_a_words, &mut only_b_words, tb);
+    join_compounds(&mut only_b_words, &mut only_a_words, ta);
+    shortened_forms(&mut only_a_words, &mut only_b_words, ta, tb);
+    let (mut extra_a, mut extra_b) = unmatched_identifiers(ta, tb);
     // An acronym on one side, its words on the other ("PR", "pull
     // request"): no difference.
-    spell_out_acronyms(&mut extra_a, &mut only_b_words, &tb);
-    spell_out_acronyms(&mut extra_b, &mut only_a_words, &ta);
+    spell_out_acronyms(&mut extra_a, &mut only_b_words, tb);
+    spell_out_acronyms(&mut extra_b, &mut only_a_words, ta);
     spell_out_references(&mut extra_a, &mut extra_b, &mut only_b_words);
     spell_out_references(&mut extra_b, &mut extra_a, &mut only_a_words);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     // WordNet's reading of each text, for synonyms and `related_cover`.
-    let (reading_a, reading_b) = (related::read(a), related::read(b));
+    let (reading_a, reading_b) = (&a.wordnet, &b.wordnet);
     // The synonyms among the swapped words, when a words veto is weighed.
     let mut synonyms = Vec::new();
-    let veto = identifier_veto(&ta, &tb)
+    let veto = identifier_veto(ta, tb)
         .or_else(|| {
             // Identifiers of different classes, one on each side, that no
             // spelled-out acronym explains (numbers aside: "one day" is
@@ -467,7 +508,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
                 _ => None,
             }
         })
-        .or_else(|| opposites_veto(&only_a_words, &only_b_words, &ta, &tb))
+        .or_else(|| opposites_veto(&only_a_words, &only_b_words, ta, tb, word_jaccard))
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
@@ -478,8 +519,8 @@ pub fn compare(a: &str, b: &str) -> Contrast {
             // they can lift the veto, never make one (cancelling them out
             // of a longer rewording would leave a short swap behind).
             let (kept_a, kept_b, found) = without_synonyms(
-                (&reading_a, &reading_b),
-                (&ta, &tb),
+                (reading_a, reading_b),
+                (ta, tb),
                 &only_a_words,
                 &only_b_words,
             );
@@ -488,21 +529,21 @@ pub fn compare(a: &str, b: &str) -> Contrast {
             let kept_b: Vec<String> = kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
             words_veto(&kept_a, &kept_b, word_jaccard)
         })
-        .or_else(|| direction_veto(&ta, &tb, &only_a_words, &only_b_words))
+        .or_else(|| direction_veto(ta, tb, &only_a_words, &only_b_words))
         .or_else(|| {
             (only_a_words.is_empty() && only_b_words.is_empty())
-                .then(|| roles_veto(&ta, &tb))
+                .then(|| roles_veto(ta, tb))
                 .flatten()
         })
         .or_else(|| {
             (only_a_words.is_empty() && only_b_words.is_empty())
-                .then(|| marker_veto(&ta, &tb))
+                .then(|| marker_veto(ta, tb))
                 .flatten()
         });
-    let only_a = as_written(&ta, &only_a_words);
-    let only_b = as_written(&tb, &only_b_words);
-    let related_cover = related::cover(&reading_a, &reading_b);
-    let (intents_a, intents_b) = (intents(&ta), intents(&tb));
+    let only_a = as_written(ta, &only_a_words);
+    let only_b = as_written(tb, &only_b_words);
+    let related_cover = related::cover(reading_a, reading_b);
+    let (intents_a, intents_b) = (a.intents, b.intents);
     let intent_mismatch = intents_a != 0 && intents_b != 0 && intents_a & intents_b == 0;
     Contrast {
         veto,
@@ -510,8 +551,7 @@ pub fn compare(a: &str, b: &str) -> Contrast {
         only_b,
         word_jaccard,
         intent_mismatch,
-        report_vs_request: reads_as_report(a) != reads_as_report(b)
-            && !(reads_as_statement(a) && reads_as_statement(b)),
+        report_vs_request: a.report != b.report && !(a.statement && b.statement),
         related_cover,
         synonyms,
     }
@@ -613,8 +653,7 @@ fn reports_in_short(lower: &str, words: &[&str]) -> bool {
     if first.ends_with("ing") {
         return false;
     }
-    let clause_asks = lower
-        .split(['.', ';', ':', '!', '\n'])
+    let clause_asks = clauses(lower)
         .filter_map(|clause| clause.split_whitespace().next())
         .map(trim_punctuation)
         .any(|opening| ASKING_OPENERS.contains(&opening) || is_imperative(opening))
@@ -625,13 +664,52 @@ fn reports_in_short(lower: &str, words: &[&str]) -> bool {
     // "Restarted", "Deployed".
     let opens_in_past = is_past_form(first);
     // "Load test at 500 RPS: error rate 0.2%, p95 640 ms".
-    let figures_after_label = lower.split_once(':').is_some_and(|(_, rest)| {
+    // The label ends at a colon, not at one inside a time ("02:10").
+    let figures_after_label = label_colon(lower).is_some_and(|at| {
+        let rest = &lower[at + 1..];
         rest.split_whitespace()
             .filter(|word| word.starts_with(|c: char| c.is_ascii_digit() || c == '$'))
             .count()
             >= 2
     });
     opens_in_past || figures_after_label
+}
+
+/// Whether the colon at byte `at` of `text` is inside a time or a ratio
+/// ("02:10", "16:9"): digits on both sides.
+fn colon_between_digits(text: &str, at: usize) -> bool {
+    let bytes = text.as_bytes();
+    at > 0 && bytes[at - 1].is_ascii_digit() && bytes.get(at + 1).is_some_and(u8::is_ascii_digit)
+}
+
+/// The clauses of a lowercase text: split at sentence ends, semicolons,
+/// colons and line breaks, but not at a colon between digits ("from
+/// 02:10 to 02:40 UTC. See if ..." is two clauses, not four).
+fn clauses(lower: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut out = Vec::new();
+    for (at, c) in lower.char_indices() {
+        let splits = match c {
+            '.' | ';' | '!' | '\n' => true,
+            ':' => !colon_between_digits(lower, at),
+            _ => false,
+        };
+        if splits {
+            out.push(&lower[start..at]);
+            start = at + c.len_utf8();
+        }
+    }
+    out.push(&lower[start..]);
+    out.into_iter()
+}
+
+/// Where the label of "label: figures" ends: the first colon of a
+/// lowercase text that is not between digits.
+fn label_colon(lower: &str) -> Option<usize> {
+    lower
+        .match_indices(':')
+        .map(|(at, _)| at)
+        .find(|&at| !colon_between_digits(lower, at))
 }
 
 /// The words of a lowercase text (apostrophes kept), or `None` when it
@@ -653,9 +731,12 @@ fn words_if_no_question(lower: &str) -> Option<Vec<&str>> {
 /// as an instruction does, with its verb. It reads what the model reads of
 /// the text ([`embedding_input`]).
 pub fn reads_as_statement(text: &str) -> bool {
-    if reads_as_report(text) {
-        return true;
-    }
+    reads_as_report(text) || states_without_reporting(text)
+}
+
+/// Whether `text`, read as no report, still [states](reads_as_statement)
+/// rather than asks.
+fn states_without_reporting(text: &str) -> bool {
     let lower = embedding_input(text).to_lowercase();
     let Some(words) = words_if_no_question(&lower) else {
         return false;
@@ -875,6 +956,7 @@ const IMPERATIVE_VERBS: &[&str] = &[
     "sanitize",
     "scale",
     "schedule",
+    "see",
     "send",
     "set",
     "share",
@@ -1304,6 +1386,7 @@ fn is_stop_word(word: &str) -> bool {
             | "at"
             | "by"
             | "with"
+            | "within"
             | "and"
             | "or"
             | "as"
@@ -1502,7 +1585,20 @@ const OPPOSITES: &[(&str, &str)] = &[
 ];
 
 /// A word on one side whose opposite ([`OPPOSITES`]) is on the other.
-fn opposites_veto(only_a: &[String], only_b: &[String], a: &Tokens, b: &Tokens) -> Option<Veto> {
+fn opposites_veto(
+    only_a: &[String],
+    only_b: &[String],
+    a: &Tokens,
+    b: &Tokens,
+    word_jaccard: f32,
+) -> Option<Veto> {
+    // Opposites contrast texts that otherwise say much the same ("scale
+    // the brokers up" / "down"). In two texts that share few words, an
+    // "up" and a "down" are as likely parts of other phrases ("lines up
+    // with", "scaling nodes down"): the same overlap the words veto asks.
+    if word_jaccard < WORDS_VETO_JACCARD {
+        return None;
+    }
     // A word the other text also has, beside its opposite, is no contrast:
     // "release the lock" against "the lock is stuck; unlock it".
     let has = |words: &[String], stem: &str| words.iter().any(|word| word == stem);
@@ -1706,13 +1802,18 @@ fn without_synonyms(
     (kept_a, kept_b, synonyms)
 }
 
+/// How much of their words two texts must share (Jaccard of their content
+/// words) for a swap of one or two words, or of opposite words, to be a
+/// contrast rather than two different texts.
+const WORDS_VETO_JACCARD: f32 = 0.3;
+
 /// One or two words swapped for one or two others in much the same words,
 /// unless the swapped words ask for the same thing (both in one intent:
 /// "review" and "audit").
 fn words_veto(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto> {
     let swapped = (1..=2).contains(&only_a.len()) && (1..=2).contains(&only_b.len());
     let synonyms = intents_of(only_a) & intents_of(only_b) != 0;
-    (swapped && jaccard >= 0.3 && !synonyms).then(|| Veto::Words {
+    (swapped && jaccard >= WORDS_VETO_JACCARD && !synonyms).then(|| Veto::Words {
         a: only_a.to_vec(),
         b: only_b.to_vec(),
     })
@@ -2506,6 +2607,65 @@ mod tests {
         assert!(!reads_as_report(
             "Fix the flaky checkout test; it failed twice today."
         ));
+    }
+
+    #[test]
+    fn opposite_words_in_texts_that_share_few_words_are_no_contrast() {
+        // "down" and "up" belong to other phrases here ("scaled the pool
+        // down", "lines up with"), in two texts with little in common.
+        let a = "The autoscaler scaled the worker pool down overnight; tell me what the drain logs say.";
+        let b = "Find whether the spike of queue timeouts lines up with the nightly batch window.";
+        let contrast = compare(a, b);
+        assert!(contrast.word_jaccard < WORDS_VETO_JACCARD, "{contrast:?}");
+        assert!(
+            !matches!(contrast.veto, Some(Veto::Opposites { .. })),
+            "{contrast:?}"
+        );
+    }
+
+    #[test]
+    fn within_is_a_function_word() {
+        let contrast = compare(
+            "Renew the certificates that expire within the next 30 days.",
+            "Renew the certificates that expire in the next 30 days.",
+        );
+        assert_eq!(contrast.veto, None, "{contrast:?}");
+        assert!(
+            contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+            "{contrast:?}"
+        );
+    }
+
+    #[test]
+    fn a_colon_between_digits_is_a_time_not_a_label() {
+        let label = |text: &'static str| label_colon(text).map(|at| &text[..at]);
+        assert_eq!(
+            label("load test at 500 rps: error rate 0.2%, p95 640 ms"),
+            Some("load test at 500 rps")
+        );
+        assert_eq!(label("from 02:10 to 02:40 utc"), None);
+        assert_eq!(
+            label("between 02:10 and 02:40: 412 errors"),
+            Some("between 02:10 and 02:40")
+        );
+        let split: Vec<&str> =
+            clauses("lag grew from 02:10 to 02:40 utc. see if the lock was held").collect();
+        assert_eq!(
+            split,
+            [
+                "lag grew from 02:10 to 02:40 utc",
+                " see if the lock was held"
+            ]
+        );
+        // Times are no figures after a label, and "see" asks.
+        assert!(!reads_as_report(
+            "The export stalled from 02:10 to 02:40 UTC. See if the table lock was held."
+        ));
+        assert!(!reads_as_report(
+            "The export stalled from 02:10 to 02:40 UTC, 3 retries each time."
+        ));
+        assert!(reads_as_report("Nightly export runs: 3 failed, 41 passed."));
+        assert!(is_imperative("see"));
     }
 
     #[test]
