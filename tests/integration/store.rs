@@ -215,3 +215,47 @@ fn a_replay_into_sqlite_prints_each_decision_once_it_is_committed() {
     let status = child.wait().expect("the replay ends with its input");
     assert!(status.success(), "{status:?}");
 }
+
+/// `report --task T` is the whole report's entry for T (read by its id,
+/// not by scanning every task), with T's own count of events; the events
+/// of all tasks add up to the whole report's.
+#[test]
+fn one_tasks_report_is_its_entry_in_the_whole_report() {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let url = sqlite_url(&folder);
+    let trace = trace("tool_calls.jsonl");
+    let replay = run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        url.as_ref(),
+    ]);
+    assert_eq!(replay.code, Some(0), "{replay:?}");
+    let whole = json(&run(["report", "--store", &url, "--format", "json"]));
+    let tasks = whole["tasks"].as_array().expect("a list of tasks");
+    assert!(tasks.len() >= 3, "{whole}");
+    assert!(
+        tasks
+            .iter()
+            .any(|task| task["detections"].as_array().is_some_and(|d| !d.is_empty())),
+        "some task has detections: {whole}"
+    );
+    let mut events = 0;
+    for task in tasks {
+        let id = task["task"].as_str().expect("a task id");
+        let one = json(&run([
+            "report", "--store", &url, "--task", id, "--format", "json",
+        ]));
+        assert_eq!(one["tasks"], Value::Array(vec![task.clone()]), "{id}");
+        events += one["events"].as_u64().expect("a count of events");
+    }
+    assert_eq!(Some(events), whole["events"].as_u64(), "{whole}");
+    let nobody = json(&run([
+        "report", "--store", &url, "--task", "nobody", "--format", "json",
+    ]));
+    assert_eq!(nobody["tasks"], Value::Array(Vec::new()), "{nobody}");
+    assert_eq!(nobody["events"], 0, "{nobody}");
+}

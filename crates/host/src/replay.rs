@@ -370,15 +370,20 @@ fn read_line_within(
 /// store commits once per event). Two replays of a trace's halves on one
 /// durable store give the report of one replay of the whole trace.
 ///
+/// With `task`, the report of that task alone, read by its id (its
+/// snapshot, record and audit entries), whatever else the store holds.
+///
 /// A [`Durability::Memory`](crate::Durability::Memory) store keeps no audit
 /// log, so its report has tasks and counts only.
 pub async fn store_report(store: &dyn Store, task: Option<&str>) -> Result<Report, StoreError> {
     let mut report = Report::default();
     let mut index: FastHashMap<CompactString, usize> = FastHashMap::default();
-    for snapshot in store.tasks().await? {
-        if task.is_some_and(|task| task != snapshot.task) {
-            continue;
-        }
+    // One task's report reads that task alone, not every task's snapshot.
+    let snapshots = match task {
+        Some(task) => store.load_task(task).await?.into_iter().collect(),
+        None => store.tasks().await?,
+    };
+    for snapshot in snapshots {
         if let Some(record) = store.load_record(&snapshot.task).await? {
             report.events += record.version;
         }
