@@ -306,6 +306,61 @@ pub struct JudgeReport {
     pub train_pairs: usize,
     /// Test pair counts.
     pub test_pairs: usize,
+    /// Both judges on the test split, hard case by hard case (the pairs'
+    /// `hard` field, `-` for pairs without one); empty when no pair says.
+    pub held_out_by_hard: Vec<HardCaseScore>,
+}
+
+/// Both judges, at their thresholds, on the held-out pairs of one hard
+/// case.
+#[derive(Debug, Clone, Serialize)]
+pub struct HardCaseScore {
+    /// The pairs' `hard` value, `-` for pairs without one.
+    pub hard: String,
+    /// How many held-out pairs it has.
+    pub pairs: usize,
+    /// The calibrated judge's counts.
+    pub calibrated: Confusion,
+    /// The cosine judge's counts.
+    pub cosine: Confusion,
+}
+
+/// The held-out pairs' counts for each hard case, both judges at their
+/// thresholds; empty when no pair has a `hard` field.
+fn held_out_by_hard(
+    pairs: &PairSet,
+    labels: &[bool],
+    (calibrated, calibrated_threshold): (&[f32], f32),
+    (cosine, cosine_threshold): (&[f32], f32),
+) -> Vec<HardCaseScore> {
+    if pairs.pairs.iter().all(|pair| pair.hard.is_none()) {
+        return Vec::new();
+    }
+    let group = |pair: &crate::Pair| pair.hard.clone().unwrap_or_else(|| "-".to_owned());
+    let mut groups: Vec<String> = pairs
+        .split(Split::Test)
+        .map(group)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    // The pairs without a hard case first.
+    groups.sort_by_key(|name| name != "-");
+    groups
+        .into_iter()
+        .map(|name| {
+            let keep: Vec<bool> = pairs
+                .pairs
+                .iter()
+                .map(|pair| pair.split == Split::Test && group(pair) == name)
+                .collect();
+            HardCaseScore {
+                pairs: keep.iter().filter(|k| **k).count(),
+                calibrated: confusion(calibrated, labels, &keep, calibrated_threshold),
+                cosine: confusion(cosine, labels, &keep, cosine_threshold),
+                hard: name,
+            }
+        })
+        .collect()
 }
 
 /// The score of `features` under each judge: the cosine, and the
@@ -486,6 +541,12 @@ pub fn fit_and_score(
             cosine_threshold,
             cosine_curve,
         ),
+        held_out_by_hard: held_out_by_hard(
+            pairs,
+            &labels,
+            (&calibrated_scores, calibrated_threshold),
+            (&cosine_scores, cosine_threshold),
+        ),
         weights: fitted,
         feature_names: FEATURE_NAMES.to_vec(),
         train_pairs: train.iter().filter(|t| **t).count(),
@@ -603,6 +664,66 @@ mod tests {
         let pairs =
             PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs");
         (pairs, features)
+    }
+
+    #[test]
+    fn held_out_pairs_are_scored_hard_case_by_hard_case() {
+        let (train, mut features) = pair_set(40, true);
+        let mut file = String::new();
+        for pair in &train.pairs {
+            file.push_str(&format!(
+                "{{\"a\": \"{}\", \"b\": \"{}\", \"same\": {}}}\n",
+                pair.a, pair.b, pair.same
+            ));
+        }
+        // Held out: 4 pairs with no hard case, read right by the cosine;
+        // 4 "long" ones whose two different pairs look like repeats.
+        for (i, (same, hard, cosine)) in [
+            (true, None, 0.92),
+            (true, None, 0.93),
+            (false, None, 0.56),
+            (false, None, 0.57),
+            (true, Some("long"), 0.92),
+            (true, Some("long"), 0.93),
+            (false, Some("long"), 0.92),
+            (false, Some("long"), 0.93),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let hard = hard.map_or_else(String::new, |h| format!(", \"hard\": \"{h}\""));
+            file.push_str(&format!(
+                "{{\"a\": \"t{i}\", \"b\": \"u{i}\", \"same\": {same}, \"split\": \"test\"{hard}}}\n"
+            ));
+            features.push(Features {
+                cosine,
+                contrast: loopguard_semantic::judge::compare("x", "y"),
+                residuals: None,
+            });
+        }
+        let pairs =
+            PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs");
+        let report = fit_and_score(&pairs, &features, "m", "p", 0.9).expect("fitted");
+        let cases: Vec<(&str, usize, u64, u64, u64)> = report
+            .held_out_by_hard
+            .iter()
+            .map(|case| {
+                let c = &case.calibrated;
+                (case.hard.as_str(), case.pairs, c.tp, c.fp, c.fn_)
+            })
+            .collect();
+        assert_eq!(
+            cases,
+            [("-", 4, 2, 0, 0), ("long", 4, 2, 2, 0)],
+            "{report:?}"
+        );
+        // No pair names a hard case: no breakdown.
+        let (mut plain, features) = pair_set(40, true);
+        for pair in plain.pairs.iter_mut().take(8) {
+            pair.split = Split::Test;
+        }
+        let report = fit_and_score(&plain, &features, "m", "p", 0.9).expect("fitted");
+        assert!(report.held_out_by_hard.is_empty(), "{report:?}");
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct Pair {
     pub source: Option<String>,
     /// Train or test.
     pub split: Split,
+    /// Which hard case the pair is (`synonym`, `long`, ...), when the
+    /// file says: `loopguard tune --judge` scores the held-out pairs of
+    /// each apart.
+    pub hard: Option<String>,
 }
 
 /// A pair file as read: its valid pairs and the lines that were skipped.
@@ -80,8 +84,9 @@ impl PairSet {
     ///
     /// The format, one JSON object a line (blank lines are skipped):
     /// `{"a": TEXT, "b": TEXT, "same": BOOL}`, optionally with `"kind"`
-    /// (a string, e.g. `request` or `topic`), `"source"` (a string) and
-    /// `"split"` (`train`, the default, or `test`). Unknown fields are
+    /// (a string, e.g. `request` or `topic`), `"source"` (a string),
+    /// `"split"` (`train`, the default, or `test`) and `"hard"` (a string:
+    /// which hard case the pair is). Unknown fields are
     /// ignored; a missing or mistyped `a`, `b` or `same`, or a text with
     /// nothing but white space, makes the line bad.
     pub fn parse(mut input: impl BufRead, file: &Path) -> Result<PairSet> {
@@ -178,6 +183,7 @@ fn parse_line(text: &str, line: u64) -> std::result::Result<Pair, String> {
     };
     let kind = optional_string(&object, "kind")?;
     let source = optional_string(&object, "source")?;
+    let hard = optional_string(&object, "hard")?;
     let split = match optional_string(&object, "split")?.as_deref() {
         None | Some("train") => Split::Train,
         Some("test") => Split::Test,
@@ -195,6 +201,7 @@ fn parse_line(text: &str, line: u64) -> std::result::Result<Pair, String> {
         kind,
         source,
         split,
+        hard,
     })
 }
 

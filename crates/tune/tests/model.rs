@@ -34,6 +34,7 @@ fn minilm_scores_shipped_pairs_and_caches_them() {
         kind: Some("request".into()),
         source: None,
         split: Split::Train,
+        hard: None,
     };
     few.pairs.push(reference);
 

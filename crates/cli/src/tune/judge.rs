@@ -116,6 +116,24 @@ pub(crate) fn run(
             for score in [&report.cosine, &report.calibrated] {
                 writeln!(out, "{}", row(score))?;
             }
+            if !report.held_out_by_hard.is_empty() {
+                writeln!(
+                    out,
+                    "\nheld out, by hard case (each judge at its threshold; - is no hard case):\n\
+                     {:<11} {:>5}  {:>30}  {:>30}",
+                    "hard", "pairs", "cosine P / R / F1", "calibrated P / R / F1"
+                )?;
+                for case in &report.held_out_by_hard {
+                    writeln!(
+                        out,
+                        "{:<11} {:>5}  {:>30}  {:>30}",
+                        case.hard,
+                        case.pairs,
+                        prf(&case.cosine),
+                        prf(&case.calibrated)
+                    )?;
+                }
+            }
             if let Some(cv) = &cross_validation {
                 writeln!(
                     out,
