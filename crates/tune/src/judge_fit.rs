@@ -637,6 +637,20 @@ mod tests {
         assert!(wrong <= 2, "{wrong} wrong");
     }
 
+    /// Features of a pair with nothing but its cosine to tell.
+    fn cosine_only(cosine: f32) -> Features {
+        Features {
+            cosine,
+            contrast: loopguard_semantic::judge::compare("x", "y"),
+            residuals: None,
+        }
+    }
+
+    /// The pairs of a pair file's text.
+    fn parse(file: &str) -> PairSet {
+        PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs")
+    }
+
     /// `n` train pairs with features that say the label through the
     /// cosine (`informative`) or not at all.
     fn pair_set(n: usize, informative: bool) -> (PairSet, Vec<Features>) {
@@ -655,15 +669,9 @@ mod tests {
                 (true, false) => 0.55 + jitter,
                 (false, _) => 0.6 + ((i / 2) % 5) as f32 / 20.0,
             };
-            features.push(Features {
-                cosine,
-                contrast: loopguard_semantic::judge::compare("x", "y"),
-                residuals: None,
-            });
+            features.push(cosine_only(cosine));
         }
-        let pairs =
-            PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs");
-        (pairs, features)
+        (parse(&file), features)
     }
 
     #[test]
@@ -695,14 +703,9 @@ mod tests {
             file.push_str(&format!(
                 "{{\"a\": \"t{i}\", \"b\": \"u{i}\", \"same\": {same}, \"split\": \"test\"{hard}}}\n"
             ));
-            features.push(Features {
-                cosine,
-                contrast: loopguard_semantic::judge::compare("x", "y"),
-                residuals: None,
-            });
+            features.push(cosine_only(cosine));
         }
-        let pairs =
-            PairSet::parse(file.as_bytes(), std::path::Path::new("p.jsonl")).expect("pairs");
+        let pairs = parse(&file);
         let report = fit_and_score(&pairs, &features, "m", "p", 0.9).expect("fitted");
         let cases: Vec<(&str, usize, u64, u64, u64)> = report
             .held_out_by_hard
