@@ -12,6 +12,21 @@ fn sqlite_url(folder: &tempfile::TempDir) -> String {
     )
 }
 
+/// Replays the test trace `name` into the store at `url`, exact text only,
+/// decisions as JSON Lines.
+fn replay_into(name: &str, url: &str) -> Run {
+    let trace = trace(name);
+    run([
+        "--no-semantic".as_ref(),
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--format".as_ref(),
+        "jsonl".as_ref(),
+        "--store".as_ref(),
+        url.as_ref(),
+    ])
+}
+
 fn json(run: &Run) -> Value {
     assert_eq!(run.code, Some(0), "{run:?}");
     serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {run:?}"))
@@ -21,16 +36,7 @@ fn json(run: &Run) -> Value {
 fn a_replayed_trace_is_listed_by_tasks_and_log() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let url = sqlite_url(&folder);
-    let trace = trace("exact_failure.jsonl");
-    let replay = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        trace.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        url.as_ref(),
-    ]);
+    let replay = replay_into("exact_failure.jsonl", &url);
     assert_eq!(replay.code, Some(0), "{replay:?}");
     let decisions = parse_jsonl(&replay.stdout);
     let escalation = decisions
@@ -121,16 +127,7 @@ fn a_replay_into_postgres_is_read_back() {
     };
     let url = schema.url.clone();
 
-    let trace = trace("exact_failure.jsonl");
-    let replay = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        trace.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        url.as_ref(),
-    ]);
+    let replay = replay_into("exact_failure.jsonl", &url);
     let tasks = run(["tasks", "--store", &url, "--format", "json"]);
     let log = run(["log", "--store", &url, "--task", "T1", "--format", "json"]);
     drop(schema);
@@ -223,16 +220,7 @@ fn a_replay_into_sqlite_prints_each_decision_once_it_is_committed() {
 fn one_tasks_report_is_its_entry_in_the_whole_report() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let url = sqlite_url(&folder);
-    let trace = trace("tool_calls.jsonl");
-    let replay = run([
-        "--no-semantic".as_ref(),
-        "replay".as_ref(),
-        trace.as_os_str(),
-        "--format".as_ref(),
-        "jsonl".as_ref(),
-        "--store".as_ref(),
-        url.as_ref(),
-    ]);
+    let replay = replay_into("tool_calls.jsonl", &url);
     assert_eq!(replay.code, Some(0), "{replay:?}");
     let whole = json(&run(["report", "--store", &url, "--format", "json"]));
     let tasks = whole["tasks"].as_array().expect("a list of tasks");

@@ -576,26 +576,16 @@ impl SameRequestJudge {
         cosine_ab: f32,
         threshold: f32,
     ) -> Result<Verdict> {
-        match self.first_look(a, b, cosine_ab, threshold) {
-            FirstLook::Decided(verdict) => Ok(verdict),
-            FirstLook::Pending(pending) => {
-                let (ra, rb) = pending.residual_texts();
-                // The whole texts are in the service's cache already.
-                let vectors = service
-                    .embed_many(&[ra.as_str(), rb.as_str(), a, b])
-                    .await?;
-                let residuals = match vectors.as_slice() {
-                    [ra, rb, a, b] => Some(Residuals::of(ra, rb, a, b)?),
-                    _ => None,
-                };
-                Ok(pending.finish(residuals))
-            }
-        }
+        // `a` is the earlier text, `b` the one judged against it.
+        self.judge_many(service, b, &[(a, cosine_ab)], threshold)
+            .await?
+            .pop()
+            .ok_or_else(|| SemanticError::Judge("the judge gave no verdict".into()))
     }
 
     /// Judges each earlier text of `earlier` (with its embeddings' cosine
-    /// with `text`) against `text`, as [`SameRequestJudge::judge`] judges
-    /// one pair, with the residual texts of every pair that needs them
+    /// with `text`) against `text`, each pair as [`SameRequestJudge::judge`]
+    /// judges it, with the residual texts of every pair that needs them
     /// embedded in one call to `service`: one inference for a detector's
     /// event, however many of its candidates need one. The verdicts are in
     /// `earlier`'s order.
