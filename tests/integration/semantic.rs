@@ -125,7 +125,7 @@ fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
         reason.starts_with(
             "request from 'planner' to 'coder' is the same as line 1's: same request (score "
         ) && reason.ends_with(&format!(
-            "(threshold {shipped:.2} from the shipped judge weights)"
+            "(threshold {shipped} from the shipped judge weights)"
         )),
         "{reason}"
     );

@@ -213,6 +213,8 @@ pub fn tokenize(text: &str) -> Tokens {
         let year = abbreviated_year(raw);
         let parts: Vec<(&str, bool)> = if is_word_pair(trimmed) {
             trimmed.split('/').map(|part| (part, false)).collect()
+        } else if let Some((number, word)) = number_and_word(trimmed) {
+            vec![(number, false), (word, false)]
         } else {
             vec![(trimmed, false)]
         };
@@ -222,9 +224,34 @@ pub fn tokenize(text: &str) -> Tokens {
             .enumerate()
             .map(move |(at, (part, _))| (part, at == last && ends_sentence, year.clone()))
     });
+    let pieces: Vec<(&str, bool, Option<String>)> = pieces.collect();
     let mut sentence_start = true;
     let mut previous = "";
-    for (trimmed, raw_end, year) in pieces {
+    let mut skip_next = false;
+    for (at, (trimmed, raw_end, year)) in pieces.iter().cloned().enumerate() {
+        if std::mem::take(&mut skip_next) {
+            sentence_start = raw_end;
+            previous = trimmed;
+            continue;
+        }
+        let next = pieces.get(at + 1).map_or("", |(next, _, _)| *next);
+        if let Some(number) = times_a_large_number(trimmed, next) {
+            // "200 thousand" is 200000, as "200k" and "200,000" are.
+            skip_next = true;
+            sentence_start = false;
+            previous = trimmed;
+            tokens.keys.push(number.clone());
+            tokens.identifiers.push((IdentifierClass::Number, number));
+            continue;
+        }
+        // "keeps restarting", "repeatedly fails": how often, not what;
+        // filler as "still" is.
+        if is_how_often(trimmed, next) {
+            sentence_start = raw_end;
+            previous = trimmed;
+            tokens.keys.push(trimmed.to_lowercase());
+            continue;
+        }
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
         let before = std::mem::replace(&mut previous, trimmed);
         let numbered = || {
@@ -308,6 +335,41 @@ pub fn tokenize(text: &str) -> Tokens {
         }
     }
     tokens
+}
+
+/// The number `token` and `next` write together when `next` is
+/// "thousand", "million" or "billion" ("200 thousand" is 200000).
+fn times_a_large_number(token: &str, next: &str) -> Option<String> {
+    let times = match next.to_lowercase().as_str() {
+        "thousand" => 1e3,
+        "million" => 1e6,
+        "billion" => 1e9,
+        _ => return None,
+    };
+    if !token.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let number: f64 = token.replace(',', "").parse().ok()?;
+    Some(number_text(number * times))
+}
+
+/// A number's key, as digits: "2300" for 2.3 thousand, whatever the last
+/// bit of the product.
+fn number_text(value: f64) -> String {
+    let rounded = (value * 1e6).round() / 1e6;
+    format!("{rounded}")
+}
+
+/// Whether `word` (before `next`) says how often something happens,
+/// not what: "keep"/"keeps" before a gerund ("keeps restarting"),
+/// "repeated", "repeatedly", "constantly", "continually".
+fn is_how_often(word: &str, next: &str) -> bool {
+    let lower = word.to_lowercase();
+    match lower.as_str() {
+        "keep" | "keeps" | "kept" => next.len() > 4 && next.to_lowercase().ends_with("ing"),
+        "repeated" | "repeatedly" | "constantly" | "continually" | "continuously" => true,
+        _ => false,
+    }
 }
 
 /// What is numbered, in Roman numerals too ("Type II", "Phase III",
@@ -582,6 +644,7 @@ pub fn reads_as_report(text: &str) -> bool {
         ) || !opens_with_identifier && w.first().is_some_and(|first| is_imperative(first))
     };
     if asks(&words)
+        || instructs_after_context(&lower)
         || words.iter().any(|w| matches!(*w, "please" | "pls" | "plz"))
         || words.windows(2).any(|pair| {
             matches!(pair[0], "i" | "we") && matches!(pair[1], "need" | "want" | "would")
@@ -633,6 +696,39 @@ pub fn reads_as_report(text: &str) -> bool {
             ))
     });
     measured || state || did || reports_in_short(&lower, &words)
+}
+
+/// Whether a clause after the first opens with a verb in its plain form,
+/// as an instruction does ("The config errors are vague. Make every
+/// message name the file"): context first, then the request. "See" and
+/// "let" are left out: a report ends with them as often ("see PR #412",
+/// "let me know").
+fn instructs_after_context(lower: &str) -> bool {
+    clauses(lower).skip(1).any(|clause| {
+        let mut words = clause.split_whitespace().map(trim_punctuation);
+        let (Some(opening), next) = (words.next(), words.next()) else {
+            return false;
+        };
+        // A verb of the list used as a noun is followed by a verb ("Fix
+        // is deployed", "Build passed"), an instruction by its object.
+        let noun_then_verb = next.is_some_and(|next| {
+            matches!(
+                next,
+                "is" | "are"
+                    | "was"
+                    | "were"
+                    | "has"
+                    | "had"
+                    | "passes"
+                    | "passed"
+                    | "fails"
+                    | "failed"
+                    | "works"
+                    | "worked"
+            )
+        });
+        !matches!(opening, "see" | "let") && !noun_then_verb && IMPERATIVE_VERBS.contains(&opening)
+    })
 }
 
 /// Whether a text that asks nothing at its start (no question mark, no
@@ -1200,6 +1296,21 @@ fn is_word_pair(token: &str) -> bool {
             .all(|p| !p.is_empty() && p.chars().all(char::is_alphabetic))
 }
 
+/// A number and a word joined by a hyphen ("45-minute", "3-node",
+/// "10-day"): the number and the word, as "45 minute" is written. Other
+/// hyphenated tokens with digits ("covid-19", "2022-23", "x86-64") stay
+/// whole.
+fn number_and_word(token: &str) -> Option<(&str, &str)> {
+    let (number, word) = token.split_once('-')?;
+    let is_number = !number.is_empty()
+        && number
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+        && number.starts_with(|c: char| c.is_ascii_digit());
+    let is_word = word.chars().count() >= 2 && word.chars().all(char::is_alphabetic);
+    (is_number && is_word).then_some((number, word))
+}
+
 fn has_file_extension(token: &str) -> bool {
     const EXTENSIONS: [&str; 24] = [
         "rs", "go", "py", "js", "ts", "tsx", "jsx", "java", "kt", "rb", "c", "h", "cpp", "cs",
@@ -1227,6 +1338,21 @@ fn number_key(token: &str) -> Option<String> {
     let number = number.trim_end_matches(['.', ',']);
     if number.is_empty() || !number.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
+    }
+    // "10k" is 10,000, as "10,000" and "10 thousand" are written; "2.3M"
+    // is 2.3 million, "7B" 7 billion (a lowercase "m" is minutes or
+    // metres).
+    let times = match unit {
+        "k" | "K" => Some(1e3),
+        "M" => Some(1e6),
+        "B" | "bn" => Some(1e9),
+        _ => None,
+    };
+    if let Some(times) = times.filter(|_| !number.contains(',')) {
+        return number
+            .parse::<f64>()
+            .ok()
+            .map(|value| number_text(value * times));
     }
     let unit_ok = unit.is_empty()
         || unit == "%"
@@ -1994,7 +2120,18 @@ const INTENTS: [(&str, &[&str]); 14] = [
         "investigate",
         &["investig", "debug", "diagnos", "troubleshoot"],
     ),
-    ("build", &["implement", "build", "creat", "add", "write"]),
+    (
+        "build",
+        &[
+            "implement",
+            "build",
+            "creat",
+            "add",
+            "write",
+            "draft",
+            "compos",
+        ],
+    ),
     ("remove", &["remov", "delet", "drop", "purg"]),
     ("update", &["updat", "upgrad", "bump", "migrat"]),
     ("translate", &["translat", "local"]),
@@ -2703,5 +2840,113 @@ mod tests {
                 "{a} / {b}"
             );
         }
+    }
+
+    #[test]
+    fn a_number_joined_to_its_word_or_written_large_is_that_number() {
+        let numbers = |text: &str| -> Vec<String> {
+            tokenize(text)
+                .identifiers
+                .into_iter()
+                .filter(|(class, _)| *class == IdentifierClass::Number)
+                .map(|(_, key)| key)
+                .collect()
+        };
+        assert_eq!(numbers("Book a 45-minute call"), ["45"]);
+        assert_eq!(
+            tokenize("Book a 45-minute call").words,
+            ["book", "minut", "call"]
+        );
+        assert_eq!(numbers("over 10k files"), ["10000"]);
+        assert_eq!(numbers("2.3K rows"), ["2300"]);
+        assert_eq!(numbers("about 200 thousand messages"), ["200000"]);
+        assert_eq!(numbers("1.5 million users"), ["1500000"]);
+        assert_eq!(
+            numbers("1.5M users, a 7B model, 5m of waiting"),
+            ["1500000", "7000000000", "5"]
+        );
+        // Other hyphenated tokens with digits stay whole.
+        assert_eq!(
+            numbers("the covid-19 dashboard for 2022-23"),
+            Vec::<String>::new()
+        );
+        assert_eq!(numbers("NaN thousand, inf million"), Vec::<String>::new());
+        for (a, b) in [
+            (
+                "Book a 45-minute call with the partners",
+                "Book a 45 minute call with the partners",
+            ),
+            (
+                "Open the project with 10,000 files",
+                "Open the project with 10k files",
+            ),
+            (
+                "Size a pipeline for 200k msg/s",
+                "Size a pipeline for 200 thousand msg/s",
+            ),
+            ("Load the 2.3 million events", "Load the 2.3M events"),
+        ] {
+            let contrast = compare(a, b);
+            assert_eq!(contrast.veto, None, "{a} / {b}");
+            assert!(
+                contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+                "{a} / {b}"
+            );
+        }
+        assert!(
+            veto(
+                "Open the project with 10k files",
+                "Open the project with 20k files"
+            )
+            .is_some_and(|veto| veto.contains("10000") && veto.contains("20000"))
+        );
+    }
+
+    #[test]
+    fn how_often_something_happens_is_filler_but_keep_with_an_object_is_a_word() {
+        let contrast = compare(
+            "Investigate the repeated restarts of the billing-worker pods.",
+            "Investigate why the billing-worker pods keep restarting.",
+        );
+        assert_eq!(contrast.veto, None);
+        assert!(
+            contrast.only_a.is_empty() && contrast.only_b.is_empty(),
+            "{contrast:?}"
+        );
+        assert!(tokenize("the upload keeps failing").words == ["upload", "fail"]);
+        assert!(
+            tokenize("keep the old logs")
+                .words
+                .contains(&"keep".to_owned())
+        );
+    }
+
+    #[test]
+    fn context_then_an_instruction_is_a_request_not_a_report() {
+        for request in [
+            "The config loader's errors are vague. Make every message name the file, and keep the exit codes as they are now.",
+            "The export is down again; restart it and tell me when it is back.",
+        ] {
+            assert!(!reads_as_report(request), "{request}");
+        }
+        // A report may still end by pointing somewhere.
+        for report in [
+            "Fixed the race in the cache; see PR #412.",
+            "The export failed because the credentials expired. Let me know if it fails again.",
+            "The job failed because the token expired. Fix is deployed.",
+        ] {
+            assert!(reads_as_report(report), "{report}");
+        }
+    }
+
+    #[test]
+    fn drafting_is_writing() {
+        assert!(
+            !compare(
+                "Write the customer an answer on ticket 58213",
+                "Draft a reply to the customer on ticket 58213 explaining the hold"
+            )
+            .intent_mismatch
+        );
     }
 }
