@@ -118,6 +118,10 @@ impl Lexicon {
             }
         };
         add(word, "");
+        // An irregular form is its verb ("wrote": "write").
+        if let Some(base) = crate::judge::lexical::irregular_base(word) {
+            add(base, "");
+        }
         for (suffix, replacement) in INFLECTIONS {
             if let Some(stem) = word.strip_suffix(suffix)
                 && stem.len() > 1
@@ -241,7 +245,10 @@ fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
                 continue;
             }
         }
-        if word.len() > 1 && !FILLER.contains(&word) {
+        let filler = |word: &str| FILLER.contains(&word);
+        let is_filler = filler(word)
+            || crate::judge::lexical::irregular_base(word).is_some_and(|base| filler(base));
+        if word.len() > 1 && !is_filler {
             words.push(word.to_owned());
             synsets.push(lexicon.synsets_with(word, None));
         }
