@@ -555,7 +555,7 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
     let (reading_a, reading_b) = (&a.wordnet, &b.wordnet);
     // The synonyms among the swapped words, when a words veto is weighed.
     let mut synonyms = Vec::new();
-    let veto = identifier_veto(ta, tb)
+    let veto = identifier_veto(ta, tb, (&extra_a, &extra_b))
         .or_else(|| {
             // Identifiers of different classes, one on each side, that no
             // spelled-out acronym explains (numbers aside: "one day" is
@@ -1772,8 +1772,15 @@ fn jaccard(a: &[String], b: &[String]) -> f32 {
     sa.intersection(&sb).count() as f32 / union as f32
 }
 
-/// An identifier class with an unmatched identifier on both sides.
-fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
+/// An identifier class with an unmatched identifier on both sides, of
+/// those the other side does not spell out (`unexplained_a`,
+/// `unexplained_b`: what [`spell_out_acronyms`] and
+/// [`spell_out_references`] left).
+fn identifier_veto(
+    a: &Tokens,
+    b: &Tokens,
+    (unexplained_a, unexplained_b): (&[String], &[String]),
+) -> Option<Veto> {
     let keys = |tokens: &Tokens, class: IdentifierClass| -> Vec<String> {
         tokens
             .identifiers
@@ -1789,7 +1796,11 @@ fn identifier_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
         IdentifierClass::Code,
         IdentifierClass::Acronym,
     ] {
-        let (only_a, only_b) = multiset_difference(&keys(a, class), &keys(b, class));
+        let (mut only_a, mut only_b) = multiset_difference(&keys(a, class), &keys(b, class));
+        // An identifier the other side spells out ("GC", "garbage
+        // collection"; "PR412", "PR 412") is no difference.
+        only_a.retain(|key| unexplained_a.contains(key));
+        only_b.retain(|key| unexplained_b.contains(key));
         if let (Some(first_a), Some(first_b)) = (only_a.first(), only_b.first()) {
             return Some(Veto::Identifiers {
                 class,
@@ -3145,5 +3156,29 @@ mod tests {
         assert!(reads_as_report(
             "The import job needs 4 GB; I raised the limit and it finished."
         ));
+    }
+
+    #[test]
+    fn an_acronym_the_other_side_spells_out_is_no_identifier_veto() {
+        let spelled = veto(
+            "tuning garbage collection on the ingest service's JVM",
+            "reducing GC pauses in the ingest service",
+        );
+        assert!(
+            !spelled
+                .as_deref()
+                .is_some_and(|veto| veto.contains("acronyms")),
+            "{spelled:?}"
+        );
+        let unexplained = veto(
+            "tune the JVM of the ingest service",
+            "tune the GC of the ingest service",
+        );
+        assert!(
+            unexplained
+                .as_deref()
+                .is_some_and(|veto| veto.contains("jvm") && veto.contains("gc")),
+            "{unexplained:?}"
+        );
     }
 }

@@ -246,8 +246,8 @@ fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
             }
         }
         let filler = |word: &str| FILLER.contains(&word);
-        let is_filler = filler(word)
-            || crate::judge::lexical::irregular_base(word).is_some_and(|base| filler(base));
+        let is_filler =
+            filler(word) || crate::judge::lexical::irregular_base(word).is_some_and(filler);
         if word.len() > 1 && !is_filler {
             words.push(word.to_owned());
             synsets.push(lexicon.synsets_with(word, None));
