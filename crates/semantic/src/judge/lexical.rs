@@ -448,6 +448,40 @@ fn spell_out_references(
     });
 }
 
+/// Removes from `names` each dotted name ("orders.created_at",
+/// "orderservice.calculatetotals") whose every part the other side has,
+/// as an identifier of its own (`their_names`) or as a word
+/// (`their_words`, stems), and those parts from the other side.
+fn spell_out_dotted(
+    names: &mut Vec<String>,
+    their_names: &mut Vec<String>,
+    their_words: &mut Vec<String>,
+) {
+    names.retain(|name| {
+        let parts: Vec<&str> = name.split('.').filter(|part| !part.is_empty()).collect();
+        if parts.len() < 2 || parts.iter().any(|part| part.contains('/')) {
+            return true;
+        }
+        let (mut names_left, mut words_left) = (their_names.clone(), their_words.clone());
+        for part in &parts {
+            if let Some(at) = names_left.iter().position(|theirs| theirs == part) {
+                names_left.remove(at);
+                continue;
+            }
+            let stem = stemmer().stem(part);
+            match words_left.iter().position(|word| *word == stem) {
+                Some(at) => {
+                    words_left.remove(at);
+                }
+                None => return true,
+            }
+        }
+        *their_names = names_left;
+        *their_words = words_left;
+        false
+    });
+}
+
 /// Phrases that mean "again" ("once more", "one more time"): a re-asked
 /// request adds them, and their words ("once", "more", "one") would
 /// otherwise count as a difference, "one" even as a number.
@@ -550,6 +584,11 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
     spell_out_acronyms(&mut extra_b, &mut only_a_words, ta);
     spell_out_references(&mut extra_a, &mut extra_b, &mut only_b_words);
     spell_out_references(&mut extra_b, &mut extra_a, &mut only_a_words);
+    // A dotted name on one side, its parts on the other
+    // ("orders.created_at", "created_at on the orders table"): no
+    // difference.
+    spell_out_dotted(&mut extra_a, &mut extra_b, &mut only_b_words);
+    spell_out_dotted(&mut extra_b, &mut extra_a, &mut only_a_words);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     // WordNet's reading of each text, for synonyms and `related_cover`.
     let (reading_a, reading_b) = (&a.wordnet, &b.wordnet);
@@ -3179,6 +3218,23 @@ mod tests {
                 .as_deref()
                 .is_some_and(|veto| veto.contains("jvm") && veto.contains("gc")),
             "{unexplained:?}"
+        );
+    }
+
+    #[test]
+    fn a_dotted_name_whose_parts_the_other_side_has_is_no_difference() {
+        let contrast = compare(
+            "The orders table needs an index on its created_at column.",
+            "Add an index on orders.created_at.",
+        );
+        assert_eq!(contrast.veto, None);
+        // A part the other side lacks keeps the name a difference.
+        assert!(
+            veto(
+                "Add an index on orders.created_at.",
+                "Add an index on invoices.created_at."
+            )
+            .is_some()
         );
     }
 }
