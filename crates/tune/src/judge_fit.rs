@@ -336,28 +336,30 @@ fn held_out_by_hard(
     if pairs.pairs.iter().all(|pair| pair.hard.is_none()) {
         return Vec::new();
     }
-    let group = |pair: &crate::Pair| pair.hard.clone().unwrap_or_else(|| "-".to_owned());
-    let mut groups: Vec<String> = pairs
-        .split(Split::Test)
-        .map(group)
+    // Each pair's group, `None` for a train pair.
+    let group_of: Vec<Option<&str>> = pairs
+        .pairs
+        .iter()
+        .map(|pair| (pair.split == Split::Test).then(|| pair.hard.as_deref().unwrap_or("-")))
+        .collect();
+    let mut groups: Vec<&str> = group_of
+        .iter()
+        .flatten()
+        .copied()
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     // The pairs without a hard case first.
-    groups.sort_by_key(|name| name != "-");
+    groups.sort_by_key(|name| *name != "-");
     groups
         .into_iter()
         .map(|name| {
-            let keep: Vec<bool> = pairs
-                .pairs
-                .iter()
-                .map(|pair| pair.split == Split::Test && group(pair) == name)
-                .collect();
+            let keep: Vec<bool> = group_of.iter().map(|group| *group == Some(name)).collect();
             HardCaseScore {
                 pairs: keep.iter().filter(|k| **k).count(),
                 calibrated: confusion(calibrated, labels, &keep, calibrated_threshold),
                 cosine: confusion(cosine, labels, &keep, cosine_threshold),
-                hard: name,
+                hard: name.to_owned(),
             }
         })
         .collect()

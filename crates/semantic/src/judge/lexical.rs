@@ -341,12 +341,10 @@ pub fn tokenize(text: &str) -> Tokens {
 /// The number `token` and `next` write together when `next` is
 /// "thousand", "million" or "billion" ("200 thousand" is 200000).
 fn times_a_large_number(token: &str, next: &str) -> Option<String> {
-    let times = match next.to_lowercase().as_str() {
-        "thousand" => 1e3,
-        "million" => 1e6,
-        "billion" => 1e9,
-        _ => return None,
-    };
+    let times = [("thousand", 1e3), ("million", 1e6), ("billion", 1e9)]
+        .into_iter()
+        .find(|(word, _)| next.eq_ignore_ascii_case(word))?
+        .1;
     if !token.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
@@ -365,12 +363,22 @@ fn number_text(value: f64) -> String {
 /// not what: "keep"/"keeps" before a gerund ("keeps restarting"),
 /// "repeated", "repeatedly", "constantly", "continually".
 fn is_how_often(word: &str, next: &str) -> bool {
-    let lower = word.to_lowercase();
-    match lower.as_str() {
-        "keep" | "keeps" | "kept" => next.len() > 4 && next.to_lowercase().ends_with("ing"),
-        "repeated" | "repeatedly" | "constantly" | "continually" | "continuously" => true,
-        _ => false,
+    // Compared without lowercasing: this runs for every word of a text.
+    let is = |words: &[&str]| words.iter().any(|w| word.eq_ignore_ascii_case(w));
+    if is(&["keep", "keeps", "kept"]) {
+        let gerund = next.len() > 4
+            && next
+                .get(next.len() - 3..)
+                .is_some_and(|end| end.eq_ignore_ascii_case("ing"));
+        return gerund;
     }
+    is(&[
+        "repeated",
+        "repeatedly",
+        "constantly",
+        "continually",
+        "continuously",
+    ])
 }
 
 /// What is numbered, in Roman numerals too ("Type II", "Phase III",
@@ -1811,44 +1819,46 @@ fn jaccard(a: &[String], b: &[String]) -> f32 {
     sa.intersection(&sb).count() as f32 / union as f32
 }
 
+/// The identifier classes, in the order a veto names them and
+/// [`unmatched_identifiers`] lists them.
+const IDENTIFIER_CLASSES: [IdentifierClass; 5] = [
+    IdentifierClass::Reference,
+    IdentifierClass::Number,
+    IdentifierClass::Path,
+    IdentifierClass::Code,
+    IdentifierClass::Acronym,
+];
+
 /// An identifier class with an unmatched identifier on both sides, of
-/// those the other side does not spell out (`unexplained_a`,
-/// `unexplained_b`: what [`spell_out_acronyms`] and
-/// [`spell_out_references`] left).
+/// those the other side does not spell out: `unmatched_a` and
+/// `unmatched_b` are [`unmatched_identifiers`] after
+/// [`spell_out_acronyms`], [`spell_out_references`] and
+/// [`spell_out_dotted`] ("GC" / "garbage collection" is no difference).
 fn identifier_veto(
     a: &Tokens,
     b: &Tokens,
-    (unexplained_a, unexplained_b): (&[String], &[String]),
+    (unmatched_a, unmatched_b): (&[String], &[String]),
 ) -> Option<Veto> {
-    let keys = |tokens: &Tokens, class: IdentifierClass| -> Vec<String> {
-        tokens
-            .identifiers
+    let first_of = |tokens: &Tokens, unmatched: &[String], class: IdentifierClass| {
+        unmatched
             .iter()
-            .filter(|(c, _)| *c == class)
-            .map(|(_, key)| key.clone())
-            .collect()
+            .find(|key| {
+                tokens
+                    .identifiers
+                    .iter()
+                    .any(|(c, k)| *c == class && k == *key)
+            })
+            .cloned()
     };
-    for class in [
-        IdentifierClass::Reference,
-        IdentifierClass::Number,
-        IdentifierClass::Path,
-        IdentifierClass::Code,
-        IdentifierClass::Acronym,
-    ] {
-        let (mut only_a, mut only_b) = multiset_difference(&keys(a, class), &keys(b, class));
-        // An identifier the other side spells out ("GC", "garbage
-        // collection"; "PR412", "PR 412") is no difference.
-        only_a.retain(|key| unexplained_a.contains(key));
-        only_b.retain(|key| unexplained_b.contains(key));
-        if let (Some(first_a), Some(first_b)) = (only_a.first(), only_b.first()) {
-            return Some(Veto::Identifiers {
-                class,
-                a: first_a.clone(),
-                b: first_b.clone(),
-            });
+    IDENTIFIER_CLASSES.into_iter().find_map(|class| {
+        match (
+            first_of(a, unmatched_a, class),
+            first_of(b, unmatched_b, class),
+        ) {
+            (Some(a), Some(b)) => Some(Veto::Identifiers { class, a, b }),
+            _ => None,
         }
-    }
-    None
+    })
 }
 
 /// Pairs of words that ask for opposite work, as Snowball stems: one on
@@ -1968,13 +1978,7 @@ fn unmatched_identifiers(a: &Tokens, b: &Tokens) -> (Vec<String>, Vec<String>) {
             .collect()
     };
     let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
-    for class in [
-        IdentifierClass::Reference,
-        IdentifierClass::Number,
-        IdentifierClass::Path,
-        IdentifierClass::Code,
-        IdentifierClass::Acronym,
-    ] {
+    for class in IDENTIFIER_CLASSES {
         let (a_only, b_only) = multiset_difference(&keys(a, class), &keys(b, class));
         only_a.extend(a_only);
         only_b.extend(b_only);
@@ -3126,7 +3130,10 @@ mod tests {
             contrast.only_a.is_empty() && contrast.only_b.is_empty(),
             "{contrast:?}"
         );
-        assert!(tokenize("the upload keeps failing").words == ["upload", "fail"]);
+        assert_eq!(
+            tokenize("the upload keeps failing").words,
+            ["upload", "fail"]
+        );
         assert!(
             tokenize("keep the old logs")
                 .words
