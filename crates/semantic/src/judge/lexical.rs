@@ -79,7 +79,26 @@ pub struct Tokens {
     /// its place in `keys`, its key, and whether it surely is a name (an
     /// identifier, or capitalized inside a sentence).
     parties: Vec<(usize, String, bool)>,
+    /// The durations written ("3 months", "90-day", "30s", "an hour"),
+    /// in order: [`same_durations`] matches one against the same length
+    /// written in other units.
+    durations: Vec<WrittenDuration>,
 }
+
+/// A length of time as a text writes it.
+#[derive(Debug, Clone, PartialEq)]
+struct WrittenDuration {
+    /// The number's key ("3", "90"); `None` for "a" or "an".
+    number: Option<String>,
+    /// The unit's stem when written as a word of its own ("month").
+    unit: Option<String>,
+    /// The length, in seconds.
+    seconds: f64,
+}
+
+/// The most durations a text keeps: a text of the model's 4 KB could
+/// write hundreds, and [`same_durations`] compares every pair.
+const DURATIONS_KEPT: usize = 16;
 
 /// Why two texts are different requests, found without a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -235,6 +254,15 @@ pub fn tokenize(text: &str) -> Tokens {
             continue;
         }
         let next = pieces.get(at + 1).map_or("", |(next, _, _)| *next);
+        if let Some((time, with_next)) = time_of_day(trimmed, next) {
+            // "9 a.m.", "9am", "09:00": one time of day, 9:00.
+            skip_next = with_next;
+            sentence_start = !with_next && raw_end;
+            previous = trimmed;
+            tokens.keys.push(time.clone());
+            tokens.identifiers.push((IdentifierClass::Number, time));
+            continue;
+        }
         if let Some(number) = times_a_large_number(trimmed, next) {
             // "200 thousand" is 200000, as "200k" and "200,000" are.
             skip_next = true;
@@ -287,6 +315,9 @@ pub fn tokenize(text: &str) -> Tokens {
             if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
                 tokens.parties.push((tokens.keys.len(), key.clone(), true));
             }
+            if class == IdentifierClass::Number {
+                tokens.add_duration(Some(&key), trimmed, next);
+            }
             tokens.keys.push(key.clone());
             tokens.identifiers.push((class, key));
             continue;
@@ -311,6 +342,7 @@ pub fn tokenize(text: &str) -> Tokens {
             // An irregular form is its verb ("wrote", "written": "write").
             let word = alias(irregular_base(&spelled).unwrap_or(&spelled));
             if let Some(number) = number_word(word) {
+                tokens.add_duration(Some(number), number, next);
                 tokens.keys.push(number.to_owned());
                 tokens
                     .identifiers
@@ -319,6 +351,10 @@ pub fn tokenize(text: &str) -> Tokens {
             }
             if (is_stop_word(word) && !compound && !name) || !word.chars().any(char::is_alphabetic)
             {
+                if word == "a" || word == "an" {
+                    // "a day", "an hour".
+                    tokens.add_duration(None, word, next);
+                }
                 tokens.keys.push(word.to_owned());
                 continue;
             }
@@ -336,6 +372,169 @@ pub fn tokenize(text: &str) -> Tokens {
         }
     }
     tokens
+}
+
+impl Tokens {
+    /// Keeps the duration that a number (`number`, its key; `None` for
+    /// "a"/"an") written as `token` makes with its unit: a suffix of the
+    /// token ("30s", "24h", "15min") or the next word ("3 months").
+    fn add_duration(&mut self, number: Option<&str>, token: &str, next: &str) {
+        if self.durations.len() >= DURATIONS_KEPT {
+            return;
+        }
+        let count = number.map_or(Some(1.0), |key| key.parse::<f64>().ok());
+        let Some(count) = count else { return };
+        let suffix = token.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ',');
+        let (unit, seconds) = match suffix_seconds(suffix) {
+            Some(seconds) if number.is_some() => (None, seconds),
+            _ => {
+                let next = next.to_lowercase();
+                let Some(seconds) = unit_seconds(alias(&next)) else {
+                    return;
+                };
+                (Some(stemmer().stem(alias(&next)).into_owned()), seconds)
+            }
+        };
+        self.durations.push(WrittenDuration {
+            number: number.map(str::to_owned),
+            unit,
+            seconds: count * seconds,
+        });
+    }
+}
+
+/// The seconds of a unit of time written as a word ("months", "day").
+fn unit_seconds(word: &str) -> Option<f64> {
+    const DAY: f64 = 86_400.0;
+    Some(match word {
+        "second" | "seconds" => 1.0,
+        "minute" | "minutes" => 60.0,
+        "hour" | "hours" => 3_600.0,
+        "day" | "days" => DAY,
+        "week" | "weeks" => 7.0 * DAY,
+        // The mean month and year of the Gregorian calendar: "3 months"
+        // is about 90 days, "12 months" a year.
+        "month" | "months" => 30.436_875 * DAY,
+        "year" | "years" => 365.242_5 * DAY,
+        _ => return None,
+    })
+}
+
+/// The seconds of a unit written after a number's digits ("30s", "24h",
+/// "15min", "2hrs", "3d"). A lowercase "m" is minutes, as in
+/// [`number_key`].
+fn suffix_seconds(suffix: &str) -> Option<f64> {
+    match suffix {
+        "s" | "sec" | "secs" => Some(1.0),
+        "m" | "min" | "mins" => Some(60.0),
+        "h" | "hr" | "hrs" => Some(3_600.0),
+        "d" => Some(86_400.0),
+        _ => None,
+    }
+}
+
+/// Whether two durations are the same length: within 3%, so that "3
+/// months" is "90 days" and "52 weeks" a year.
+fn same_length(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 0.03 * a.max(b)
+}
+
+/// Removes from each side's unmatched numbers (`extra`) and words
+/// (`words`, stems) the parts of a duration the other side writes with
+/// the same length in other units ("3 months" / "90 days", "24 hours" / "a
+/// day", "30s" / "30 seconds").
+fn same_durations(
+    (ta, tb): (&Tokens, &Tokens),
+    (extra_a, extra_b): (&mut Vec<String>, &mut Vec<String>),
+    (words_a, words_b): (&mut Vec<String>, &mut Vec<String>),
+) {
+    fn unexplained(duration: &WrittenDuration, extra: &[String], words: &[String]) -> bool {
+        duration.number.as_ref().is_some_and(|n| extra.contains(n))
+            || duration.unit.as_ref().is_some_and(|u| words.contains(u))
+    }
+    fn explain(duration: &WrittenDuration, extra: &mut Vec<String>, words: &mut Vec<String>) {
+        let remove = |list: &mut Vec<String>, item: &Option<String>| {
+            if let Some(item) = item
+                && let Some(at) = list.iter().position(|x| x == item)
+            {
+                list.remove(at);
+            }
+        };
+        remove(extra, &duration.number);
+        remove(words, &duration.unit);
+    }
+    for da in &ta.durations {
+        for db in &tb.durations {
+            if same_length(da.seconds, db.seconds)
+                && (unexplained(da, extra_a, words_a) || unexplained(db, extra_b, words_b))
+            {
+                explain(da, extra_a, words_a);
+                explain(db, extra_b, words_b);
+            }
+        }
+    }
+}
+
+/// Removes from `times` each time on the hour ("9:00") whose hour alone
+/// ("9") is among `numbers`, and that number.
+fn hours_alone(times: &mut Vec<String>, numbers: &mut Vec<String>) {
+    times.retain(|time| {
+        let Some(hour) = time.strip_suffix(":00") else {
+            return true;
+        };
+        match numbers.iter().position(|number| number == hour) {
+            Some(at) => {
+                numbers.remove(at);
+                false
+            }
+            None => true,
+        }
+    });
+}
+
+/// A time of day written as "H:MM" on a 24-hour clock ("09:00" is
+/// "9:00", "9:30pm" is "21:30"), with whether it took `next` too ("9"
+/// before "a.m."). A number alone is no time; one before "am"/"pm", or
+/// with a colon and two digits, is.
+fn time_of_day(token: &str, next: &str) -> Option<(String, bool)> {
+    let meridiem = |text: &str| -> Option<bool> {
+        match text.to_ascii_lowercase().trim_end_matches('.') {
+            "am" | "a.m" => Some(false),
+            "pm" | "p.m" => Some(true),
+            _ => None,
+        }
+    };
+    if !token.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let digits_end = token
+        .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .unwrap_or(token.len());
+    let (clock, suffix) = token.split_at(digits_end);
+    let (pm, with_next) = if suffix.is_empty() {
+        match meridiem(next) {
+            Some(pm) => (Some(pm), true),
+            None => (None, false),
+        }
+    } else {
+        (Some(meridiem(suffix)?), false)
+    };
+    let (hour, minute) = match clock.split_once(':') {
+        Some((hour, minute)) if minute.len() == 2 => (hour, minute.parse::<u32>().ok()?),
+        Some(_) => return None,
+        None if pm.is_some() => (clock, 0),
+        None => return None,
+    };
+    let hour: u32 = hour.parse().ok()?;
+    if hour > 23 || minute > 59 {
+        return None;
+    }
+    let hour = match pm {
+        Some(_) if !(1..=12).contains(&hour) => return None,
+        Some(pm) => hour % 12 + if pm { 12 } else { 0 },
+        None => hour,
+    };
+    Some((format!("{hour}:{minute:02}"), with_next))
 }
 
 /// The number `token` and `next` write together when `next` is
@@ -597,6 +796,17 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
     // difference.
     spell_out_dotted(&mut extra_a, &mut extra_b, &mut only_b_words);
     spell_out_dotted(&mut extra_b, &mut extra_a, &mut only_a_words);
+    // A duration on one side, the same length in other units on the
+    // other ("3 months", "90 days"): no difference.
+    same_durations(
+        (ta, tb),
+        (&mut extra_a, &mut extra_b),
+        (&mut only_a_words, &mut only_b_words),
+    );
+    // A time on the hour on one side, its hour alone on the other ("9:00
+    // UTC", "9 UTC"): no difference.
+    hours_alone(&mut extra_a, &mut extra_b);
+    hours_alone(&mut extra_b, &mut extra_a);
     let word_jaccard = jaccard(&ta.words, &tb.words);
     // WordNet's reading of each text, for synonyms and `related_cover`.
     let (reading_a, reading_b) = (&a.wordnet, &b.wordnet);
@@ -619,6 +829,7 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
             }
         })
         .or_else(|| opposites_veto(&only_a_words, &only_b_words, ta, tb, word_jaccard))
+        .or_else(|| period_veto(ta, tb, word_jaccard))
         .or_else(|| {
             // A word may stand against an identifier of any class ("unit"
             // tests, "e2e" tests): both count as what a side swapped.
@@ -1954,7 +2165,7 @@ fn opposites_veto(
     let contrast = |x: &str, y: &str| {
         has(only_a, x) && has(only_b, y) && !has(&b.words, x) && !has(&a.words, y)
     };
-    OPPOSITES.iter().find_map(|(x, y)| {
+    let opposite = OPPOSITES.iter().find_map(|(x, y)| {
         if contrast(x, y) {
             Some(((*x).to_owned(), (*y).to_owned()))
         } else if contrast(y, x) {
@@ -1962,7 +2173,76 @@ fn opposites_veto(
         } else {
             None
         }
+    });
+    // "with" is a stop word, its opposite is not: "retrain with the new
+    // features" / "without".
+    let without = |only: &[String], other: &Tokens| {
+        has(only, "without")
+            && other.keys.iter().any(|key| key == "with")
+            && !has(&other.words, "without")
+    };
+    let with_without = || {
+        if without(only_b, a) {
+            Some(("with".to_owned(), "without".to_owned()))
+        } else if without(only_a, b) {
+            Some(("without".to_owned(), "with".to_owned()))
+        } else {
+            None
+        }
+    };
+    opposite
+        .or_else(with_without)
         .map(|(a, b)| Veto::Opposites { a, b })
+}
+
+/// Words that place a period in time relative to now, each with the
+/// one it means ("coming" week is the "next").
+const PERIOD_PLACES: [(&str, &str); 8] = [
+    ("this", "this"),
+    ("current", "this"),
+    ("next", "next"),
+    ("come", "next"),
+    ("upcom", "next"),
+    ("last", "last"),
+    ("previous", "last"),
+    ("past", "last"),
+];
+
+/// Periods that [`PERIOD_PLACES`] place, as stems.
+const PERIODS: [&str; 7] = [
+    "day", "week", "month", "quarter", "year", "sprint", "releas",
+];
+
+/// The same period placed differently ("this year's traffic" / "next
+/// year's"), in texts that otherwise share their words as an opposites
+/// veto asks.
+fn period_veto(a: &Tokens, b: &Tokens, word_jaccard: f32) -> Option<Veto> {
+    if word_jaccard < WORDS_VETO_JACCARD {
+        return None;
+    }
+    let placed = |tokens: &Tokens| -> Vec<(&'static str, String)> {
+        tokens
+            .keys
+            .windows(2)
+            .filter_map(|pair| {
+                let (_, place) = PERIOD_PLACES.iter().find(|(word, _)| *word == pair[0])?;
+                PERIODS
+                    .contains(&pair[1].as_str())
+                    .then(|| (*place, pair[1].clone()))
+            })
+            .collect()
+    };
+    let (placed_a, placed_b) = (placed(a), placed(b));
+    placed_a.iter().find_map(|(place_a, period)| {
+        let differs = |placed: &[(&str, String)], place: &str| {
+            placed.iter().any(|(p, q)| q == period && *p != place)
+                && !placed.iter().any(|(p, q)| q == period && *p == place)
+        };
+        let (place_b, _) = placed_b.iter().find(|(_, q)| q == period)?;
+        (differs(&placed_b, place_a) && differs(&placed_a, place_b)).then(|| Veto::Words {
+            a: vec![format!("{place_a} {period}")],
+            b: vec![format!("{place_b} {period}")],
+        })
     })
 }
 
@@ -2205,8 +2485,19 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
                 .and_then(|at| tokens.keys[at + 1..].iter().find(|key| !is_stop_word(key)))
                 .cloned()
         };
+        // The numbers of one length in other units ("after 90 mins" /
+        // "after 1.5 hours") point at the same.
+        let same_duration = |ta: &str, tb: &str| {
+            a.durations.iter().any(|da| {
+                da.number.as_deref() == Some(ta)
+                    && b.durations.iter().any(|db| {
+                        db.number.as_deref() == Some(tb) && same_length(da.seconds, db.seconds)
+                    })
+            })
+        };
         if let (Some(ta), Some(tb)) = (target(a), target(b))
             && !same_or_shortened(&ta, &tb)
+            && !same_duration(&ta, &tb)
         {
             return Some(Veto::Direction {
                 marker,
@@ -3242,6 +3533,127 @@ mod tests {
                 "Add an index on invoices.created_at."
             )
             .is_some()
+        );
+    }
+
+    #[test]
+    fn a_time_of_day_is_one_however_written() {
+        let times = |text: &str| -> Vec<String> {
+            tokenize(text)
+                .identifiers
+                .into_iter()
+                .filter(|(class, _)| *class == IdentifierClass::Number)
+                .map(|(_, key)| key)
+                .collect()
+        };
+        assert_eq!(times("post it at 9 a.m. UTC"), ["9:00"]);
+        assert_eq!(times("post it at 9am or 09:00"), ["9:00", "9:00"]);
+        assert_eq!(
+            times("at 9:30pm, not 21:30 or 12 AM"),
+            ["21:30", "21:30", "0:00"]
+        );
+        // A number alone is no time, nor is a colon without two digits.
+        assert_eq!(times("9 UTC, 3:5, 25:00"), ["9"]);
+        // The piece after "a.m." still starts a sentence.
+        assert_eq!(
+            veto(
+                "Run it at 9 a.m. Then page Bob.",
+                "Run it at 09:00. Then page Bob."
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Post the reminder at 9 a.m. UTC.",
+                "Post the reminder at 10 a.m. UTC."
+            ),
+            Some("different numbers (9:00 vs 10:00)".to_owned())
+        );
+        // A time on the hour and its hour alone are one.
+        assert_eq!(
+            veto(
+                "I need the login service's error logs from 9 to 10 UTC.",
+                "Pull the login service's error logs between 09:00 and 10:00 UTC."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_duration_in_other_units_is_no_difference() {
+        let same = |a: &str, b: &str| {
+            let contrast = compare(a, b);
+            (contrast.veto, contrast.only_a, contrast.only_b)
+        };
+        for (a, b) in [
+            ("Keep the logs for 3 months.", "Keep the logs for 90 days."),
+            (
+                "Keep the logs for three months.",
+                "Keep the logs for a 90-day period.",
+            ),
+            ("Cache it for 24 hours.", "Cache it for a day."),
+            ("Retry within 30s.", "Retry within 30 seconds."),
+            ("Keep backups for 12 months.", "Keep backups for a year."),
+            ("Time out after 90 mins.", "Time out after 1.5 hours."),
+        ] {
+            let (veto, only_a, only_b) = same(a, b);
+            assert_eq!(veto, None, "{a} / {b}");
+            assert!(
+                only_a.iter().chain(&only_b).all(|word| word == "period"),
+                "{a} / {b}: {only_a:?} {only_b:?}"
+            );
+        }
+        // Another length stays a difference, in any units.
+        assert_eq!(
+            veto("Keep the logs for 3 months.", "Keep the logs for 30 days."),
+            Some("different numbers (3 vs 30)".to_owned())
+        );
+        assert_eq!(
+            veto("Keep the logs for 6 weeks.", "Keep the logs for 6 months."),
+            Some("different words (week vs month)".to_owned())
+        );
+    }
+
+    #[test]
+    fn without_and_another_place_in_time_are_contrasts() {
+        assert_eq!(
+            veto(
+                "Retrain the churn model with the new usage features.",
+                "Retrain the churn model without the new usage features."
+            ),
+            Some("opposite words (with vs without)".to_owned())
+        );
+        // "without" on both sides, or no "with" against it: no contrast.
+        assert_eq!(
+            veto(
+                "Deploy without downtime, with a canary.",
+                "Deploy with a canary and without downtime."
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "sizing the Kafka cluster for this year's traffic",
+                "sizing the Kafka cluster for next year's traffic"
+            ),
+            Some("different words (this year vs next year)".to_owned())
+        );
+        // "past" and "last" place a week alike (the words veto weighs
+        // the two words apart).
+        assert_eq!(
+            period_veto(
+                &tokenize("Summarize the incidents of the past week."),
+                &tokenize("Summarize the incidents of the last week."),
+                1.0
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Plan the capacity for the coming quarter.",
+                "Plan the capacity for the current quarter."
+            ),
+            Some("different words (next quarter vs this quarter)".to_owned())
         );
     }
 }
