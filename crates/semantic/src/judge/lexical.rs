@@ -2174,26 +2174,35 @@ fn opposites_veto(
             None
         }
     });
-    // "with" is a stop word, its opposite is not: "retrain with the new
-    // features" / "without".
-    let without = |only: &[String], other: &Tokens| {
-        has(only, "without")
-            && other.keys.iter().any(|key| key == "with")
-            && !has(&other.words, "without")
-    };
-    let with_without = || {
-        if without(only_b, a) {
-            Some(("with".to_owned(), "without".to_owned()))
-        } else if without(only_a, b) {
-            Some(("without".to_owned(), "with".to_owned()))
-        } else {
-            None
-        }
+    // A stop word against its opposite, which is none ("retrain with the
+    // new features" / "without"; "giving the runners access" /
+    // "removing"): the stop word is among the other text's keys.
+    let against_stop_word = || {
+        STOP_WORD_OPPOSITES.iter().find_map(|(stop, opposite)| {
+            let stands = |only: &[String], mine: &Tokens, other: &Tokens| {
+                has(only, opposite)
+                    && other.keys.iter().any(|key| key == stop)
+                    && !mine.keys.iter().any(|key| key == stop)
+                    && !has(&other.words, opposite)
+            };
+            if stands(only_b, b, a) {
+                Some(((*stop).to_owned(), (*opposite).to_owned()))
+            } else if stands(only_a, a, b) {
+                Some(((*opposite).to_owned(), (*stop).to_owned()))
+            } else {
+                None
+            }
+        })
     };
     opposite
-        .or_else(with_without)
+        .or_else(against_stop_word)
         .map(|(a, b)| Veto::Opposites { a, b })
 }
+
+/// A stop word (or stop stem) and its opposite, which is a content word
+/// (stem).
+const STOP_WORD_OPPOSITES: [(&str, &str); 3] =
+    [("with", "without"), ("give", "remov"), ("give", "revok")];
 
 /// Words that place a period in time relative to now, each with the
 /// one it means ("coming" week is the "next").
@@ -3622,6 +3631,13 @@ mod tests {
                 "Retrain the churn model without the new usage features."
             ),
             Some("opposite words (with vs without)".to_owned())
+        );
+        assert_eq!(
+            veto(
+                "giving CI runners access to the staging registry",
+                "removing CI runners' access to the staging registry"
+            ),
+            Some("opposite words (give vs remov)".to_owned())
         );
         // "without" on both sides, or no "with" against it: no contrast.
         assert_eq!(
