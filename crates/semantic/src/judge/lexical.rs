@@ -263,6 +263,10 @@ pub fn tokenize(text: &str) -> Tokens {
             tokens.identifiers.push((IdentifierClass::Number, time));
             continue;
         }
+        if next.eq_ignore_ascii_case("percent") && number_key(trimmed).is_some() {
+            // "60 percent" is "60%": the number, as "60%" is read.
+            skip_next = true;
+        }
         if let Some(number) = times_a_large_number(trimmed, next) {
             // "200 thousand" is 200000, as "200k" and "200,000" are.
             skip_next = true;
@@ -3670,6 +3674,25 @@ mod tests {
                 "Plan the capacity for the current quarter."
             ),
             Some("different words (next quarter vs this quarter)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_percent_written_out_is_the_sign() {
+        let contrast = compare(
+            "Set the CPU target to 60 percent.",
+            "Set the CPU target to 60%.",
+        );
+        assert_eq!(
+            (contrast.veto, contrast.only_a, contrast.only_b),
+            (None, vec![], vec![])
+        );
+        assert_eq!(
+            veto(
+                "Set the CPU target to 60 percent.",
+                "Set the CPU target to 80%."
+            ),
+            Some("different numbers (60 vs 80)".to_owned())
         );
     }
 }
