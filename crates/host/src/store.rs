@@ -149,6 +149,48 @@ impl AuditRecord {
     }
 }
 
+/// One task's detections in the audit log: how many, and the newest
+/// ([`Store::detection_summaries`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectionSummary {
+    /// The task.
+    pub task: String,
+    /// How many detections the audit log holds for it.
+    pub count: u64,
+    /// The newest of them, as the decision reported it.
+    pub last: Detection,
+}
+
+/// Each task's [`DetectionSummary`], in the order of the tasks' first
+/// detections, from audit entries oldest first: what the default
+/// [`Store::detection_summaries`] and the memory store compute.
+pub fn summarize_detections<'a>(
+    entries: impl IntoIterator<Item = &'a AuditEntry>,
+) -> Vec<DetectionSummary> {
+    let mut summaries: Vec<DetectionSummary> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for entry in entries {
+        let AuditRecord::Detection(detection) = &entry.record else {
+            continue;
+        };
+        match index.get(entry.task.as_str()) {
+            Some(&at) => {
+                summaries[at].count += 1;
+                summaries[at].last = (**detection).clone();
+            }
+            None => {
+                index.insert(entry.task.as_str(), summaries.len());
+                summaries.push(DetectionSummary {
+                    task: entry.task.clone(),
+                    count: 1,
+                    last: (**detection).clone(),
+                });
+            }
+        }
+    }
+    summaries
+}
+
 /// A strategy pivot issued to a task: written in the same transaction as
 /// the task's pivot count and its reset entropy count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -392,6 +434,15 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok(all)
     }
 
+    /// Each task's detections: how many the audit log holds and the
+    /// newest, for every task that has one. What a listing of all tasks
+    /// reads (`GET /v1/tasks`) instead of the whole log: the database
+    /// stores count in the database and return one row per task. The
+    /// default reads the whole log ([`summarize_detections`]).
+    async fn detection_summaries(&self) -> Result<Vec<DetectionSummary>, StoreError> {
+        Ok(summarize_detections(&self.audit(None).await?))
+    }
+
     /// The pivot records, oldest first, for one task or all.
     async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {
         let _ = task;
@@ -610,6 +661,11 @@ impl Store for MemoryStore {
             .collect();
         recent.reverse();
         Ok(recent)
+    }
+
+    async fn detection_summaries(&self) -> Result<Vec<DetectionSummary>, StoreError> {
+        // No copy of the log: the summary is made under the read lock.
+        Ok(summarize_detections(self.audit.read().iter()))
     }
 
     async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {

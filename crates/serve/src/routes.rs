@@ -2,6 +2,7 @@
 //! limits around them. (`POST /v1/traces`, the OTLP receiver, is in
 //! `otlp.rs`; the dashboard's routes in `dashboard.rs`.)
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -13,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use loopguard_core_types::{Event, LineError};
-use loopguard_host::{ReplayItem, store_report};
+use loopguard_host::{DetectionSummary, ReplayItem, StoreError, store_report};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -312,24 +313,33 @@ async fn post_human(
 
 /// `GET /v1/tasks`: every stored task with its counts and last detection.
 async fn get_tasks(Shared(state): Shared<Arc<State>>) -> Response {
-    let report = match store_report(state.store(), None).await {
-        Ok(report) => report,
+    // Every task's snapshot and its detections' count and newest: not the
+    // audit log itself, which grows with every detection ever made.
+    let store = state.store();
+    let listed =
+        async { Ok::<_, StoreError>((store.tasks().await?, store.detection_summaries().await?)) };
+    let (snapshots, summaries) = match listed.await {
+        Ok(listed) => listed,
         Err(err) => return error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}")),
     };
-    let tasks: Vec<Value> = report
-        .tasks
+    let summaries: HashMap<&str, &DetectionSummary> = summaries
+        .iter()
+        .map(|summary| (summary.task.as_str(), summary))
+        .collect();
+    let tasks: Vec<Value> = snapshots
         .iter()
         .map(|task| {
+            let summary = summaries.get(task.task.as_str());
             json!({
                 "task": task.task,
                 "status": task.status,
                 "loop_count": task.loop_count,
                 "pivots": task.pivots,
-                "detections": task.detections.len(),
-                "last_detection": task.detections.last().map(|detection| json!({
-                    "kind": detection.kind,
-                    "line": detection.line,
-                    "action": detection.action,
+                "detections": summary.map_or(0, |summary| summary.count),
+                "last_detection": summary.map(|summary| json!({
+                    "kind": summary.last.kind,
+                    "line": summary.last.line,
+                    "action": summary.last.action,
                 })),
             })
         })

@@ -19,8 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use loopguard_core_types::Timestamp;
 use loopguard_host::{
-    AuditEntry, CycleEpisode, Durability, PivotRecord, RunRecord, Store, StoreError, StoreHealth,
-    StoredLineError, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
+    AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, PivotRecord, RunRecord,
+    Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock, TaskRecord,
+    TaskSnapshot,
 };
 use parking_lot::Mutex;
 use sqlx::Row;
@@ -104,6 +105,13 @@ const RECENT_AUDIT: &str = "SELECT task, line, at, detail FROM \
 const TASK_RECENT_AUDIT: &str = "SELECT task, line, at, detail FROM \
     (SELECT seq, task, line, at, detail FROM loopguard_audit WHERE task = $1 \
     ORDER BY seq DESC LIMIT $2) AS recent ORDER BY seq";
+/// Each task's detection count and newest detection, counted in the
+/// database (the `(task, seq)` index serves it): one row per task, in the
+/// order of the tasks' first detections. `$1` is the entry name.
+const DETECTION_SUMMARIES: &str = "SELECT a.task, c.n, a.detail FROM loopguard_audit a \
+    JOIN (SELECT task, COUNT(*) AS n, MIN(seq) AS first, MAX(seq) AS last \
+    FROM loopguard_audit WHERE entry = $1 GROUP BY task) c ON a.seq = c.last \
+    ORDER BY c.first";
 const INSERT_PIVOT: &str =
     "INSERT INTO loopguard_pivots (task, line, at, number, directive) VALUES ($1, $2, $3, $4, $5)";
 const PIVOTS: &str = "SELECT task, line, at, number, directive FROM loopguard_pivots ORDER BY seq";
@@ -883,6 +891,35 @@ macro_rules! sql_store {
                 }
                 .map_err(|err| error(&self.backend, "read the audit log", err))?;
                 self.audit_entries(&rows)
+            }
+
+            async fn detection_summaries(&self) -> Result<Vec<DetectionSummary>, StoreError> {
+                const READ: &str = "read the detection summaries";
+                let rows = sqlx::query(DETECTION_SUMMARIES)
+                    .bind("detection")
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|err| error(&self.backend, READ, err))?;
+                rows.iter()
+                    .map(|row| {
+                        let read = |err| error(&self.backend, READ, err);
+                        let detail: String = row.try_get("detail").map_err(read)?;
+                        let record: AuditRecord = json_from(&self.backend, "detail", &detail)?;
+                        let AuditRecord::Detection(last) = record else {
+                            return Err(StoreError::Backend {
+                                backend: self.backend.clone(),
+                                message: format!(
+                                    "{READ}: a row with entry \"detection\" holds another record: {detail}"
+                                ),
+                            });
+                        };
+                        Ok(DetectionSummary {
+                            task: row.try_get("task").map_err(read)?,
+                            count: counter(&self.backend, "n", row.try_get("n").map_err(read)?)?,
+                            last: *last,
+                        })
+                    })
+                    .collect()
             }
 
             async fn pivots(&self, task: Option<&str>) -> Result<Vec<PivotRecord>, StoreError> {

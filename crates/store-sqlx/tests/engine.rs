@@ -533,3 +533,64 @@ async fn recent_audit_in_postgres() -> TestResult {
     };
     recent_audit_is_the_end_of_the_log(open_store(&schema.url).await?).await
 }
+
+/// `detection_summaries` counts each task's detections and keeps its
+/// newest, as a walk of the whole audit log finds them, in the order of
+/// the tasks' first detections.
+async fn detection_summaries_match_the_log(store: Arc<dyn Store>) -> TestResult {
+    for name in ["human_gate.jsonl", "agent_pair.jsonl", "multi_agent.jsonl"] {
+        replay_on(Arc::clone(&store), &trace_events(name)).await?;
+    }
+    let log = store.audit(None).await?;
+    let detections: Vec<(&str, &loopguard_core_types::Detection)> = log
+        .iter()
+        .filter_map(|entry| match &entry.record {
+            AuditRecord::Detection(detection) => Some((entry.task.as_str(), &**detection)),
+            _ => None,
+        })
+        .collect();
+    let mut tasks: Vec<&str> = Vec::new();
+    for (task, _) in &detections {
+        if !tasks.contains(task) {
+            tasks.push(task);
+        }
+    }
+    let summaries = store.detection_summaries().await?;
+    let listed: Vec<&str> = summaries.iter().map(|summary| summary.task.as_str()).collect();
+    assert_eq!(listed, tasks);
+    assert!(
+        summaries.iter().any(|summary| summary.count > 1),
+        "some task has more than one detection: {summaries:?}"
+    );
+    for summary in &summaries {
+        let of_task: Vec<_> = detections
+            .iter()
+            .filter(|(task, _)| *task == summary.task)
+            .collect();
+        assert_eq!(summary.count, u64::try_from(of_task.len())?, "{}", summary.task);
+        assert_eq!(
+            Some(&summary.last),
+            of_task.last().map(|(_, detection)| *detection),
+            "{}",
+            summary.task
+        );
+    }
+    assert_eq!(summaries, loopguard_host::summarize_detections(&log));
+    Ok(())
+}
+
+#[tokio::test]
+async fn detection_summaries_in_memory_and_sqlite() -> TestResult {
+    detection_summaries_match_the_log(Arc::new(loopguard_host::MemoryStore::durable())).await?;
+    let folder = tempfile::tempdir()?;
+    let url = format!("sqlite://{}", folder.path().join("summaries.db").display());
+    detection_summaries_match_the_log(open_store(&url).await?).await
+}
+
+#[tokio::test]
+async fn detection_summaries_in_postgres() -> TestResult {
+    let Some(schema) = Schema::create("detection_summaries").await? else {
+        return Ok(());
+    };
+    detection_summaries_match_the_log(open_store(&schema.url).await?).await
+}
