@@ -167,28 +167,32 @@ pub struct DetectionSummary {
 pub fn summarize_detections<'a>(
     entries: impl IntoIterator<Item = &'a AuditEntry>,
 ) -> Vec<DetectionSummary> {
-    let mut summaries: Vec<DetectionSummary> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
+    // Each task's count and newest detection by reference; cloned once.
+    let mut found: Vec<(&'a str, u64, &'a Detection)> = Vec::new();
+    let mut index: HashMap<&'a str, usize> = HashMap::new();
     for entry in entries {
         let AuditRecord::Detection(detection) = &entry.record else {
             continue;
         };
         match index.get(entry.task.as_str()) {
             Some(&at) => {
-                summaries[at].count += 1;
-                summaries[at].last = (**detection).clone();
+                found[at].1 += 1;
+                found[at].2 = detection;
             }
             None => {
-                index.insert(entry.task.as_str(), summaries.len());
-                summaries.push(DetectionSummary {
-                    task: entry.task.clone(),
-                    count: 1,
-                    last: (**detection).clone(),
-                });
+                index.insert(entry.task.as_str(), found.len());
+                found.push((entry.task.as_str(), 1, detection));
             }
         }
     }
-    summaries
+    found
+        .into_iter()
+        .map(|(task, count, last)| DetectionSummary {
+            task: task.to_owned(),
+            count,
+            last: last.clone(),
+        })
+        .collect()
 }
 
 /// A strategy pivot issued to a task: written in the same transaction as
