@@ -556,7 +556,10 @@ async fn detection_summaries_match_the_log(store: Arc<dyn Store>) -> TestResult 
         }
     }
     let summaries = store.detection_summaries().await?;
-    let listed: Vec<&str> = summaries.iter().map(|summary| summary.task.as_str()).collect();
+    let listed: Vec<&str> = summaries
+        .iter()
+        .map(|summary| summary.task.as_str())
+        .collect();
     assert_eq!(listed, tasks);
     assert!(
         summaries.iter().any(|summary| summary.count > 1),
@@ -567,7 +570,12 @@ async fn detection_summaries_match_the_log(store: Arc<dyn Store>) -> TestResult 
             .iter()
             .filter(|(task, _)| *task == summary.task)
             .collect();
-        assert_eq!(summary.count, u64::try_from(of_task.len())?, "{}", summary.task);
+        assert_eq!(
+            summary.count,
+            u64::try_from(of_task.len())?,
+            "{}",
+            summary.task
+        );
         assert_eq!(
             Some(&summary.last),
             of_task.last().map(|(_, detection)| *detection),
