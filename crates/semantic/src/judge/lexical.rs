@@ -83,6 +83,10 @@ pub struct Tokens {
     /// in order: [`same_durations`] matches one against the same length
     /// written in other units.
     durations: Vec<WrittenDuration>,
+    /// Each period placed relative to now ("next year", "last sprint"):
+    /// the place as [`PERIOD_PLACES`] means it, and the period's stem,
+    /// for [`period_veto`].
+    periods: Vec<(&'static str, String)>,
 }
 
 /// A length of time as a text writes it.
@@ -375,6 +379,7 @@ pub fn tokenize(text: &str) -> Tokens {
             tokens.words.push(stem);
         }
     }
+    tokens.periods = placed_periods(&tokens.keys);
     tokens
 }
 
@@ -393,10 +398,11 @@ impl Tokens {
             Some(seconds) if number.is_some() => (None, seconds),
             _ => {
                 let next = next.to_lowercase();
-                let Some(seconds) = unit_seconds(alias(&next)) else {
+                let unit = alias(&next);
+                let Some(seconds) = unit_seconds(unit) else {
                     return;
                 };
-                (Some(stemmer().stem(alias(&next)).into_owned()), seconds)
+                (Some(stemmer().stem(unit).into_owned()), seconds)
             }
         };
         self.durations.push(WrittenDuration {
@@ -2226,6 +2232,19 @@ const PERIODS: [&str; 7] = [
     "day", "week", "month", "quarter", "year", "sprint", "releas",
 ];
 
+/// The periods a text's keys place relative to now: a word of
+/// [`PERIOD_PLACES`] right before one of [`PERIODS`] ("next year's").
+fn placed_periods(keys: &[String]) -> Vec<(&'static str, String)> {
+    keys.windows(2)
+        .filter_map(|pair| {
+            let (_, place) = PERIOD_PLACES.iter().find(|(word, _)| *word == pair[0])?;
+            PERIODS
+                .contains(&pair[1].as_str())
+                .then(|| (*place, pair[1].clone()))
+        })
+        .collect()
+}
+
 /// The same period placed differently ("this year's traffic" / "next
 /// year's"), in texts that otherwise share their words as an opposites
 /// veto asks.
@@ -2233,26 +2252,14 @@ fn period_veto(a: &Tokens, b: &Tokens, word_jaccard: f32) -> Option<Veto> {
     if word_jaccard < WORDS_VETO_JACCARD {
         return None;
     }
-    let placed = |tokens: &Tokens| -> Vec<(&'static str, String)> {
-        tokens
-            .keys
-            .windows(2)
-            .filter_map(|pair| {
-                let (_, place) = PERIOD_PLACES.iter().find(|(word, _)| *word == pair[0])?;
-                PERIODS
-                    .contains(&pair[1].as_str())
-                    .then(|| (*place, pair[1].clone()))
-            })
-            .collect()
-    };
-    let (placed_a, placed_b) = (placed(a), placed(b));
+    let (placed_a, placed_b) = (&a.periods, &b.periods);
     placed_a.iter().find_map(|(place_a, period)| {
         let differs = |placed: &[(&str, String)], place: &str| {
             placed.iter().any(|(p, q)| q == period && *p != place)
                 && !placed.iter().any(|(p, q)| q == period && *p == place)
         };
         let (place_b, _) = placed_b.iter().find(|(_, q)| q == period)?;
-        (differs(&placed_b, place_a) && differs(&placed_a, place_b)).then(|| Veto::Words {
+        (differs(placed_b, place_a) && differs(placed_a, place_b)).then(|| Veto::Words {
             a: vec![format!("{place_a} {period}")],
             b: vec![format!("{place_b} {period}")],
         })
@@ -3363,16 +3370,19 @@ mod tests {
         }
     }
 
+    /// The keys of a text's numbers, in order.
+    fn number_keys(text: &str) -> Vec<String> {
+        tokenize(text)
+            .identifiers
+            .into_iter()
+            .filter(|(class, _)| *class == IdentifierClass::Number)
+            .map(|(_, key)| key)
+            .collect()
+    }
+
     #[test]
     fn a_number_joined_to_its_word_or_written_large_is_that_number() {
-        let numbers = |text: &str| -> Vec<String> {
-            tokenize(text)
-                .identifiers
-                .into_iter()
-                .filter(|(class, _)| *class == IdentifierClass::Number)
-                .map(|(_, key)| key)
-                .collect()
-        };
+        let numbers = number_keys;
         assert_eq!(numbers("Book a 45-minute call"), ["45"]);
         assert_eq!(
             tokenize("Book a 45-minute call").words,
@@ -3551,14 +3561,7 @@ mod tests {
 
     #[test]
     fn a_time_of_day_is_one_however_written() {
-        let times = |text: &str| -> Vec<String> {
-            tokenize(text)
-                .identifiers
-                .into_iter()
-                .filter(|(class, _)| *class == IdentifierClass::Number)
-                .map(|(_, key)| key)
-                .collect()
-        };
+        let times = number_keys;
         assert_eq!(times("post it at 9 a.m. UTC"), ["9:00"]);
         assert_eq!(times("post it at 9am or 09:00"), ["9:00", "9:00"]);
         assert_eq!(
