@@ -1,9 +1,11 @@
 //! What the same-request judge adds to a check: the lexical contrast of two
-//! texts (tokenizing, stemming, comparing), the first look that decides
-//! most pairs without another embedding, WordNet's word relations
-//! (`related_cover`, part of the contrast), and the whole judgement of an
-//! undecided pair with its residual texts in the embedding cache (the
-//! common case after the first time a pair is seen).
+//! texts (tokenizing, stemming, comparing), the same for a long
+//! instruction with one word swapped (the words veto's order test walks
+//! every shared word), the first look that decides most pairs without
+//! another embedding, WordNet's word relations (`related_cover`, part of
+//! the contrast), and the whole judgement of an undecided pair with its
+//! residual texts in the embedding cache (the common case after the first
+//! time a pair is seen).
 //!
 //! ```text
 //! cargo bench -p loopguard-semantic --bench judge [-- --quick]
@@ -56,6 +58,13 @@ const REWORDING: (&str, &str) = (
     "Could you optimize the slow checkout query in orders/service.go?",
 );
 
+/// A long instruction with one word swapped: the words veto's order test
+/// walks every word the two texts share.
+const WORDS_SWAP: (&str, &str) = (
+    "Run the nightly load test against the staging checkout service at 500 requests per second for ten minutes and send me the p99 latency and the error rate.",
+    "Run the nightly load test against the production checkout service at 500 requests per second for ten minutes and send me the p99 latency and the error rate.",
+);
+
 fn bench(c: &mut Criterion) {
     // The first use reads the shipped WordNet relations: once per process.
     let started = std::time::Instant::now();
@@ -70,6 +79,9 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("judge/lexical_contrast", |b| {
         b.iter(|| compare(black_box(REWORDING.0), black_box(REWORDING.1)))
+    });
+    c.bench_function("judge/lexical_contrast_words_swap", |b| {
+        b.iter(|| compare(black_box(WORDS_SWAP.0), black_box(WORDS_SWAP.1)))
     });
     c.bench_function("judge/first_look_vetoed", |b| {
         b.iter(|| judge.first_look(black_box(CONTRAST.0), black_box(CONTRAST.1), 0.97, 0.5))

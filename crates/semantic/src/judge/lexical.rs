@@ -126,7 +126,8 @@ pub enum Veto {
         b: String,
     },
     /// One or two content words swapped for as many others in otherwise
-    /// much the same words ("open" vs "closed").
+    /// much the same words, the shared ones in the same order ("open" vs
+    /// "closed").
     Words {
         /// The first text's differing words.
         a: Vec<String>,
@@ -858,7 +859,12 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
             synonyms = found;
             let kept_a: Vec<String> = kept_a.into_iter().chain(extra_a.iter().cloned()).collect();
             let kept_b: Vec<String> = kept_b.into_iter().chain(extra_b.iter().cloned()).collect();
-            words_veto(&kept_a, &kept_b, word_jaccard)
+            // A swap says "the same text, one or two words changed": a
+            // text written anew, whose shared words stand in another
+            // order, is no such edit, and its differing words are weighed
+            // instead ("Drop support for iOS 15 in the next release" /
+            // "Starting with the next release, stop supporting iOS 15").
+            words_veto(&kept_a, &kept_b, word_jaccard).filter(|_| shared_words_in_order(ta, tb))
         })
         .or_else(|| direction_veto(ta, tb, &only_a_words, &only_b_words))
         .or_else(|| {
@@ -2152,6 +2158,12 @@ const OPPOSITES: &[(&str, &str)] = &[
     ("win", "loss"),
     ("gain", "loss"),
     ("profit", "loss"),
+    ("rise", "fall"),
+    ("jump", "drop"),
+    ("grow", "shrink"),
+    ("shorten", "lengthen"),
+    ("shorten", "extend"),
+    ("upsampl", "downsampl"),
 ];
 
 /// A word on one side whose opposite ([`OPPOSITES`]) is on the other.
@@ -2460,6 +2472,68 @@ fn words_veto(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto
         a: only_a.to_vec(),
         b: only_b.to_vec(),
     })
+}
+
+/// Whether the content words and identifiers two texts share stand in
+/// the same order in both: a text edited in one place keeps them so
+/// ("Deploy build 5812 to staging" / "... to production"), a text written
+/// anew moves some ("making the Docker image for the api service
+/// smaller" / "shrinking the api service's Docker image").
+fn shared_words_in_order(a: &Tokens, b: &Tokens) -> bool {
+    let content = |tokens: &Tokens| -> Vec<String> {
+        tokens
+            .keys
+            .iter()
+            .filter(|key| !is_stop_word(key))
+            .cloned()
+            .collect()
+    };
+    moved_words(&content(a), &content(b)) == 0
+}
+
+/// How many of the words two sequences share stand out of order: the
+/// shared words less the longest run of them that both have in one
+/// order. The k-th time a word is shared in `b` stands for the k-th in
+/// `a`; the run is found by patience sorting, in O(n log n).
+fn moved_words(a: &[String], b: &[String]) -> usize {
+    let (only_a, only_b) = multiset_difference(a, b);
+    // Each sequence without its own words (their first occurrences).
+    let shared = |seq: &[String], only: &[String]| -> Vec<String> {
+        let mut left: BTreeMap<&str, usize> = BTreeMap::new();
+        for word in only {
+            *left.entry(word.as_str()).or_default() += 1;
+        }
+        seq.iter()
+            .filter(|word| match left.get_mut(word.as_str()) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    false
+                }
+                _ => true,
+            })
+            .cloned()
+            .collect()
+    };
+    let (shared_a, shared_b) = (shared(a, &only_a), shared(b, &only_b));
+    let mut places: BTreeMap<&str, std::collections::VecDeque<usize>> = BTreeMap::new();
+    for (at, word) in shared_a.iter().enumerate() {
+        places.entry(word.as_str()).or_default().push_back(at);
+    }
+    let positions: Vec<usize> = shared_b
+        .iter()
+        .filter_map(|word| places.get_mut(word.as_str())?.pop_front())
+        .collect();
+    // The smallest last place of an increasing run of each length.
+    let mut tails: Vec<usize> = Vec::new();
+    for &place in &positions {
+        let at = tails.partition_point(|&tail| tail < place);
+        if at == tails.len() {
+            tails.push(place);
+        } else {
+            tails[at] = place;
+        }
+    }
+    positions.len() - tails.len()
 }
 
 /// Stems of the filler a re-asked request adds ("it's still happening",
@@ -3696,6 +3770,71 @@ mod tests {
                 "Set the CPU target to 80%."
             ),
             Some("different numbers (60 vs 80)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_text_written_anew_is_no_words_swap_but_one_edited_in_one_place_is() {
+        // The shared words stand in another order: a rewording, weighed.
+        assert_eq!(
+            veto(
+                "making the Docker image for the api service smaller",
+                "shrinking the api service's Docker image"
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Starting with the next release, stop supporting iOS 15.",
+                "Drop support for iOS 15 in the next release."
+            ),
+            None
+        );
+        // The same words in the same order, one swapped: a contrast.
+        assert_eq!(
+            veto(
+                "Rotate the Stripe webhook signing secret in staging.",
+                "Rotate the Stripe webhook signing secret in production."
+            ),
+            Some("different words (stage vs product)".into())
+        );
+        // Words only one side has may stand anywhere.
+        assert_eq!(
+            veto(
+                "Add screen reader labels to the login form inputs.",
+                "Add screen reader labels to the signup form inputs."
+            ),
+            Some("different words (login vs signup)".into())
+        );
+    }
+
+    #[test]
+    fn moved_words_counts_the_shared_words_out_of_order() {
+        let words = |text: &str| -> Vec<String> { text.split(' ').map(str::to_owned).collect() };
+        assert_eq!(moved_words(&words("a b c"), &words("a b c")), 0);
+        assert_eq!(moved_words(&words("a b c x"), &words("a y b c")), 0);
+        assert_eq!(moved_words(&words("a b c"), &words("c a b")), 1);
+        assert_eq!(moved_words(&words("a b c d"), &words("d c b a")), 3);
+        // The k-th "a" of one side stands for the k-th of the other.
+        assert_eq!(moved_words(&words("a b a"), &words("a a b")), 1);
+        assert_eq!(moved_words(&words("a"), &words("b")), 0);
+    }
+
+    #[test]
+    fn trends_and_lengths_the_other_way_are_opposites() {
+        assert_eq!(
+            veto(
+                "Figure out why our Snowflake bill jumped 40% in October.",
+                "Our Snowflake bill dropped 40% in October; find out what changed."
+            ),
+            Some("opposite words (jump vs drop)".into())
+        );
+        assert_eq!(
+            veto(
+                "Shorten the Postgres backup retention from 30 to 14 days.",
+                "Extend the Postgres backup retention from 14 to 30 days."
+            ),
+            Some("opposite words (shorten vs extend)".into())
         );
     }
 }
