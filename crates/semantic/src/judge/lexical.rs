@@ -867,6 +867,7 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
             words_veto(&kept_a, &kept_b, word_jaccard).filter(|_| shared_words_in_order(ta, tb))
         })
         .or_else(|| direction_veto(ta, tb, &only_a_words, &only_b_words))
+        .or_else(|| swapped_ends(ta, tb))
         .or_else(|| {
             (only_a_words.is_empty() && only_b_words.is_empty())
                 .then(|| roles_veto(ta, tb))
@@ -2492,9 +2493,11 @@ fn shared_words_in_order(a: &Tokens, b: &Tokens) -> bool {
 }
 
 /// How many of the words two sequences share stand out of order: the
-/// shared words less the longest run of them that both have in one
-/// order. The k-th time a word is shared in `b` stands for the k-th in
-/// `a`; the run is found by patience sorting, in O(n log n).
+/// shared words less the most of them that both have in one order (the
+/// longest common subsequence of the shared words). The k-th time a word
+/// is shared in `b` stands for the k-th in `a`, so that subsequence is
+/// the longest increasing one of `a`'s places read in `b`'s order, found
+/// by patience sorting in O(n log n).
 fn moved_words(a: &[String], b: &[String]) -> usize {
     let (only_a, only_b) = multiset_difference(a, b);
     // Each sequence without its own words (their first occurrences).
@@ -2601,6 +2604,38 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
         }
     }
     None
+}
+
+/// Where a text moves something: the first word after "from" and the
+/// first after a "to", "into" or "onto" that follows it.
+fn ends(tokens: &Tokens) -> Option<(String, String)> {
+    let after = |at: usize| {
+        tokens.keys[at + 1..]
+            .iter()
+            .find(|key| !is_stop_word(key))
+            .cloned()
+    };
+    let from = tokens.keys.iter().position(|key| key == "from")?;
+    let to = tokens.keys[from + 1..]
+        .iter()
+        .position(|key| matches!(key.as_str(), "to" | "into" | "onto"))?
+        + from
+        + 1;
+    let (source, destination) = (after(from)?, after(to)?);
+    (!same_or_shortened(&source, &destination)).then_some((source, destination))
+}
+
+/// Each text moves something from where the other moves it to, whatever
+/// else differs ("from LaunchDarkly into the config file" / "from the
+/// config file into LaunchDarkly").
+fn swapped_ends(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let ((source_a, destination_a), (source_b, destination_b)) = (ends(a)?, ends(b)?);
+    (same_or_shortened(&source_a, &destination_b) && same_or_shortened(&destination_a, &source_b))
+        .then_some(Veto::Direction {
+            marker: "from",
+            a: source_a,
+            b: source_b,
+        })
 }
 
 /// The same words, with two parties trading places across a word that
@@ -2938,6 +2973,25 @@ mod tests {
                 "Copy the rows from archive into orders"
             ),
             Some("opposite direction (from order vs from archiv)".into())
+        );
+    }
+
+    #[test]
+    fn a_move_the_other_way_is_vetoed_whatever_else_differs() {
+        assert_eq!(
+            veto(
+                "Move the feature flags of the billing page from LaunchDarkly into the config file and drop the SDK.",
+                "Move the billing page's feature flags from the config file into LaunchDarkly, then delete the old ones."
+            ),
+            Some("opposite direction (from launchdark vs from configur)".into())
+        );
+        // The same move in other words is none.
+        assert_eq!(
+            veto(
+                "Migrate the user sessions from Memcached to Redis.",
+                "Move our sessions off Memcached: from Memcached into Redis, please."
+            ),
+            None
         );
     }
 
@@ -3802,9 +3856,9 @@ mod tests {
         assert_eq!(
             veto(
                 "Add screen reader labels to the login form inputs.",
-                "Add screen reader labels to the signup form inputs."
+                "Add screen reader labels to the form inputs of the signup page."
             ),
-            Some("different words (login vs signup)".into())
+            Some("different words (login vs signup page)".into())
         );
     }
 
