@@ -87,6 +87,9 @@ pub struct Tokens {
     /// the place as [`PERIOD_PLACES`] means it, and the period's stem,
     /// for [`period_veto`].
     periods: Vec<(&'static str, String)>,
+    /// Where the text moves something, if it does ("from X into Y": X
+    /// and Y's keys), for [`swapped_ends`].
+    ends: Option<(String, String)>,
 }
 
 /// A length of time as a text writes it.
@@ -381,6 +384,7 @@ pub fn tokenize(text: &str) -> Tokens {
         }
     }
     tokens.periods = placed_periods(&tokens.keys);
+    tokens.ends = ends(&tokens.keys);
     tokens
 }
 
@@ -2575,12 +2579,8 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
     }
     for marker in DIRECTION_MARKERS {
         let target = |tokens: &Tokens| {
-            tokens
-                .keys
-                .iter()
-                .position(|key| key == marker)
-                .and_then(|at| tokens.keys[at + 1..].iter().find(|key| !is_stop_word(key)))
-                .cloned()
+            let at = tokens.keys.iter().position(|key| key == marker)?;
+            word_after(&tokens.keys, at).cloned()
         };
         // The numbers of one length in other units ("after 90 mins" /
         // "after 1.5 hours") point at the same.
@@ -2606,36 +2606,39 @@ fn direction_veto(a: &Tokens, b: &Tokens, only_a: &[String], only_b: &[String]) 
     None
 }
 
+/// The first key after `keys[at]` that is no stop word: what a marker
+/// there points at.
+fn word_after(keys: &[String], at: usize) -> Option<&String> {
+    keys.get(at + 1..)?.iter().find(|key| !is_stop_word(key))
+}
+
 /// Where a text moves something: the first word after "from" and the
-/// first after a "to", "into" or "onto" that follows it.
-fn ends(tokens: &Tokens) -> Option<(String, String)> {
-    let after = |at: usize| {
-        tokens.keys[at + 1..]
-            .iter()
-            .find(|key| !is_stop_word(key))
-            .cloned()
-    };
-    let from = tokens.keys.iter().position(|key| key == "from")?;
-    let to = tokens.keys[from + 1..]
+/// first after a "to", "into" or "onto" that follows it. Read once per
+/// text, in [`tokenize`].
+fn ends(keys: &[String]) -> Option<(String, String)> {
+    let from = keys.iter().position(|key| key == "from")?;
+    let to = keys[from + 1..]
         .iter()
         .position(|key| matches!(key.as_str(), "to" | "into" | "onto"))?
         + from
         + 1;
-    let (source, destination) = (after(from)?, after(to)?);
-    (!same_or_shortened(&source, &destination)).then_some((source, destination))
+    let (source, destination) = (word_after(keys, from)?, word_after(keys, to)?);
+    (!same_or_shortened(source, destination)).then(|| (source.clone(), destination.clone()))
 }
 
 /// Each text moves something from where the other moves it to, whatever
 /// else differs ("from LaunchDarkly into the config file" / "from the
 /// config file into LaunchDarkly").
 fn swapped_ends(a: &Tokens, b: &Tokens) -> Option<Veto> {
-    let ((source_a, destination_a), (source_b, destination_b)) = (ends(a)?, ends(b)?);
-    (same_or_shortened(&source_a, &destination_b) && same_or_shortened(&destination_a, &source_b))
-        .then_some(Veto::Direction {
+    let ((source_a, destination_a), (source_b, destination_b)) =
+        (a.ends.as_ref()?, b.ends.as_ref()?);
+    (same_or_shortened(source_a, destination_b) && same_or_shortened(destination_a, source_b)).then(
+        || Veto::Direction {
             marker: "from",
-            a: source_a,
-            b: source_b,
-        })
+            a: source_a.clone(),
+            b: source_b.clone(),
+        },
+    )
 }
 
 /// The same words, with two parties trading places across a word that
