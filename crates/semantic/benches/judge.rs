@@ -1,7 +1,8 @@
 //! What the same-request judge adds to a check: the lexical contrast of two
 //! texts (tokenizing, stemming, comparing), the same for a long
 //! instruction with one word swapped (the words veto's order test walks
-//! every shared word), the first look that decides most pairs without
+//! every shared word), a reworded pair that names another platform (the
+//! names of one kind decide), the first look that decides most pairs without
 //! another embedding, WordNet's word relations (`related_cover`, part of
 //! the contrast), and the whole judgement of an undecided pair with its
 //! residual texts in the embedding cache (the common case after the first
@@ -65,6 +66,14 @@ const WORDS_SWAP: (&str, &str) = (
     "Run the nightly load test against the production checkout service at 500 requests per second for ten minutes and send me the p99 latency and the error rate.",
 );
 
+/// The same step for another platform, reworded: no words veto (the text
+/// was written anew), so the names of one kind decide
+/// (`kind_veto`), and the names in one place are looked at before.
+const KINDS: (&str, &str) = (
+    "Fix the deep links to product pages that open the home screen in the Android app.",
+    "Deep links to product pages open the home screen in the iOS app too; please fix them there.",
+);
+
 fn bench(c: &mut Criterion) {
     // The first use reads the shipped WordNet relations: once per process.
     let started = std::time::Instant::now();
@@ -82,6 +91,9 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("judge/lexical_contrast_words_swap", |b| {
         b.iter(|| compare(black_box(WORDS_SWAP.0), black_box(WORDS_SWAP.1)))
+    });
+    c.bench_function("judge/lexical_contrast_kinds", |b| {
+        b.iter(|| compare(black_box(KINDS.0), black_box(KINDS.1)))
     });
     c.bench_function("judge/first_look_vetoed", |b| {
         b.iter(|| judge.first_look(black_box(CONTRAST.0), black_box(CONTRAST.1), 0.97, 0.5))

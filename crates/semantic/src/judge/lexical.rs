@@ -19,7 +19,7 @@
 //! [`compare`] gives all of it as a [`Contrast`]; the judge combines it with
 //! the cosine.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -90,6 +90,9 @@ pub struct Tokens {
     /// Where the text moves something, if it does ("from X into Y": X
     /// and Y's keys), for [`swapped_ends`].
     ends: Option<(String, String)>,
+    /// The names of [`NAMES_OF_A_KIND`] the text writes, each with its
+    /// kind, in order, for [`kind_veto`].
+    kinds: Vec<(&'static str, &'static str)>,
 }
 
 /// A length of time as a text writes it.
@@ -155,6 +158,17 @@ pub enum Veto {
         /// The other.
         b: String,
     },
+    /// Each side names a thing of one kind that the other does not
+    /// ("Android" vs "iOS", "Gmail" vs "Outlook"), however else the two
+    /// are worded.
+    Kind {
+        /// The kind, as a plural noun ("platforms").
+        kind: &'static str,
+        /// The first text's name.
+        a: &'static str,
+        /// The second text's.
+        b: &'static str,
+    },
     /// The same words, with a direction marker pointing at different ones
     /// ("UTC to local" vs "local to UTC").
     Direction {
@@ -185,6 +199,7 @@ impl fmt::Display for Veto {
                 write!(f, "different words ({} vs {})", a.join(" "), b.join(" "))
             }
             Veto::Roles { a, b } => write!(f, "swapped roles ({a} and {b})"),
+            Veto::Kind { kind, a, b } => write!(f, "different {kind} ({a} vs {b})"),
             Veto::Opposites { a, b } => write!(f, "opposite words ({a} vs {b})"),
             Veto::Direction { marker, a, b } => {
                 write!(f, "opposite direction ({marker} {a} vs {marker} {b})")
@@ -385,6 +400,7 @@ pub fn tokenize(text: &str) -> Tokens {
     }
     tokens.periods = placed_periods(&tokens.keys);
     tokens.ends = ends(&tokens.keys);
+    tokens.kinds = named_kinds(&tokens);
     tokens
 }
 
@@ -870,6 +886,11 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
             // "Starting with the next release, stop supporting iOS 15").
             words_veto(&kept_a, &kept_b, word_jaccard).filter(|_| shared_words_in_order(ta, tb))
         })
+        // A one-word swap of names is a words veto above; a thing of one
+        // kind, or a name in one place, on each side is a contrast however
+        // else the texts differ.
+        .or_else(|| kind_veto(ta, tb))
+        .or_else(|| names_in_one_place(ta, tb))
         .or_else(|| direction_veto(ta, tb, &only_a_words, &only_b_words))
         .or_else(|| swapped_ends(ta, tb))
         .or_else(|| {
@@ -1476,6 +1497,9 @@ fn abbreviated_year(raw: &str) -> Option<String> {
 
 /// An identifier's class and comparison key, when `token` is one.
 fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
+    if let Some(singular) = plural_of_capitals(token) {
+        return identifier(singular);
+    }
     let has_digit = token.chars().any(|c| c.is_ascii_digit());
     let lower = token.to_lowercase();
     if let Some(rest) = token.strip_prefix('#')
@@ -1526,6 +1550,19 @@ fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
         ));
     }
     None
+}
+
+/// An acronym or a capitalized reference written in the plural, without
+/// its `s` ("APIs" is "API", "P1s" is "P1", "VMs" is "VM"): the same
+/// identifier, one or more of it. A number with an `s` ("30s", "1990s")
+/// opens with a digit and is no such plural.
+fn plural_of_capitals(token: &str) -> Option<&str> {
+    let singular = token.strip_suffix('s')?;
+    let first_capital = singular.chars().next().is_some_and(char::is_uppercase);
+    let capitals = singular
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    (singular.len() >= 2 && first_capital && capitals).then_some(singular)
 }
 
 /// `token` without a possessive `'s` ("GitHub's" is GitHub).
@@ -2091,6 +2128,404 @@ fn identifier_veto(
             _ => None,
         }
     })
+}
+
+/// Names of things of one kind, where one named on each side makes two
+/// requests different work however they are worded: the same step for
+/// another platform, vendor, store, language or month ("Fix the crash at
+/// launch in the Android app" / "The iOS app crashes at startup too").
+/// Each entry: the kind (a plural noun), then each thing's name as shown
+/// and the lowercase forms it is written in. Only names that are seldom
+/// anything else are here ("Go", "Windows", "Edge", "Teams", "React",
+/// "Rails", "Polish", "May" and "development" are not): a word of other
+/// meanings on one side would make a contrast of a rewording.
+const NAMES_OF_A_KIND: &[(&str, &[NamedThing])] = &[
+    (
+        "platforms",
+        &[
+            ("Android", &["android"]),
+            ("iOS", &["ios", "iphone", "ipados", "ipad"]),
+            ("macOS", &["macos", "osx"]),
+            ("Linux", &["linux"]),
+            ("ChromeOS", &["chromeos"]),
+            ("watchOS", &["watchos"]),
+            ("tvOS", &["tvos"]),
+        ],
+    ),
+    (
+        "browsers",
+        &[
+            ("Chrome", &["chrome", "chromium"]),
+            ("Firefox", &["firefox"]),
+            ("Safari", &["safari"]),
+        ],
+    ),
+    (
+        "mail services",
+        &[
+            ("Gmail", &["gmail"]),
+            ("Outlook", &["outlook", "hotmail"]),
+            ("Yahoo", &["yahoo"]),
+            ("iCloud", &["icloud"]),
+            ("Proton Mail", &["protonmail"]),
+        ],
+    ),
+    (
+        "clouds",
+        &[
+            ("AWS", &["aws"]),
+            ("GCP", &["gcp"]),
+            ("Azure", &["azure"]),
+            ("DigitalOcean", &["digitalocean"]),
+            ("Heroku", &["heroku"]),
+            ("Vercel", &["vercel"]),
+            ("Netlify", &["netlify"]),
+        ],
+    ),
+    (
+        "databases",
+        &[
+            ("PostgreSQL", &["postgres", "postgresql"]),
+            ("MySQL", &["mysql"]),
+            ("MariaDB", &["mariadb"]),
+            ("SQLite", &["sqlite"]),
+            ("MongoDB", &["mongodb", "mongo"]),
+            ("Redis", &["redis"]),
+            ("Cassandra", &["cassandra"]),
+            ("DynamoDB", &["dynamodb"]),
+            ("Elasticsearch", &["elasticsearch"]),
+            ("OpenSearch", &["opensearch"]),
+            ("ClickHouse", &["clickhouse"]),
+            ("Snowflake", &["snowflake"]),
+            ("BigQuery", &["bigquery"]),
+            ("Redshift", &["redshift"]),
+            ("Memcached", &["memcached"]),
+            ("CockroachDB", &["cockroachdb"]),
+        ],
+    ),
+    (
+        "programming languages",
+        &[
+            ("Python", &["python"]),
+            ("Rust", &["rust"]),
+            ("Java", &["java"]),
+            ("JavaScript", &["javascript", "js"]),
+            ("TypeScript", &["typescript", "ts"]),
+            ("Ruby", &["ruby"]),
+            ("Kotlin", &["kotlin"]),
+            ("Scala", &["scala"]),
+            ("PHP", &["php"]),
+            ("Go", &["golang"]),
+            ("Elixir", &["elixir"]),
+            ("Haskell", &["haskell"]),
+        ],
+    ),
+    (
+        "web frameworks",
+        &[
+            ("Vue", &["vue"]),
+            ("Angular", &["angular"]),
+            ("Svelte", &["svelte"]),
+            ("Django", &["django"]),
+            ("Flask", &["flask"]),
+            ("FastAPI", &["fastapi"]),
+            ("Laravel", &["laravel"]),
+        ],
+    ),
+    (
+        "chat tools",
+        &[
+            ("Slack", &["slack"]),
+            ("Discord", &["discord"]),
+            ("Mattermost", &["mattermost"]),
+            ("Telegram", &["telegram"]),
+            ("WhatsApp", &["whatsapp"]),
+        ],
+    ),
+    (
+        "CI services",
+        &[
+            ("Jenkins", &["jenkins"]),
+            ("CircleCI", &["circleci"]),
+            ("Travis CI", &["travis"]),
+            ("Buildkite", &["buildkite"]),
+            ("TeamCity", &["teamcity"]),
+        ],
+    ),
+    (
+        "code hosts",
+        &[
+            ("GitHub", &["github"]),
+            ("GitLab", &["gitlab"]),
+            ("Bitbucket", &["bitbucket"]),
+        ],
+    ),
+    (
+        "trackers",
+        &[
+            ("Jira", &["jira"]),
+            ("Asana", &["asana"]),
+            ("Trello", &["trello"]),
+        ],
+    ),
+    (
+        "payment providers",
+        &[
+            ("Stripe", &["stripe"]),
+            ("PayPal", &["paypal"]),
+            ("Adyen", &["adyen"]),
+            ("Braintree", &["braintree"]),
+            ("Klarna", &["klarna"]),
+        ],
+    ),
+    (
+        "CRM and support tools",
+        &[
+            ("Salesforce", &["salesforce"]),
+            ("HubSpot", &["hubspot"]),
+            ("Zendesk", &["zendesk"]),
+            ("Intercom", &["intercom"]),
+            ("Freshdesk", &["freshdesk"]),
+            ("Pipedrive", &["pipedrive"]),
+        ],
+    ),
+    (
+        "monitoring tools",
+        &[
+            ("Datadog", &["datadog"]),
+            ("Grafana", &["grafana"]),
+            ("Prometheus", &["prometheus"]),
+            ("Splunk", &["splunk"]),
+            ("Sentry", &["sentry"]),
+            ("Honeycomb", &["honeycomb"]),
+            ("Kibana", &["kibana"]),
+            ("PagerDuty", &["pagerduty"]),
+            ("Opsgenie", &["opsgenie"]),
+        ],
+    ),
+    (
+        "message queues",
+        &[
+            ("Kafka", &["kafka"]),
+            ("RabbitMQ", &["rabbitmq"]),
+            ("SQS", &["sqs"]),
+            ("Kinesis", &["kinesis"]),
+            ("Pulsar", &["pulsar"]),
+            ("Redpanda", &["redpanda"]),
+        ],
+    ),
+    (
+        "infrastructure tools",
+        &[
+            ("Terraform", &["terraform"]),
+            ("Pulumi", &["pulumi"]),
+            ("Ansible", &["ansible"]),
+            ("CloudFormation", &["cloudformation"]),
+        ],
+    ),
+    (
+        "model providers",
+        &[
+            ("OpenAI", &["openai"]),
+            ("Anthropic", &["anthropic"]),
+            ("Cohere", &["cohere"]),
+            ("Mistral", &["mistral"]),
+        ],
+    ),
+    (
+        "environments",
+        &[
+            ("staging", &["staging"]),
+            ("production", &["production", "prod"]),
+            ("sandbox", &["sandbox"]),
+        ],
+    ),
+    (
+        "languages",
+        &[
+            ("English", &["english"]),
+            ("German", &["german"]),
+            ("French", &["french"]),
+            ("Spanish", &["spanish"]),
+            ("Italian", &["italian"]),
+            ("Portuguese", &["portuguese"]),
+            ("Dutch", &["dutch"]),
+            ("Swedish", &["swedish"]),
+            ("Russian", &["russian"]),
+            ("Turkish", &["turkish"]),
+            ("Arabic", &["arabic"]),
+            ("Hindi", &["hindi"]),
+            ("Chinese", &["chinese", "mandarin"]),
+            ("Japanese", &["japanese"]),
+            ("Korean", &["korean"]),
+        ],
+    ),
+    (
+        "months",
+        &[
+            ("January", &["january"]),
+            ("February", &["february"]),
+            ("March", &["march"]),
+            ("April", &["april"]),
+            ("June", &["june"]),
+            ("July", &["july"]),
+            ("August", &["august"]),
+            ("September", &["september"]),
+            ("October", &["october"]),
+            ("November", &["november"]),
+            ("December", &["december"]),
+        ],
+    ),
+    (
+        "weekdays",
+        &[
+            ("Monday", &["monday"]),
+            ("Tuesday", &["tuesday"]),
+            ("Wednesday", &["wednesday"]),
+            ("Thursday", &["thursday"]),
+            ("Friday", &["friday"]),
+            ("Saturday", &["saturday"]),
+            ("Sunday", &["sunday"]),
+        ],
+    ),
+];
+
+/// A thing of [`NAMES_OF_A_KIND`]: its name as shown, and the lowercase
+/// forms it is written in.
+type NamedThing = (&'static str, &'static [&'static str]);
+
+/// Each lowercase form of [`NAMES_OF_A_KIND`], with its kind and name.
+fn kind_of(form: &str) -> Option<(&'static str, &'static str)> {
+    static FORMS: OnceLock<HashMap<&'static str, (&'static str, &'static str)>> = OnceLock::new();
+    FORMS
+        .get_or_init(|| {
+            NAMES_OF_A_KIND
+                .iter()
+                .flat_map(|(kind, names)| {
+                    names.iter().flat_map(move |(name, forms)| {
+                        forms.iter().map(move |form| (*form, (*kind, *name)))
+                    })
+                })
+                .collect()
+        })
+        .get(form)
+        .copied()
+}
+
+/// The names of [`NAMES_OF_A_KIND`] a text writes: its content words as
+/// written and its acronyms and references ("AWS", "neo4j"), each once.
+fn named_kinds(tokens: &Tokens) -> Vec<(&'static str, &'static str)> {
+    let forms = tokens.written.iter().chain(
+        tokens
+            .identifiers
+            .iter()
+            .filter(|(class, _)| {
+                matches!(class, IdentifierClass::Acronym | IdentifierClass::Reference)
+            })
+            .map(|(_, key)| key),
+    );
+    let mut kinds: Vec<(&'static str, &'static str)> = Vec::new();
+    for found in forms.filter_map(|form| kind_of(form)) {
+        if !kinds.contains(&found) {
+            kinds.push(found);
+        }
+    }
+    // A month after "before", "by" or "until" is a deadline, and one
+    // deadline is written in more ways than one ("before December" / "by
+    // the end of November"): no thing of its kind.
+    let deadline = |month: &str| {
+        tokens.raw.windows(2).any(|pair| {
+            DEADLINE_MARKERS.contains(&pair[0].as_str())
+                && kind_of(&pair[1]).is_some_and(|(_, name)| name == month)
+        })
+    };
+    kinds.retain(|(kind, name)| *kind != "months" || !deadline(name));
+    kinds
+}
+
+/// A name on each side that the other side lacks, standing in the same
+/// place: beside the same content word ("the third floor of the Leeds
+/// office" / "Over in the Manchester office", "Globex's admin team" /
+/// "Initech's admins"). Two names where one would do are the same step
+/// for another office, customer or vendor, however else the texts are
+/// worded. Only names surely so count (capitalized inside a sentence,
+/// or an identifier), not a sentence's first word.
+fn names_in_one_place(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let names_b = names_and_neighbours(b, a);
+    names_and_neighbours(a, b)
+        .into_iter()
+        .find_map(|(name_a, neighbours_a)| {
+            names_b.iter().find_map(|(name_b, neighbours_b)| {
+                let beside = |x: &Option<&String>, y: &Option<&String>| x.is_some() && x == y;
+                (beside(&neighbours_a.0, &neighbours_b.0)
+                    || beside(&neighbours_a.1, &neighbours_b.1))
+                .then(|| Veto::Named {
+                    a: shown(a, name_a),
+                    b: shown(b, name_b),
+                })
+            })
+        })
+}
+
+/// A name's key as the text writes it (its stem's word, lowercase), or
+/// the key itself for an identifier.
+fn shown(tokens: &Tokens, key: &str) -> String {
+    as_written(tokens, &[key.to_owned()])
+        .pop()
+        .unwrap_or_else(|| key.to_owned())
+}
+
+/// The content words right before and after a word, where there are.
+type Neighbours<'t> = (Option<&'t String>, Option<&'t String>);
+
+/// The names `tokens` surely writes that `other` lacks, each with the
+/// content words right before and after it (`None` where a stop word or
+/// nothing stands).
+fn names_and_neighbours<'t>(
+    tokens: &'t Tokens,
+    other: &Tokens,
+) -> Vec<(&'t String, Neighbours<'t>)> {
+    let content = |key: &&String| {
+        !is_stop_word(key)
+            && !STOP_STEMS.contains(&key.as_str())
+            && key.chars().any(char::is_alphabetic)
+    };
+    tokens
+        .parties
+        .iter()
+        .filter(|(_, key, surely)| *surely && !other.keys.contains(key))
+        .map(|(at, key, _)| {
+            let before = at.checked_sub(1).and_then(|place| tokens.keys.get(place));
+            let after = tokens.keys.get(at + 1);
+            (key, (before.filter(content), after.filter(content)))
+        })
+        .collect()
+}
+
+/// The words before a month that make it a deadline.
+const DEADLINE_MARKERS: [&str; 4] = ["before", "by", "until", "till"];
+
+/// A thing of one kind named on each side that the other side does not
+/// name ("the Android app" / "the iOS app too"), whatever else differs:
+/// the same step for another platform, vendor or month is other work.
+/// A side naming both ("from Memcached to Redis" / "to Redis") is no
+/// such contrast.
+fn kind_veto(a: &Tokens, b: &Tokens) -> Option<Veto> {
+    let lacks = |tokens: &Tokens, name: &str| !tokens.kinds.iter().any(|(_, n)| *n == name);
+    a.kinds
+        .iter()
+        .filter(|(_, name)| lacks(b, name))
+        .find_map(|(kind, name_a)| {
+            let (_, name_b) = b
+                .kinds
+                .iter()
+                .find(|(k, name)| k == kind && lacks(a, name))?;
+            Some(Veto::Kind {
+                kind,
+                a: name_a,
+                b: name_b,
+            })
+        })
 }
 
 /// Pairs of words that ask for opposite work, as Snowball stems: one on
@@ -2996,6 +3431,128 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_thing_of_one_kind_on_each_side_is_vetoed_however_worded() {
+        assert_eq!(
+            veto(
+                "Fix the crash on launch in the Android app.",
+                "The iOS build crashes at startup too; track that down."
+            ),
+            Some("different platforms (Android vs iOS)".into())
+        );
+        assert_eq!(
+            veto(
+                "Resend the invoice emails that bounced for Gmail users.",
+                "Some Outlook addresses never got their invoices; send those again."
+            ),
+            Some("different mail services (Gmail vs Outlook)".into())
+        );
+        // A month as a deadline is written in more ways than one.
+        assert_eq!(
+            veto(
+                "Tell every manager about the new PTO rule before December.",
+                "Make sure all managers hear about the PTO change by the end of November."
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Run the March contractor payroll in Gusto.",
+                "Gusto's April run for contractors is due too; get it out."
+            ),
+            Some("different months (March vs April)".into())
+        );
+        // Another form of the same name is the same thing.
+        assert_eq!(
+            veto(
+                "Add an index on orders.created_at in Postgres.",
+                "Add an index on orders.created_at in PostgreSQL."
+            ),
+            None
+        );
+        // A side that names both is no contrast: it moves from one to
+        // the other.
+        assert_eq!(
+            veto(
+                "Migrate the user sessions to Redis.",
+                "Move the user sessions off Memcached and onto Redis."
+            ),
+            None
+        );
+        // Only names seldom anything else: "react" is a verb here.
+        assert_eq!(
+            veto(
+                "How should the on-call react when Kafka lag alerts fire?",
+                "What should the on-call do about Kafka lag alerts?"
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_name_on_each_side_in_one_place_is_vetoed() {
+        assert_eq!(
+            veto(
+                "Push firmware 4.2.1 to all the HP LaserJet printers on the third floor of the Leeds office.",
+                "Over in the Manchester office, the second-floor LaserJets should get the 4.2.1 firmware as well."
+            ),
+            Some("different things named (leeds vs manchester)".into())
+        );
+        assert_eq!(
+            veto(
+                "preparing the onboarding call agenda for Globex's admin team on Tuesday",
+                "planning what to walk Initech's admins through in their first onboarding session"
+            ),
+            Some("different things named (globex vs initech)".into())
+        );
+        // Names in different places are no such contrast: the Leeds office
+        // and Priya may well be one request's.
+        assert_eq!(
+            veto(
+                "Order toner for the Leeds office printers.",
+                "Priya asked for new toner cartridges for the office printers."
+            ),
+            None
+        );
+        // A name first in its sentence is not surely one.
+        assert_eq!(
+            veto(
+                "Leeds office printers need toner.",
+                "Order toner for the office printers in Leeds."
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_acronym_or_reference_in_the_plural_is_the_same_identifier() {
+        assert_eq!(
+            veto(
+                "List the P1 tickets that breached the 4-hour target.",
+                "Which P1s went past the 4-hour target?"
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Document the public API of the billing service.",
+                "Document the billing service's public APIs."
+            ),
+            None
+        );
+        // Another id in the plural is still another id.
+        assert_eq!(
+            veto(
+                "List the open P1s for the payments team.",
+                "List the open P2s for the payments team."
+            ),
+            Some("different identifiers (p1 vs p2)".into())
+        );
+        // A number with an s is no plural of capitals.
+        assert_eq!(plural_of_capitals("30s"), None);
+        assert_eq!(plural_of_capitals("VMs"), Some("VM"));
     }
 
     #[test]
