@@ -332,12 +332,18 @@ pub fn tokenize(text: &str) -> Tokens {
         if trimmed.is_empty() {
             continue;
         }
+        // A unit written apart from its number ("100 MB", "2 GHz") is the
+        // number's, as it is written joined ("100MB"): a word, neither an
+        // acronym nor a name.
+        let unit_after_number = is_unit(trimmed) && number_key(before).is_some();
         // An acronym or a reference with a common long form ("DB", "PROD",
         // "k8s") is that word; code ("min()") stays code.
-        let identified = identifier(trimmed).filter(|(class, key)| {
-            !matches!(class, IdentifierClass::Acronym | IdentifierClass::Reference)
-                || alias(key) == key.as_str()
-        });
+        let identified = identifier(trimmed)
+            .filter(|(class, key)| {
+                !matches!(class, IdentifierClass::Acronym | IdentifierClass::Reference)
+                    || alias(key) == key.as_str()
+            })
+            .filter(|_| !unit_after_number);
         if let Some((class, key)) = identified {
             if matches!(class, IdentifierClass::Reference | IdentifierClass::Code) {
                 tokens.parties.push((tokens.keys.len(), key.clone(), true));
@@ -359,6 +365,7 @@ pub fn tokenize(text: &str) -> Tokens {
         // words. "I" is a pronoun wherever it stands.
         let compound = lower.contains('-');
         let name = lower != "i"
+            && !unit_after_number
             && ((!first_of_sentence && trimmed.starts_with(char::is_uppercase))
                 || trimmed.chars().skip(1).any(char::is_uppercase));
         // Words joined by a hyphen without digits ("read-only") are taken
@@ -954,11 +961,12 @@ pub fn reads_as_report(text: &str) -> bool {
     {
         return false;
     }
-    const CAUSES: [&str; 10] = [
-        "because", "caused", "turned", "found", "root", "fixed", "done", "resolved", "due",
-        "explains",
+    const CAUSES: [&str; 9] = [
+        "because", "caused", "turned", "found", "root", "fixed", "done", "resolved", "explains",
     ];
-    if words.iter().any(|w| CAUSES.contains(w)) {
+    // "due to" gives a cause; "due by Nov 22" a deadline.
+    let due_to = words.windows(2).any(|pair| pair == ["due", "to"]);
+    if due_to || words.iter().any(|w| CAUSES.contains(w)) {
         return true;
     }
     // "p99 was 412 ms", "spend in May was $48,300": a figure measured.
@@ -1550,6 +1558,19 @@ fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
         ));
     }
     None
+}
+
+/// Units of size, rate and frequency that follow a number ("100 MB",
+/// "500 RPS", "2.4 GHz"), in lowercase. Currencies are not here: "100
+/// USD" and "100 EUR" are different sums.
+const UNITS: [&str; 19] = [
+    "kb", "mb", "gb", "tb", "pb", "kib", "mib", "gib", "tib", "kbps", "mbps", "gbps", "rps", "qps",
+    "tps", "fps", "khz", "mhz", "ghz",
+];
+
+/// Whether `token` is one of [`UNITS`], in any case.
+fn is_unit(token: &str) -> bool {
+    UNITS.iter().any(|unit| unit.eq_ignore_ascii_case(token))
 }
 
 /// An acronym or a capitalized reference written in the plural, without
@@ -3489,6 +3510,38 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn due_to_gives_a_cause_but_due_by_a_deadline() {
+        assert!(reads_as_report(
+            "The nightly export failed due to expired S3 credentials."
+        ));
+        assert!(!reads_as_report(
+            "In Lattice, create the H2 review cycle with self-assessments starting on Nov 4 and manager write-ups due by Nov 22."
+        ));
+    }
+
+    #[test]
+    fn a_unit_written_apart_from_its_number_is_no_acronym() {
+        // "MB" after a number is no name against the other side's code.
+        assert_eq!(
+            veto(
+                "Raise client_max_body_size for uploads.example.com to 100m; large uploads get 413s.",
+                "Uploads over 1 MB to uploads.example.com fail with 413; bump the body size limit to 100 MB."
+            ),
+            None
+        );
+        // Another unit is still another size.
+        assert_eq!(
+            veto(
+                "Raise the upload limit to 100 MB.",
+                "Raise the upload limit to 100 GB."
+            ),
+            Some("different words (mb vs gb)".into())
+        );
+        assert!(is_unit("GHz"));
+        assert!(!is_unit("USD"));
     }
 
     #[test]
