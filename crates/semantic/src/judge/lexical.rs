@@ -370,7 +370,16 @@ pub fn tokenize(text: &str) -> Tokens {
                 || trimmed.chars().skip(1).any(char::is_uppercase));
         // Words joined by a hyphen without digits ("read-only") are taken
         // word by word.
-        for word in lower.split('-').filter(|w| !w.is_empty()) {
+        // A range of months or days written with a hyphen ("April-June")
+        // is one written with "to".
+        let range = lower.split('-').filter(|w| !w.is_empty()).count() == 2
+            && lower.split('-').all(|part| {
+                kind_of(alias(part)).is_some_and(|(kind, _)| matches!(kind, "months" | "weekdays"))
+            });
+        for (at, word) in lower.split('-').filter(|w| !w.is_empty()).enumerate() {
+            if range && at == 1 {
+                tokens.keys.push("to".to_owned());
+            }
             tokens.raw.push(word.to_owned());
             let spelled = american_spelling(word);
             // An irregular form is its verb ("wrote", "written": "write").
@@ -582,6 +591,8 @@ fn times_a_large_number(token: &str, next: &str) -> Option<String> {
         .into_iter()
         .find(|(word, _)| next.eq_ignore_ascii_case(word))?
         .1;
+    // "ten thousand" is 10000 too.
+    let token = number_word(&token.to_lowercase()).unwrap_or(token);
     if !token.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
@@ -706,6 +717,15 @@ fn spell_out_dotted(
         let parts: Vec<&str> = name.split('.').filter(|part| !part.is_empty()).collect();
         if parts.len() < 2 || parts.iter().any(|part| part.contains('/')) {
             return true;
+        }
+        // The qualifier left out ("analytics.store_locations" /
+        // "store_locations"): the same name.
+        if let Some(at) = parts
+            .last()
+            .and_then(|last| their_names.iter().position(|theirs| theirs == last))
+        {
+            their_names.remove(at);
+            return false;
         }
         let (mut names_left, mut words_left) = (their_names.clone(), their_words.clone());
         for part in &parts {
@@ -1522,6 +1542,10 @@ fn identifier(token: &str) -> Option<(IdentifierClass, String)> {
         return Some((IdentifierClass::Reference, lower));
     }
     if let Some(number) = number_key(token) {
+        return Some((IdentifierClass::Number, number));
+    }
+    // "$6k" and "$6,000" are the sum 6000; the currency is read alone.
+    if let Some(number) = token.strip_prefix(['$', '€', '£']).and_then(number_key) {
         return Some((IdentifierClass::Number, number));
     }
     if token.contains('/') && token.chars().any(char::is_alphanumeric) && !is_word_pair(token)
@@ -3509,6 +3533,53 @@ mod tests {
                 "What should the on-call do about Kafka lag alerts?"
             ),
             None
+        );
+    }
+
+    #[test]
+    fn sums_ranges_and_qualified_names_written_two_ways_are_one() {
+        // A sum with a currency sign, short or in full.
+        assert_eq!(
+            veto(
+                "Put $6k into LinkedIn ads for the Chicago roadshow.",
+                "Put $6,000 into LinkedIn ads for the Chicago roadshow, please."
+            ),
+            None
+        );
+        assert_eq!(
+            veto("Refund $120 to order 5512.", "Refund $210 to order 5512."),
+            Some("different numbers (120 vs 210)".into())
+        );
+        // A number word times a thousand.
+        assert_eq!(
+            veto(
+                "Only the first ten thousand rows of the CSV import came through.",
+                "The CSV import stops at 10,000 rows."
+            ),
+            None
+        );
+        // A range of months with a hyphen or with "to".
+        assert_eq!(
+            veto(
+                "Prepare the VAT return for Q2 (April to June) and have it ready for Sarah to submit.",
+                "Prepare the VAT return for Q2 (April-June) and have it ready for Sarah to submit."
+            ),
+            None
+        );
+        // A table named with its schema or without.
+        assert_eq!(
+            veto(
+                "Geocode the rows in analytics.store_locations.",
+                "Look up coordinates for every row of store_locations."
+            ),
+            None
+        );
+        assert_eq!(
+            veto(
+                "Add an index on orders.created_at.",
+                "Add an index on users.created_at."
+            ),
+            Some("different code names (orders.created_at vs users.created_at)".into())
         );
     }
 
