@@ -372,11 +372,12 @@ pub fn tokenize(text: &str) -> Tokens {
         // word by word.
         // A range of months or days written with a hyphen ("April-June")
         // is one written with "to".
-        let range = lower.split('-').filter(|w| !w.is_empty()).count() == 2
-            && lower.split('-').all(|part| {
+        let parts: Vec<&str> = lower.split('-').filter(|w| !w.is_empty()).collect();
+        let range = parts.len() == 2
+            && parts.iter().all(|part| {
                 kind_of(alias(part)).is_some_and(|(kind, _)| matches!(kind, "months" | "weekdays"))
             });
-        for (at, word) in lower.split('-').filter(|w| !w.is_empty()).enumerate() {
+        for (at, word) in parts.into_iter().enumerate() {
             if range && at == 1 {
                 tokens.keys.push("to".to_owned());
             }
