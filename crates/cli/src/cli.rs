@@ -53,8 +53,8 @@ pub(crate) enum Command {
     /// Uses the local embedding model, like the detectors (with
     /// --no-semantic: exact normalized text, 1 or 0). With the calibrated
     /// judge (`similarity.judge`, the default) it prints the judge's score,
-    /// threshold and reason, every feature it weighed, the differing words
-    /// and the residual texts; with the cosine judge, whether the cosine is
+    /// threshold and reason, every feature it weighed, the differing words,
+    /// the residual texts and the templates; with the cosine judge, whether the cosine is
     /// strictly above `similarity.request_threshold`. Handy to choose
     /// thresholds for your own traces.
     Similarity(SimilarityArgs),

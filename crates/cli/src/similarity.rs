@@ -51,7 +51,12 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
     );
     let threshold = judge.threshold_for(&config.similarity, task_type);
     let residual_texts = match judge.first_look(&args.a, &args.b, similarity, threshold.value) {
-        FirstLook::Pending(pending) => Some(pending.residual_texts()),
+        FirstLook::Pending(pending) => {
+            let templates = pending
+                .templates()
+                .map(|(ta, tb)| (ta.to_owned(), tb.to_owned()));
+            Some((pending.residual_texts(), templates))
+        }
         FirstLook::Decided(_) => None,
     };
     let verdict = judge
@@ -180,10 +185,14 @@ fn judged_line(verdict: &Verdict, threshold: &Threshold) -> String {
     )
 }
 
+/// The residual texts and the templates (when compared) of a pair the
+/// judge embedded them for.
+type Embedded = ((String, String), Option<(String, String)>);
+
 /// What the calibrated judge looked at: every feature with its value, the
 /// differing words, the synonyms among them that WordNet knows, and the
-/// residual texts when they were embedded.
-fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<String> {
+/// residual texts and templates when they were embedded.
+fn details(verdict: &Verdict, residual_texts: Option<&Embedded>) -> Vec<String> {
     let features: Vec<String> = FEATURE_NAMES
         .iter()
         .zip(verdict.features.vector())
@@ -205,31 +214,41 @@ fn details(verdict: &Verdict, residual_texts: Option<&(String, String)>) -> Vec<
             .collect();
         lines.push(format!("synonyms (WordNet), no swap: {}", pairs.join(", ")));
     }
-    if let (Some((a, b)), Some(residuals)) = (residual_texts, verdict.features.residuals) {
+    if let (Some(((a, b), templates)), Some(residuals)) =
+        (residual_texts, verdict.features.residuals)
+    {
         lines.push(format!(
             "residual texts: {a:?} / {b:?} (cosine {:.3}; each against the other text {:.3}, {:.3})",
             residuals.between, residuals.a_to_b, residuals.b_to_a
         ));
+        lines.push(match templates {
+            Some((ta, tb)) => format!(
+                "templates: {ta:?} / {tb:?} (cosine {:.3})",
+                residuals.templates
+            ),
+            None => "templates: not compared (the texts share at least half their content words)"
+                .to_owned(),
+        });
     }
     lines
 }
 
 /// The verdict as JSON: `{"cosine", "judge", "same", "score", "threshold",
 /// "threshold_key", "reason", "features": {name: value}, "only_a",
-/// "only_b", "synonyms": [[a, b]], "residual_texts"}`.
+/// "only_b", "synonyms": [[a, b]], "residual_texts", "templates"}`.
 fn judged_json(
     verdict: &Verdict,
     threshold: &Threshold,
-    residual_texts: Option<&(String, String)>,
+    residual_texts: Option<&Embedded>,
 ) -> Value {
     let features: Map<String, Value> = FEATURE_NAMES
         .iter()
         .zip(verdict.features.vector())
         .map(|(name, value)| ((*name).to_owned(), json!(rounded(value))))
         .collect();
-    let residual_texts = match (residual_texts, verdict.features.residuals) {
-        (Some((a, b)), Some(_)) => json!([a, b]),
-        _ => Value::Null,
+    let (residual_texts, templates) = match (residual_texts, verdict.features.residuals) {
+        (Some(((a, b), templates)), Some(_)) => (json!([a, b]), json!(templates)),
+        _ => (Value::Null, Value::Null),
     };
     json!({
         "cosine": rounded(verdict.features.cosine),
@@ -244,6 +263,7 @@ fn judged_json(
         "only_b": verdict.features.contrast.only_b,
         "synonyms": verdict.features.contrast.synonyms,
         "residual_texts": residual_texts,
+        "templates": templates,
     })
 }
 

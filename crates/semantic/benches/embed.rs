@@ -108,6 +108,42 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
+    // What the calibrated judge embeds for an undecided pair that is not in
+    // the cache, in one call: its two residual texts, and since session 17
+    // its two templates too when the texts share less than half their
+    // words (`lexical::templates`). Each text is new (a fresh number).
+    let mut group = c.benchmark_group("undecided_pair_uncached");
+    let pair_texts = |with_templates: bool| {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut texts = vec![
+            format!("set up cycle engineering org {n}"),
+            format!("send managers reminder due friday {n}"),
+        ];
+        if with_templates {
+            texts.push(format!("set up the X X X in X for the engineering org {n}"));
+            texts.push(format!(
+                "send managers a reminder in X that their X X are due on friday {n}"
+            ));
+        }
+        texts
+    };
+    for (name, with_templates) in [
+        ("residual_texts", false),
+        ("residual_texts_and_templates", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || pair_texts(with_templates),
+                |texts| {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    runtime.block_on(service.embed_many(&refs))
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    group.finish();
+
     // The same two paths, interleaved request by request, so both see the
     // same load on a shared machine: the printed ratio is our overhead.
     let mut group = c.benchmark_group("paired");

@@ -69,6 +69,11 @@ const WORDS_SWAP: (&str, &str) = (
 /// The same step for another platform, reworded: no words veto (the text
 /// was written anew), so the names of one kind decide
 /// (`kind_veto`), and the names in one place are looked at before.
+const ANOTHER_ACTION: (&str, &str) = (
+    "Set up the H2 review cycle in Lattice for the engineering org.",
+    "Send managers a reminder in Lattice that their H2 reviews are due on Friday.",
+);
+
 const KINDS: (&str, &str) = (
     "Fix the deep links to product pages that open the home screen in the Android app.",
     "Deep links to product pages open the home screen in the iOS app too; please fix them there.",
@@ -94,6 +99,18 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("judge/lexical_contrast_kinds", |b| {
         b.iter(|| compare(black_box(KINDS.0), black_box(KINDS.1)))
+    });
+    // Another action on the same object: no veto, the templates are
+    // written for the embedder (session 17).
+    c.bench_function("judge/first_look_with_templates", |b| {
+        b.iter(|| {
+            judge.first_look(
+                black_box(ANOTHER_ACTION.0),
+                black_box(ANOTHER_ACTION.1),
+                0.83,
+                0.5,
+            )
+        })
     });
     c.bench_function("judge/first_look_vetoed", |b| {
         b.iter(|| judge.first_look(black_box(CONTRAST.0), black_box(CONTRAST.1), 0.97, 0.5))

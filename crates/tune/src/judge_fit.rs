@@ -26,13 +26,13 @@ use crate::{
 pub struct PairFeatures {
     /// One per pair.
     pub features: Vec<Features>,
-    /// What embedding the residual texts cost.
+    /// What embedding the residual texts and templates cost.
     pub residual_stats: EmbedStats,
 }
 
 /// Computes each pair's features for the calibrated judge (`vectors` holds
-/// the pairs' texts); the residual texts are embedded with `embedder`
-/// through `options`' cache.
+/// the pairs' texts); the residual texts and templates are embedded with
+/// `embedder` through `options`' cache.
 pub fn judge_features(
     pairs: &PairSet,
     vectors: &Vectors,
@@ -48,13 +48,22 @@ pub fn judge_features(
         })?;
         looks.push(judge.first_look(&pair.a, &pair.b, cosine, 0.5));
     }
+    // Each pending pair's residual texts and templates.
     let residual_texts: Vec<String> = looks
         .iter()
         .filter_map(|look| match look {
-            FirstLook::Pending(pending) => Some(pending.residual_texts()),
+            FirstLook::Pending(pending) => {
+                let (ra, rb) = pending.residual_texts();
+                let templates = pending.templates().into_iter();
+                Some(
+                    [ra, rb]
+                        .into_iter()
+                        .chain(templates.flat_map(|(ta, tb)| [ta.to_owned(), tb.to_owned()])),
+                )
+            }
             FirstLook::Decided(_) => None,
         })
-        .flat_map(|(a, b)| [a, b])
+        .flatten()
         .collect();
     let (residuals, residual_stats) = embed_texts(
         embedder,
@@ -69,14 +78,22 @@ pub fn judge_features(
             FirstLook::Pending(pending) => {
                 let (ra, rb) = pending.residual_texts();
                 let (a, b) = pending.texts();
+                let templates = match pending.templates() {
+                    Some((ta, tb)) => match (residuals.get(ta), residuals.get(tb)) {
+                        (Some(ta), Some(tb)) => Some(Some((&ta[..], &tb[..]))),
+                        _ => None,
+                    },
+                    None => Some(None),
+                };
                 let found = (
-                    residuals.get(&ra),
-                    residuals.get(&rb),
-                    vectors.get(a),
-                    vectors.get(b),
+                    (residuals.get(&ra), residuals.get(&rb)),
+                    (vectors.get(a), vectors.get(b)),
+                    templates,
                 );
                 let cosines = match found {
-                    (Some(ra), Some(rb), Some(a), Some(b)) => Residuals::of(ra, rb, a, b).ok(),
+                    ((Some(ra), Some(rb)), (Some(a), Some(b)), Some(templates)) => {
+                        Residuals::of((ra, rb), (a, b), templates).ok()
+                    }
                     _ => None,
                 };
                 pending.finish(cosines).features

@@ -93,6 +93,10 @@ pub struct Tokens {
     /// The names of [`NAMES_OF_A_KIND`] the text writes, each with its
     /// kind, in order, for [`kind_veto`].
     kinds: Vec<(&'static str, &'static str)>,
+    /// Beside each of `keys`, the token as written (lowercase) and whether
+    /// it is content (a word or an identifier, no stop word): what
+    /// [`templates`] writes.
+    shown: Vec<(String, bool)>,
 }
 
 /// A length of time as a text writes it.
@@ -236,6 +240,12 @@ pub struct Contrast {
     /// written ("clean", "tidy"), when a words veto was weighed: they
     /// lifted it, or were left out of the swap it weighed.
     pub synonyms: Vec<(String, String)>,
+    /// One text asks for the same work somewhere else and says so ("the
+    /// iOS app crashes at startup too", "the April run is due as well",
+    /// "Oakridge is also getting 409s") and the other does not
+    /// ([`adds_to_earlier_work`]): the work of the other text, for another
+    /// target.
+    pub adds_on_one_side: bool,
 }
 
 /// Takes a text apart into identifiers and content words: the words of
@@ -282,7 +292,7 @@ pub fn tokenize(text: &str) -> Tokens {
             skip_next = with_next;
             sentence_start = !with_next && raw_end;
             previous = trimmed;
-            tokens.keys.push(time.clone());
+            tokens.push_key(time.clone(), trimmed, true);
             tokens.identifiers.push((IdentifierClass::Number, time));
             continue;
         }
@@ -295,7 +305,7 @@ pub fn tokenize(text: &str) -> Tokens {
             skip_next = true;
             sentence_start = false;
             previous = trimmed;
-            tokens.keys.push(number.clone());
+            tokens.push_key(number.clone(), trimmed, true);
             tokens.identifiers.push((IdentifierClass::Number, number));
             continue;
         }
@@ -304,7 +314,7 @@ pub fn tokenize(text: &str) -> Tokens {
         if is_how_often(trimmed, next) {
             sentence_start = raw_end;
             previous = trimmed;
-            tokens.keys.push(trimmed.to_lowercase());
+            tokens.push_key(trimmed.to_lowercase(), trimmed, false);
             continue;
         }
         let first_of_sentence = std::mem::replace(&mut sentence_start, raw_end);
@@ -317,14 +327,14 @@ pub fn tokenize(text: &str) -> Tokens {
         if let Some(number) = roman_numeral(trimmed).filter(|_| numbered()) {
             // "SOC 2 Type II", "Phase III": a number written in Roman
             // numerals after what is numbered.
-            tokens.keys.push(number.to_string());
+            tokens.push_key(number.to_string(), trimmed, true);
             tokens
                 .identifiers
                 .push((IdentifierClass::Number, number.to_string()));
             continue;
         }
         if let Some(year) = year {
-            tokens.keys.push(year.clone());
+            tokens.push_key(year.clone(), trimmed, true);
             tokens.identifiers.push((IdentifierClass::Number, year));
             continue;
         }
@@ -351,7 +361,7 @@ pub fn tokenize(text: &str) -> Tokens {
             if class == IdentifierClass::Number {
                 tokens.add_duration(Some(&key), trimmed, next);
             }
-            tokens.keys.push(key.clone());
+            tokens.push_key(key.clone(), trimmed, true);
             tokens.identifiers.push((class, key));
             continue;
         }
@@ -379,15 +389,16 @@ pub fn tokenize(text: &str) -> Tokens {
             });
         for (at, word) in parts.into_iter().enumerate() {
             if range && at == 1 {
-                tokens.keys.push("to".to_owned());
+                tokens.push_key("to".to_owned(), "to", false);
             }
             tokens.raw.push(word.to_owned());
+            let written = word;
             let spelled = american_spelling(word);
             // An irregular form is its verb ("wrote", "written": "write").
             let word = alias(irregular_base(&spelled).unwrap_or(&spelled));
             if let Some(number) = number_word(word) {
                 tokens.add_duration(Some(number), number, next);
-                tokens.keys.push(number.to_owned());
+                tokens.push_key(number.to_owned(), written, true);
                 tokens
                     .identifiers
                     .push((IdentifierClass::Number, number.to_owned()));
@@ -399,18 +410,18 @@ pub fn tokenize(text: &str) -> Tokens {
                     // "a day", "an hour".
                     tokens.add_duration(None, word, next);
                 }
-                tokens.keys.push(word.to_owned());
+                tokens.push_key(word.to_owned(), written, false);
                 continue;
             }
             let stem = stemmer().stem(word).into_owned();
             if STOP_STEMS.contains(&stem.as_str()) && !compound && !name {
-                tokens.keys.push(stem);
+                tokens.push_key(stem, written, false);
                 continue;
             }
             if trimmed.starts_with(char::is_uppercase) && !compound {
                 tokens.parties.push((tokens.keys.len(), stem.clone(), name));
             }
-            tokens.keys.push(stem.clone());
+            tokens.push_key(stem.clone(), written, true);
             tokens.written.push(word.to_owned());
             tokens.words.push(stem);
         }
@@ -422,6 +433,13 @@ pub fn tokenize(text: &str) -> Tokens {
 }
 
 impl Tokens {
+    /// Appends a token's `key`, with the token as `written` and whether it
+    /// is content (see `shown`).
+    fn push_key(&mut self, key: String, written: &str, content: bool) {
+        self.keys.push(key);
+        self.shown.push((written.to_lowercase(), content));
+    }
+
     /// Keeps the duration that a number (`number`, its key; `None` for
     /// "a"/"an") written as `token` makes with its unit: a suffix of the
     /// token ("30s", "24h", "15min") or the next word ("3 months").
@@ -748,6 +766,77 @@ fn spell_out_dotted(
     });
 }
 
+/// Whether an identifier's key is a path or an address (`alb-logs/`,
+/// `s3://bucket`, `auth::session`).
+fn is_path_key(key: &str) -> bool {
+    key.contains('/') || key.contains('\\') || key.contains("::")
+}
+
+/// Takes out of `paths` each path or address that the other text writes
+/// in words or names ("alb-logs/" / "the ALB logs"): all its parts, the
+/// scheme aside ("s3://", "https://"), or all those of its last segment
+/// ("modules/vpc-peering" / "the vpc-peering module"). The other side's
+/// differing words and names it takes are taken out with it. Only when
+/// the other side names no path of its own that differs, since two paths
+/// are compared as paths.
+fn spell_out_paths(
+    paths: &mut Vec<String>,
+    their_names: &mut Vec<String>,
+    their_words: &mut Vec<String>,
+    theirs: &Tokens,
+) {
+    if their_names.iter().any(|key| is_path_key(key)) {
+        return;
+    }
+    paths.retain(|path| {
+        if !is_path_key(path) {
+            return true;
+        }
+        let without_scheme = path
+            .split_once("://")
+            .map_or(path.as_str(), |(_, rest)| rest);
+        let segments: Vec<&str> = without_scheme
+            .split(['/', '\\', ':'])
+            .filter(|segment| !segment.is_empty())
+            .collect();
+        let parts = |text: &str| -> Vec<String> {
+            text.split(|c: char| !c.is_alphanumeric())
+                .filter(|part| !part.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut candidates = vec![parts(without_scheme)];
+        if segments.len() > 1
+            && let Some(last) = segments.last()
+        {
+            candidates.push(parts(last));
+        }
+        for candidate in candidates.into_iter().filter(|parts| !parts.is_empty()) {
+            let (mut names_left, mut words_left) = (their_names.clone(), their_words.clone());
+            let written = candidate.iter().all(|part| {
+                if let Some(at) = names_left.iter().position(|theirs| theirs == part) {
+                    names_left.remove(at);
+                    return true;
+                }
+                let stem = stemmer().stem(part);
+                if let Some(at) = words_left.iter().position(|word| *word == stem) {
+                    words_left.remove(at);
+                    return true;
+                }
+                // Written on the other side, where this side writes it
+                // too: no difference of either side's.
+                theirs.keys.iter().any(|key| *key == stem || key == part)
+            });
+            if written {
+                *their_names = names_left;
+                *their_words = words_left;
+                return false;
+            }
+        }
+        true
+    });
+}
+
 /// Phrases that mean "again" ("once more", "one more time"): a re-asked
 /// request adds them, and their words ("once", "more", "one") would
 /// otherwise count as a difference, "one" even as a number.
@@ -805,6 +894,7 @@ pub struct ReadText {
     report: bool,
     statement: bool,
     intents: u32,
+    adds_on: bool,
 }
 
 impl ReadText {
@@ -819,6 +909,7 @@ impl ReadText {
             report,
             statement: report || states_without_reporting(text),
             intents,
+            adds_on: adds_to_earlier_work(text),
         }
     }
 
@@ -855,6 +946,11 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
     // difference.
     spell_out_dotted(&mut extra_a, &mut extra_b, &mut only_b_words);
     spell_out_dotted(&mut extra_b, &mut extra_a, &mut only_a_words);
+    // A path or address on one side, its parts in words on the other
+    // ("alb-logs/", "the ALB logs"; "s3://corp-log-archive", "the
+    // corp-log-archive bucket"): no difference.
+    spell_out_paths(&mut extra_a, &mut extra_b, &mut only_b_words, tb);
+    spell_out_paths(&mut extra_b, &mut extra_a, &mut only_a_words, ta);
     // A duration on one side, the same length in other units on the
     // other ("3 months", "90 days"): no difference.
     same_durations(
@@ -945,7 +1041,74 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
         report_vs_request: a.report != b.report && !(a.statement && b.statement),
         related_cover,
         synonyms,
+        adds_on_one_side: a.adds_on != b.adds_on,
     }
+}
+
+/// The placeholder [`templates`] writes for a word both texts have.
+pub const TEMPLATE_PLACEHOLDER: &str = "X";
+
+/// Each text as written (lowercase, punctuation out), with every content
+/// word and identifier the other text has too written as
+/// [`TEMPLATE_PLACEHOLDER`]: what is left is what each does with what
+/// both name. "Prepare the Q2 VAT return" and "Pay the Q2 VAT bill once
+/// the return is submitted" become "X the X X X" and "pay the X X bill
+/// once the X is submitted": their cosine tells another action on the
+/// same thing from the same action reworded, which the whole texts'
+/// cosine, dominated by the shared names, cannot.
+pub fn templates(a: &ReadText, b: &ReadText) -> (String, String) {
+    fn template(mine: &Tokens, theirs: &Tokens) -> String {
+        let shared: std::collections::HashSet<&str> = theirs
+            .keys
+            .iter()
+            .zip(&theirs.shown)
+            .filter(|(_, (_, content))| *content)
+            .map(|(key, _)| key.as_str())
+            .collect();
+        let mut out = String::new();
+        for (key, (written, content)) in mine.keys.iter().zip(&mine.shown) {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            if *content && shared.contains(key.as_str()) {
+                out.push_str(TEMPLATE_PLACEHOLDER);
+            } else {
+                out.push_str(written);
+            }
+        }
+        out
+    }
+    (
+        template(&a.tokens, &b.tokens),
+        template(&b.tokens, &a.tokens),
+    )
+}
+
+/// Whether `text` says it asks for work done or asked for already, once
+/// more for something else: "too" closing a clause ("the iOS build
+/// crashes at startup too; track that down"), "as well" (not "as well
+/// as", which is "and"), "likewise", or "also" inside a sentence ("Oakridge
+/// Bank's Okta is also getting 409s"). An "Also" that opens a sentence
+/// adds a part to the same request ("Also point out the ones that bill
+/// per connection"), and "too" before a word is a degree ("way too big").
+/// Like [`tokenize`], it reads what the model reads of the text.
+pub fn adds_to_earlier_work(text: &str) -> bool {
+    let lower = embedding_input(text).to_lowercase();
+    let tokens: Vec<&str> = lower.split_whitespace().collect();
+    let word = |at: usize| tokens.get(at).map(|raw| trim_punctuation(raw));
+    tokens.iter().enumerate().any(|(at, raw)| {
+        let opens_sentence = at
+            .checked_sub(1)
+            .and_then(|before| tokens.get(before))
+            .is_none_or(|before| before.ends_with(['.', '?', '!', ':', ';']));
+        match trim_punctuation(raw) {
+            "too" => raw.ends_with([',', '.', ';', ':', '!', '?', ')']) || at + 1 == tokens.len(),
+            "likewise" => true,
+            "also" => !opens_sentence,
+            "as" => word(at + 1) == Some("well") && word(at + 2) != Some("as"),
+            _ => false,
+        }
+    })
 }
 
 /// Whether `text` reads as a report (of work done, a cause found or a
@@ -4574,6 +4737,119 @@ mod tests {
                 "Extend the Postgres backup retention from 14 to 30 days."
             ),
             Some("opposite words (shorten vs extend)".into())
+        );
+    }
+
+    #[test]
+    fn a_template_writes_what_both_texts_name_as_a_placeholder() {
+        let (a, b) = (
+            ReadText::new("Prepare the Q2 VAT return."),
+            ReadText::new("Pay the Q2 VAT bill once the return is submitted."),
+        );
+        assert_eq!(
+            templates(&a, &b),
+            (
+                "prepare the X X X".to_owned(),
+                "pay the X X bill once the X is submitted".to_owned()
+            )
+        );
+        // Stop words stay as written, shared or not; a word only one side
+        // has stays too.
+        let (a, b) = (
+            ReadText::new("Can you review PR #412?"),
+            ReadText::new("Please review the tests in PR #412."),
+        );
+        assert_eq!(
+            templates(&a, &b),
+            (
+                "can you X X X".to_owned(),
+                "please X the tests in X X".to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn work_added_for_another_target_is_read_from_too_also_and_as_well() {
+        for adds in [
+            "The iOS build crashes at startup too; track that down.",
+            "Gusto's April run for contractors is due as well; get it out.",
+            "Oakridge Bank's Okta is also getting 409s from our SCIM endpoint.",
+            "The staging cluster needs the same fix, likewise.",
+            "Make the VPC flow logs expire after 400 days too",
+        ] {
+            assert!(adds_to_earlier_work(adds), "{adds}");
+        }
+        for asks in [
+            // A degree, not another target.
+            "UserController has grown way too big; break it up.",
+            // A part added to the same request.
+            "Compare SSO pricing on WorkOS and Auth0. Also point out the ones that bill per connection.",
+            "Also check the retry logic in the uploader.",
+            // "As well as" is "and".
+            "Compare Auth0 as well as Clerk on SSO pricing.",
+            "Fix the crash on launch in the Android app.",
+        ] {
+            assert!(!adds_to_earlier_work(asks), "{asks}");
+        }
+        assert!(
+            compare(
+                "Set the lifecycle rule on corp-log-archive to expire CloudTrail logs after 400 days.",
+                "The VPC flow logs in that bucket need an expiration too; delete them after 400 days."
+            )
+            .adds_on_one_side
+        );
+        assert!(
+            !compare(
+                "The iOS app crashes at startup too; fix it.",
+                "The iOS app also crashes at startup; fix it."
+            )
+            .adds_on_one_side
+        );
+    }
+
+    #[test]
+    fn a_path_spelled_out_in_words_is_no_difference() {
+        let contrast = compare(
+            "Add a lifecycle rule on s3://corp-log-archive that moves objects under alb-logs/ to Glacier Deep Archive after 90 days.",
+            "ALB logs in the corp-log-archive bucket shouldn't sit in Standard storage forever; after three months, transition them to Deep Archive with a lifecycle policy.",
+        );
+        assert_eq!(contrast.veto, None);
+        assert!(
+            !contrast.only_b.contains(&"corp".to_owned()),
+            "{contrast:?}"
+        );
+        // The last segment of a path, written on the other side.
+        assert_eq!(
+            veto(
+                "Can you unblock the Terraform plan for vpc-peering? CI has been red on it since yesterday.",
+                "Repair modules/vpc-peering so that terraform plan succeeds again."
+            ),
+            None
+        );
+        // Its parts written on the other side, where this side writes them
+        // too ("module").
+        assert_eq!(
+            veto(
+                "terraform plan fails in modules/vpc-peering; can you fix the module?",
+                "Please get the VPC peering module planning again."
+            ),
+            None
+        );
+        // Two paths are compared as paths, whatever words stand beside them.
+        assert_eq!(
+            veto(
+                "Fix the off-by-one in src/api/list.rs.",
+                "Fix the off-by-one in src/api/get.rs; the list endpoint is fine."
+            ),
+            Some("different paths (src/api/list.rs vs src/api/get.rs)".into())
+        );
+        // A path whose parts the other text does not all write stays one.
+        assert!(
+            veto(
+                "Clean up old files under logs/archive/ on the build host.",
+                "Clean up old files under the audit trail on the build host."
+            )
+            .is_some()
         );
     }
 }

@@ -91,19 +91,24 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "cross_min",
     "cross_max",
     "related_cover",
+    "adds_on_one_side",
+    "template_cosine",
 ];
 
 /// How many features the calibrated judge weighs.
-pub const FEATURES: usize = 12;
+pub const FEATURES: usize = 14;
 
-/// How many features the first weights files (before `related_cover`)
-/// have: such a file still reads, its missing weights taken as 0, so it
-/// scores every pair as it did.
-const FIRST_FEATURES: usize = 11;
+/// How many features the weights files of earlier loopguards have: 11
+/// before `related_cover`, 12 before `adds_on_one_side` and
+/// `template_cosine`. Such a file
+/// still reads, its missing weights taken as 0, so it scores every pair
+/// as it did.
+const EARLIER_FEATURES: [usize; 2] = [11, 12];
 
 /// The cosines of the residual texts: with each other, and each with the
 /// other side's whole text (do one side's own words say something the
-/// other text means?).
+/// other text means?); and the cosine of the two texts' templates (what
+/// each does with what both name, [`lexical::templates`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Residuals {
     /// The two residual texts' cosine.
@@ -112,7 +117,20 @@ pub struct Residuals {
     pub a_to_b: f32,
     /// The second side's residual against the first text.
     pub b_to_a: f32,
+    /// The two templates' cosine; 1 when the texts share too many of
+    /// their words for templates to tell anything
+    /// ([`TEMPLATE_JACCARD_CEILING`]).
+    pub templates: f32,
 }
+
+/// Texts that share at least this share of their content words
+/// (`word_jaccard`) are not compared by their templates, and their
+/// template cosine counts as 1: such a template is mostly placeholders,
+/// and its cosine weighs the filler around them ("... so it's yours" /
+/// "... back to you") more than what each text does. Measured in session
+/// 17 (`docs/tuning.md`): without this ceiling the template cosine took
+/// reworded pushbacks in the team traces for different requests.
+pub const TEMPLATE_JACCARD_CEILING: f32 = 0.5;
 
 impl Residuals {
     /// Every cosine 1: nothing differs.
@@ -120,15 +138,24 @@ impl Residuals {
         between: 1.0,
         a_to_b: 1.0,
         b_to_a: 1.0,
+        templates: 1.0,
     };
 
-    /// From the four unit vectors: the residual texts' and the two whole
-    /// texts'.
-    pub fn of(residual_a: &[f32], residual_b: &[f32], a: &[f32], b: &[f32]) -> Result<Residuals> {
+    /// From the unit vectors of the residual texts, the two whole texts
+    /// and, when they were compared, the two templates.
+    pub fn of(
+        (residual_a, residual_b): (&[f32], &[f32]),
+        (a, b): (&[f32], &[f32]),
+        templates: Option<(&[f32], &[f32])>,
+    ) -> Result<Residuals> {
         Ok(Residuals {
             between: cosine(residual_a, residual_b)?,
             a_to_b: cosine(residual_a, b)?,
             b_to_a: cosine(residual_b, a)?,
+            templates: match templates {
+                Some((template_a, template_b)) => cosine(template_a, template_b)?,
+                None => 1.0,
+            },
         })
     }
 }
@@ -158,7 +185,7 @@ impl JudgeWeights {
                 weights.format
             )));
         }
-        if weights.weights.len() == FIRST_FEATURES {
+        if EARLIER_FEATURES.contains(&weights.weights.len()) {
             weights.weights.resize(FEATURES, 0.0);
         }
         if weights.weights.len() != FEATURE_NAMES.len() {
@@ -241,6 +268,8 @@ impl Features {
             cross_min,
             cross_max,
             self.contrast.related_cover,
+            flag(self.contrast.adds_on_one_side),
+            self.residuals.map_or(0.0, |r| r.templates),
         ]
     }
 }
@@ -391,6 +420,9 @@ pub struct Pending {
     features: Features,
     /// The two texts, for a side with no differing words of its own.
     texts: (String, String),
+    /// The two texts' templates ([`lexical::templates`]), when they are
+    /// compared ([`TEMPLATE_JACCARD_CEILING`]).
+    templates: Option<(String, String)>,
 }
 
 /// The first look at a pair: decided, or waiting for the residual texts'
@@ -399,7 +431,8 @@ pub struct Pending {
 pub enum FirstLook {
     /// Decided without another embedding.
     Decided(Verdict),
-    /// Needs the cosine of [`Pending::residual_texts`].
+    /// Needs the cosines of [`Pending::residual_texts`] and
+    /// [`Pending::templates`].
     Pending(Pending),
 }
 
@@ -512,8 +545,10 @@ impl SameRequestJudge {
     /// Judges `a` and `b`, whose embeddings' cosine is `cosine`, as far as
     /// that and their words allow.
     pub fn first_look(&self, a: &str, b: &str, cosine: f32, threshold: f32) -> FirstLook {
-        let contrast = match self.kind {
-            JudgeKind::Cosine => Contrast {
+        let readings = (self.kind == JudgeKind::Calibrated)
+            .then(|| (self.readings.read(a), self.readings.read(b)));
+        let contrast = match &readings {
+            None => Contrast {
                 report_vs_request: false,
                 veto: None,
                 only_a: Vec::new(),
@@ -522,10 +557,9 @@ impl SameRequestJudge {
                 intent_mismatch: false,
                 related_cover: 0.0,
                 synonyms: Vec::new(),
+                adds_on_one_side: false,
             },
-            JudgeKind::Calibrated => {
-                lexical::compare_read(&self.readings.read(a), &self.readings.read(b))
-            }
+            Some((read_a, read_b)) => lexical::compare_read(read_a, read_b),
         };
         let features = Features {
             cosine,
@@ -537,6 +571,7 @@ impl SameRequestJudge {
             threshold,
             features,
             texts: (String::new(), String::new()),
+            templates: None,
         };
         if self.kind == JudgeKind::Calibrated && same_text(a, b) {
             // The same words (case, spacing and end punctuation aside): the
@@ -563,6 +598,11 @@ impl SameRequestJudge {
         }
         let mut pending = pending;
         pending.texts = (a.to_owned(), b.to_owned());
+        if let Some((read_a, read_b)) = &readings
+            && pending.features.contrast.word_jaccard < TEMPLATE_JACCARD_CEILING
+        {
+            pending.templates = Some(lexical::templates(read_a, read_b));
+        }
         FirstLook::Pending(pending)
     }
 
@@ -600,8 +640,9 @@ impl SameRequestJudge {
             .iter()
             .map(|&(before, cosine)| self.first_look(before, text, cosine, threshold))
             .collect();
-        // Each pending pair's residual texts and whole texts, four a pair
-        // (the whole texts are in the service's cache already).
+        // Each pending pair's residual texts and whole texts, and its
+        // templates when they are compared: four or six a pair (the whole
+        // texts are in the service's cache already).
         let residual_texts: Vec<(String, String)> = looks
             .iter()
             .filter_map(|look| match look {
@@ -609,27 +650,35 @@ impl SameRequestJudge {
                 FirstLook::Decided(_) => None,
             })
             .collect();
-        let mut wanted: Vec<&str> = Vec::with_capacity(residual_texts.len() * 4);
+        let mut wanted: Vec<&str> = Vec::with_capacity(residual_texts.len() * 6);
         let pending_texts = looks.iter().filter_map(|look| match look {
-            FirstLook::Pending(pending) => Some(pending.texts()),
+            FirstLook::Pending(pending) => Some((pending.texts(), pending.templates())),
             FirstLook::Decided(_) => None,
         });
-        for ((ra, rb), (a, b)) in residual_texts.iter().zip(pending_texts) {
+        for ((ra, rb), ((a, b), templates)) in residual_texts.iter().zip(pending_texts) {
             wanted.extend([ra.as_str(), rb.as_str(), a, b]);
+            if let Some((ta, tb)) = templates {
+                wanted.extend([ta, tb]);
+            }
         }
         let vectors = if wanted.is_empty() {
             Vec::new()
         } else {
             service.embed_many(&wanted).await?
         };
-        let mut quads = vectors.chunks(4);
+        let mut vectors = vectors.iter();
         looks
             .into_iter()
             .map(|look| match look {
                 FirstLook::Decided(verdict) => Ok(verdict),
                 FirstLook::Pending(pending) => {
-                    let residuals = match quads.next() {
-                        Some([ra, rb, a, b]) => Some(Residuals::of(ra, rb, a, b)?),
+                    let wanted = if pending.templates().is_some() { 6 } else { 4 };
+                    let mine: Vec<&[f32]> = vectors.by_ref().take(wanted).map(|v| &v[..]).collect();
+                    let residuals = match mine.as_slice() {
+                        [ra, rb, a, b] => Some(Residuals::of((ra, rb), (a, b), None)?),
+                        [ra, rb, a, b, ta, tb] => {
+                            Some(Residuals::of((ra, rb), (a, b), Some((ta, tb)))?)
+                        }
                         _ => None,
                     };
                     Ok(pending.finish(residuals))
@@ -643,6 +692,16 @@ impl Pending {
     /// The two texts judged.
     pub fn texts(&self) -> (&str, &str) {
         (&self.texts.0, &self.texts.1)
+    }
+
+    /// The two texts' templates, each with the words both name written
+    /// as a placeholder ([`lexical::templates`]); `None` when the texts
+    /// share too many words for templates to tell anything
+    /// ([`TEMPLATE_JACCARD_CEILING`]).
+    pub fn templates(&self) -> Option<(&str, &str)> {
+        self.templates
+            .as_ref()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
     }
 
     /// The two sides' differing words, each joined in order. A side with
@@ -706,6 +765,69 @@ mod tests {
         )
         .expect_err("format 2");
         assert!(err.to_string().contains("format 2"), "{err}");
+    }
+
+    #[test]
+    fn templates_are_compared_only_for_texts_that_share_less_than_half_their_words() {
+        let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        let FirstLook::Pending(apart) = judge.first_look(
+            "Prepare the Q2 VAT return.",
+            "Pay the Q2 VAT bill once the return is submitted.",
+            0.83,
+            0.5,
+        ) else {
+            panic!("needs the residual");
+        };
+        assert!(apart.features.contrast.word_jaccard < TEMPLATE_JACCARD_CEILING);
+        assert_eq!(
+            apart.templates(),
+            Some((
+                "prepare the X X X",
+                "pay the X X bill once the X is submitted"
+            ))
+        );
+        let FirstLook::Pending(close) = judge.first_look(
+            "Per the policy the approving team issues the label; it's yours.",
+            "The approving team issues the label per the policy. Back to you.",
+            0.9,
+            0.5,
+        ) else {
+            panic!("needs the residual");
+        };
+        assert!(close.features.contrast.word_jaccard >= TEMPLATE_JACCARD_CEILING);
+        assert_eq!(close.templates(), None);
+        let unit = [1.0f32, 0.0];
+        let residuals = Residuals::of((&unit, &unit), (&unit, &unit), None).expect("cosines");
+        assert_eq!(residuals.templates, 1.0);
+    }
+
+    #[test]
+    fn weights_fitted_before_the_templates_still_read_and_score_as_before() {
+        let old = JudgeWeights::from_json(
+            r#"{"format":1,"model":"m","bias":-1,"weights":[2,0,0,0,0,0,0,0,0,0,0,1],"threshold":0.5}"#,
+        )
+        .expect("a 12-weight file");
+        assert_eq!(old.weights.len(), FEATURES);
+        assert_eq!(old.weights[FEATURES - 2..], [0.0, 0.0]);
+        let features = Features {
+            cosine: 0.9,
+            contrast: compare("fix the login bug", "fix the login bug too"),
+            residuals: Some(Residuals {
+                templates: 0.2,
+                ..Residuals::SAME
+            }),
+        };
+        // Neither the word "too" on one side nor the templates' cosine moves it.
+        assert!(features.contrast.adds_on_one_side);
+        let related_cover = features.contrast.related_cover;
+        let expected = 1.0 / (1.0 + (-(-1.0f32 + 2.0 * 0.9 + related_cover)).exp());
+        assert!((old.score(&features) - expected).abs() < 1e-6);
+        // Thirteen weights were never written by any loopguard.
+        let err = JudgeWeights::from_json(
+            r#"{"format":1,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
+        )
+        .expect_err("13 weights");
+        assert!(err.to_string().contains("13 weights"), "{err}");
     }
 
     #[test]
@@ -890,6 +1012,7 @@ mod tests {
             between: 0.8,
             a_to_b: 0.8,
             b_to_a: 0.8,
+            templates: 0.8,
         }));
         assert!(verdict.same, "{verdict:?}");
         assert!(
