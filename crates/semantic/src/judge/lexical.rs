@@ -814,7 +814,7 @@ fn spell_out_paths(
         for candidate in candidates.into_iter().filter(|parts| !parts.is_empty()) {
             let (mut names_left, mut words_left) = (their_names.clone(), their_words.clone());
             let written = candidate.iter().all(|part| {
-                if let Some(at) = names_left.iter().position(|theirs| theirs == part) {
+                if let Some(at) = names_left.iter().position(|name| name == part) {
                     names_left.remove(at);
                     return true;
                 }
@@ -823,9 +823,14 @@ fn spell_out_paths(
                     words_left.remove(at);
                     return true;
                 }
-                // Written on the other side, where this side writes it
-                // too: no difference of either side's.
-                theirs.keys.iter().any(|key| *key == stem || key == part)
+                // A content word or name of the other side that this side
+                // writes too: no difference of either side's. A stop word
+                // ("a", "for") names no part of a path.
+                theirs
+                    .keys
+                    .iter()
+                    .zip(&theirs.shown)
+                    .any(|(key, (_, content))| *content && (*key == stem || key == part))
             });
             if written {
                 *their_names = names_left;
@@ -1052,8 +1057,8 @@ pub const TEMPLATE_PLACEHOLDER: &str = "X";
 /// word and identifier the other text has too written as
 /// [`TEMPLATE_PLACEHOLDER`]: what is left is what each does with what
 /// both name. "Prepare the Q2 VAT return" and "Pay the Q2 VAT bill once
-/// the return is submitted" become "X the X X X" and "pay the X X bill
-/// once the X is submitted": their cosine tells another action on the
+/// the return is submitted" become "prepare the X X X" and "pay the X X
+/// bill once the X is submitted": their cosine tells another action on the
 /// same thing from the same action reworded, which the whole texts'
 /// cosine, dominated by the shared names, cannot.
 pub fn templates(a: &ReadText, b: &ReadText) -> (String, String) {
@@ -4842,6 +4847,14 @@ mod tests {
                 "Fix the off-by-one in src/api/get.rs; the list endpoint is fine."
             ),
             Some("different paths (src/api/list.rs vs src/api/get.rs)".into())
+        );
+        // A stop word is no part of a path written in words.
+        assert!(
+            veto(
+                "Open https://docs.example.com/guide/for in the browser.",
+                "Open the docs for the browser extension."
+            )
+            .is_some()
         );
         // A path whose parts the other text does not all write stays one.
         assert!(
