@@ -78,3 +78,58 @@ fn kinds_filter_the_pairs() {
     assert_eq!(set.with_kind(Some("topic")).distinct_texts(), ["a", "c"]);
     assert!(set.with_kind(Some("other")).pairs.is_empty());
 }
+
+/// A file under the workspace's `data/pairs/`.
+fn shipped_pairs(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/pairs")
+        .join(name)
+}
+
+#[test]
+fn the_unseen_batches_read_cleanly_with_a_test_split_of_their_own() {
+    let set = PairSet::read(&shipped_pairs("unseen-batches-16-18.jsonl")).expect("the file reads");
+    assert!(set.issues.is_empty(), "{:?}", set.issues);
+    assert_eq!(set.pairs.len(), 192);
+    assert_eq!(set.split(Split::Test).count(), 48, "a quarter held out");
+}
+
+/// `data/pairs/second-annotator.jsonl` names real lines of the pair files,
+/// each once, and agrees with every label, as `data/pairs/README.md` and
+/// `docs/tuning.md` ("Session 18") say.
+#[test]
+fn the_second_annotator_labels_real_pairs_and_agrees_with_them() {
+    let requests = PairSet::read(&shipped_pairs("requests.jsonl")).expect("requests read");
+    let unseen = PairSet::read(&shipped_pairs("unseen-batches-16-18.jsonl")).expect("unseen read");
+    let text = fs::read_to_string(shipped_pairs("second-annotator.jsonl")).expect("labels read");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut disagreements = Vec::new();
+    for (at, line) in text.lines().enumerate() {
+        let label: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let file = label["file"].as_str().expect("a file").to_owned();
+        let number = label["line"].as_u64().expect("a line number");
+        let same = label["same"].as_bool().expect("a verdict");
+        let set = match file.as_str() {
+            "requests.jsonl" => &requests,
+            "unseen-batches-16-18.jsonl" => &unseen,
+            other => panic!("line {}: unknown file {other}", at + 1),
+        };
+        let pair = set
+            .pairs
+            .iter()
+            .find(|pair| pair.line == number)
+            .unwrap_or_else(|| panic!("line {}: no pair at {file}:{number}", at + 1));
+        assert!(seen.insert((file.clone(), number)), "{file}:{number} twice");
+        if file == "requests.jsonl" {
+            assert_eq!(pair.split, Split::Test, "{file}:{number} is held out");
+        }
+        if pair.same != same {
+            disagreements.push(format!("{file}:{number}"));
+        }
+    }
+    assert_eq!(seen.len(), 485);
+    let held_out = requests.split(Split::Test).count();
+    let labelled_held_out = seen.iter().filter(|(f, _)| f == "requests.jsonl").count();
+    assert_eq!(labelled_held_out, held_out, "every held-out pair");
+    assert!(disagreements.is_empty(), "{disagreements:?}");
+}
