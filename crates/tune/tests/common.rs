@@ -1,11 +1,18 @@
 //! Toy embedders with exactly known cosines, and a counting wrapper.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loopguard_semantic::{Embedder, SemanticError};
 use loopguard_tune::PairSet;
+
+/// A file under the workspace's `data/pairs/`.
+pub(crate) fn shipped_pairs(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/pairs")
+        .join(name)
+}
 
 /// The unit vector at cosine `c` from `[1, 0]`: its cosine with
 /// [`BASE`]'s vector is `c` exactly in `f32` (`c × 1 + s × 0`).

@@ -12,7 +12,7 @@ use loopguard_tune::{
 use tempfile::TempDir;
 
 fn shipped() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/pairs/requests.jsonl")
+    crate::common::shipped_pairs("requests.jsonl")
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! Reading pair files: bad lines are reported with their line numbers and
 //! skipped, the rest is kept.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 
-use loopguard_tune::{PairSet, Split, TuneError};
+use loopguard_tune::{Pair, PairSet, Split, TuneError};
 use tempfile::TempDir;
+
+use crate::common::shipped_pairs;
 
 #[test]
 fn bad_lines_are_reported_with_their_line_numbers() {
@@ -79,11 +82,9 @@ fn kinds_filter_the_pairs() {
     assert!(set.with_kind(Some("other")).pairs.is_empty());
 }
 
-/// A file under the workspace's `data/pairs/`.
-fn shipped_pairs(name: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/pairs")
-        .join(name)
+/// A pair file's pairs by their line number.
+fn by_line(set: &PairSet) -> BTreeMap<u64, &Pair> {
+    set.pairs.iter().map(|pair| (pair.line, pair)).collect()
 }
 
 #[test]
@@ -101,23 +102,22 @@ fn the_unseen_batches_read_cleanly_with_a_test_split_of_their_own() {
 fn the_second_annotator_labels_real_pairs_and_agrees_with_them() {
     let requests = PairSet::read(&shipped_pairs("requests.jsonl")).expect("requests read");
     let unseen = PairSet::read(&shipped_pairs("unseen-batches-16-18.jsonl")).expect("unseen read");
+    let (requests_by_line, unseen_by_line) = (by_line(&requests), by_line(&unseen));
     let text = fs::read_to_string(shipped_pairs("second-annotator.jsonl")).expect("labels read");
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut disagreements = Vec::new();
     for (at, line) in text.lines().enumerate() {
         let label: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         let file = label["file"].as_str().expect("a file").to_owned();
         let number = label["line"].as_u64().expect("a line number");
         let same = label["same"].as_bool().expect("a verdict");
-        let set = match file.as_str() {
-            "requests.jsonl" => &requests,
-            "unseen-batches-16-18.jsonl" => &unseen,
+        let pairs = match file.as_str() {
+            "requests.jsonl" => &requests_by_line,
+            "unseen-batches-16-18.jsonl" => &unseen_by_line,
             other => panic!("line {}: unknown file {other}", at + 1),
         };
-        let pair = set
-            .pairs
-            .iter()
-            .find(|pair| pair.line == number)
+        let pair = pairs
+            .get(&number)
             .unwrap_or_else(|| panic!("line {}: no pair at {file}:{number}", at + 1));
         assert!(seen.insert((file.clone(), number)), "{file}:{number} twice");
         if file == "requests.jsonl" {
