@@ -757,3 +757,155 @@ fn the_judge_fit_draws_both_judges_curves_in_one_picture() {
         );
     }
 }
+
+/// A fake LLM that answers every same-request question with the pair's
+/// label in `pairs` (a reader that is always right), on 127.0.0.1; and the
+/// runtime it runs on. Unknown pairs get a garbled answer.
+fn labelling_llm(
+    pairs: &Path,
+) -> (
+    tokio::runtime::Runtime,
+    std::sync::Arc<loopguard_test_support::fake_llm::FakeLlm>,
+) {
+    use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm, message};
+    let mut labels = std::collections::HashMap::new();
+    for line in fs::read_to_string(pairs).expect("the pairs").lines() {
+        let pair: Value = serde_json::from_str(line).expect("a pair");
+        let text = |key: &str| pair[key].as_str().unwrap_or_default().to_owned();
+        labels.insert((text("a"), text("b")), pair["same"] == true);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let fake = runtime.block_on(FakeLlm::start(move |_, body| {
+        let user = message(body, "user").unwrap_or_default();
+        let quoted = |prefix: &str| {
+            user.lines()
+                .find_map(|line| line.strip_prefix(prefix))
+                .and_then(|json| serde_json::from_str::<String>(json).ok())
+                .unwrap_or_default()
+        };
+        match labels.get(&(quoted("First message: "), quoted("Second message: "))) {
+            Some(same) => FakeAnswer::Content(format!(r#"{{"same": {same}, "reason": "label"}}"#)),
+            None => FakeAnswer::Content("no idea".into()),
+        }
+    }));
+    (runtime, fake)
+}
+
+#[test]
+fn eval_only_with_a_second_opinion_scores_the_judge_alone_and_with_it() {
+    // The unseen batches' 48 test pairs, with the real model; the "LLM"
+    // knows every label, so every pair it hears is right.
+    let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
+    let (_runtime, fake) = labelling_llm(&pairs);
+    let plain = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--eval-only".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(plain.code, Some(0), "{plain:?}");
+    let plain: Value = serde_json::from_str(plain.stdout.trim()).expect("one JSON object");
+
+    let mut command = loopguard();
+    command
+        .env("LOOPGUARD_LLM_BASE_URL", fake.base_url())
+        .env("LOOPGUARD_LLM_MODEL", "labels")
+        .args(["tune", "--pairs"])
+        .arg(&pairs)
+        .args(["--eval-only", "--second-opinion", "--format", "json"]);
+    let judged = run_command(&mut command, b"");
+    assert_eq!(judged.code, Some(0), "{judged:?}");
+    let judged: Value = serde_json::from_str(judged.stdout.trim()).expect("one JSON object");
+    let count = |value: &Value, key: &str| value[key].as_u64().unwrap_or(u64::MAX);
+
+    // The judge alone is what plain --eval-only prints.
+    for key in ["tp", "fp", "fn", "tn"] {
+        assert_eq!(
+            count(&judged["judge_alone"], key),
+            count(&plain, key),
+            "{key}"
+        );
+    }
+    let second = &judged["second_opinion"];
+    assert_eq!(second["by"], "LLM labels");
+    assert_eq!(count(second, "pairs"), 48);
+    let asked = count(second, "asked");
+    assert!(asked > 0 && asked < 48, "only the unsure pairs: {second}");
+    assert_eq!(count(second, "answered"), asked, "{second}");
+    assert_eq!(count(second, "failed"), 0, "{second}");
+    assert_eq!(fake.requests() as u64, asked);
+    // A reader that is always right fixes every mistake it hears, and
+    // the judge's own sure verdicts stay as they were.
+    let mistakes = |value: &Value| count(value, "fp") + count(value, "fn");
+    assert!(mistakes(&judged) < mistakes(&plain), "{judged}");
+    assert_eq!(
+        count(&judged, "tp") + count(&judged, "fn"),
+        count(&plain, "tp") + count(&plain, "fn")
+    );
+}
+
+#[test]
+fn eval_only_with_an_unreachable_second_opinion_keeps_the_judges_verdicts_and_warns() {
+    let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = listener.local_addr().expect("bound");
+    drop(listener);
+    let mut command = loopguard();
+    command
+        .env("LOOPGUARD_LLM_BASE_URL", format!("http://{address}/v1"))
+        .env("LOOPGUARD_LLM_MODEL", "nobody")
+        .args(["tune", "--pairs"])
+        .arg(&pairs)
+        .args(["--eval-only", "--second-opinion", "--format", "json"]);
+    let judged = run_command(&mut command, b"");
+    assert_eq!(judged.code, Some(0), "{judged:?}");
+    assert!(
+        judged
+            .stderr
+            .contains("the second opinion gave no answer on"),
+        "{}",
+        judged.stderr
+    );
+    assert!(judged.stderr.contains("cannot reach"), "{}", judged.stderr);
+    let judged: Value = serde_json::from_str(judged.stdout.trim()).expect("one JSON object");
+    for key in ["tp", "fp", "fn", "tn"] {
+        assert_eq!(judged[key], judged["judge_alone"][key], "{key}: {judged}");
+    }
+    let second = &judged["second_opinion"];
+    let count = |key: &str| second[key].as_u64().unwrap_or(u64::MAX);
+    // The first asks (up to four at once) fail; the rest are not sent
+    // while it cools down.
+    assert!((1..=4).contains(&count("failed")), "{second}");
+    assert_eq!(
+        count("failed") + count("skipped"),
+        count("asked"),
+        "{second}"
+    );
+    assert_eq!(count("answered"), 0, "{second}");
+}
+
+#[test]
+fn a_second_opinion_without_an_llm_is_one_clear_error() {
+    let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
+    let mut command = loopguard();
+    command
+        .env_remove("LOOPGUARD_LLM_BASE_URL")
+        .env_remove("LOOPGUARD_LLM_MODEL")
+        .args(["tune", "--pairs"])
+        .arg(&pairs)
+        .args(["--eval-only", "--second-opinion"]);
+    let run = run_command(&mut command, b"");
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the second opinion needs an LLM: set llm.base_url and llm.model"),
+        "{}",
+        run.stderr
+    );
+}

@@ -544,6 +544,15 @@ pub(crate) struct TuneArgs {
     #[arg(long, requires = "pairs")]
     pub(crate) eval_only: bool,
 
+    /// With --eval-only: also ask the LLM of `[llm]` (or
+    /// LOOPGUARD_LLM_BASE_URL and LOOPGUARD_LLM_MODEL) about the pairs the
+    /// calibrated judge is unsure of, as `[similarity.second_opinion]`
+    /// does in a running engine (its band and veto cosine), and score the
+    /// judge with its answers next to the judge alone. On when the config
+    /// enables the second opinion.
+    #[arg(long, requires = "eval_only")]
+    pub(crate) second_opinion: bool,
+
     /// The calibrated judge's weights for --eval-only (a JSON file as
     /// --weights-out writes it).
     #[arg(long, value_name = "FILE", requires = "eval_only")]

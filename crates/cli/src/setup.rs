@@ -150,7 +150,7 @@ impl Setup {
     pub(crate) fn start(config: Config) -> anyhow::Result<Setup> {
         // The judge's weights first: a bad file stops the command before
         // the model loads.
-        let judge = SameRequestJudge::from_config(&config.similarity)
+        let judge = SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm)
             .context("the same-request judge cannot start")?;
         let service = if config.semantic.enabled {
             let service = loopguard_semantic::load_service(&config, announce_fetch).context(
@@ -213,7 +213,8 @@ impl Setup {
         let settings = OpenAiSettings::from_config_with_env(&self.config.llm, |name| {
             std::env::var(name).ok()
         })?;
-        Ok(settings
+        let mut notes: Vec<String> = settings
+            .iter()
             .map(|settings| {
                 format!(
                     "LLM judge: model {} at {}, asked only about failures that test metrics \
@@ -222,8 +223,16 @@ impl Setup {
                     settings.model, settings.base_url
                 )
             })
-            .into_iter()
-            .collect())
+            .collect();
+        if let Some((by, policy)) = self.judge.second_opinion() {
+            notes.push(format!(
+                "same-request second opinion: {by}, asked about pairs the calibrated judge \
+                 scores {:.2}-{:.2} or vetoes at a cosine of {:.2} or more (if it fails, the \
+                 judge's verdict stands and the detection says so)",
+                policy.band_low, policy.band_high, policy.vetoed_cosine
+            ));
+        }
+        Ok(notes)
     }
 }
 

@@ -6,7 +6,9 @@ use std::io::{self, Write};
 
 use anyhow::Context;
 use loopguard_core_types::Threshold;
-use loopguard_semantic::{FEATURE_NAMES, FirstLook, JudgeKind, SameRequestJudge, Verdict};
+use loopguard_semantic::{
+    FEATURE_NAMES, FirstLook, JudgeKind, SameRequestJudge, SecondOpinionOutcome, Verdict,
+};
 use serde_json::{Map, Value, json};
 
 use crate::cli::{SimilarityArgs, SimilarityFormat};
@@ -29,8 +31,8 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
         .await
         .context("cannot compare the texts")?;
     let task_type = args.task_type.as_deref();
-    let judge =
-        SameRequestJudge::from_config(&config.similarity).context("cannot build the judge")?;
+    // The configured judge, with its second opinion when one is enabled.
+    let judge = setup.judge.clone();
     let topic = config.similarity.topic_threshold_for(task_type);
     let request = config.similarity.request_threshold_for(task_type);
 
@@ -68,6 +70,7 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
     match args.format {
         SimilarityFormat::Json => {
             let mut document = judged_json(&verdict, &threshold, residual_texts.as_ref());
+            document["second_opinion"] = second_opinion_json(&judge, &verdict);
             document["model"] = json!(service.model_id());
             document["same_topic"] = json!(similarity > topic.value);
             document["topic_threshold"] = json!(rounded(topic.value));
@@ -92,6 +95,9 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
             }
             writeln!(out, "{}", cosine_verdict("same topic", similarity, &topic))?;
             if verdict.judge == JudgeKind::Calibrated {
+                if let Some(line) = second_opinion_line(&judge, &verdict) {
+                    writeln!(out, "{line}")?;
+                }
                 for line in details(&verdict, residual_texts.as_ref()) {
                     writeln!(out, "{line}")?;
                 }
@@ -166,14 +172,85 @@ fn cosine_verdict(what: &str, similarity: f32, threshold: &Threshold) -> String 
     )
 }
 
+/// What the judge's second opinion did, when it has one: "second opinion:
+/// LLM m says the same request (a rewording), overruling the judge", or
+/// why it was not asked.
+fn second_opinion_line(judge: &SameRequestJudge, verdict: &Verdict) -> Option<String> {
+    let (by, policy) = judge.second_opinion()?;
+    Some(match &verdict.second_opinion {
+        None => format!(
+            "second opinion ({by}): not asked (score {:.3} outside {:.2}-{:.2}, and no veto at a \
+             cosine of {:.2} or more)",
+            verdict.score, policy.band_low, policy.band_high, policy.vetoed_cosine
+        ),
+        Some(SecondOpinionOutcome::Failed { error, .. }) => {
+            format!("second opinion ({by}): no answer, the judge's verdict stands: {error}")
+        }
+        Some(SecondOpinionOutcome::Answered {
+            opinion,
+            judge_same,
+            cached,
+            ..
+        }) => format!(
+            "second opinion ({by}): {}{}{}, {} the judge",
+            if opinion.same {
+                "the same request"
+            } else {
+                "a different request"
+            },
+            if opinion.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", opinion.reason)
+            },
+            if *cached { ", as before" } else { "" },
+            if opinion.same == *judge_same {
+                "agreeing with"
+            } else {
+                "overruling"
+            }
+        ),
+    })
+}
+
+/// `{"by", "asked", "same", "reason", "judge_same", "cached", "error"}`, or
+/// null when the judge has no second opinion.
+fn second_opinion_json(judge: &SameRequestJudge, verdict: &Verdict) -> Value {
+    let Some((by, _)) = judge.second_opinion() else {
+        return Value::Null;
+    };
+    match &verdict.second_opinion {
+        None => json!({"by": by, "asked": false}),
+        Some(SecondOpinionOutcome::Failed { error, .. }) => {
+            json!({"by": by, "asked": true, "error": error})
+        }
+        Some(SecondOpinionOutcome::Answered {
+            opinion,
+            judge_same,
+            cached,
+            ..
+        }) => json!({
+            "by": by,
+            "asked": true,
+            "same": opinion.same,
+            "reason": opinion.reason,
+            "judge_same": judge_same,
+            "cached": cached,
+        }),
+    }
+}
+
 /// "same request: no (calibrated judge, score 0.031 <= 0.74 from the
 /// shipped judge weights): different numbers (412 vs 418) (score 0.03,
 /// cosine 0.95)".
 fn judged_line(verdict: &Verdict, threshold: &Threshold) -> String {
-    let (answer, relation) = if verdict.same {
-        ("yes", ">")
+    let answer = if verdict.same { "yes" } else { "no" };
+    // The score against the threshold; a second opinion may decide
+    // otherwise, and the reason then says so.
+    let relation = if verdict.score > threshold.value {
+        ">"
     } else {
-        ("no", "<=")
+        "<="
     };
     format!(
         "same request: {answer} ({} judge, score {:.3} {relation} {} from {}): {}",

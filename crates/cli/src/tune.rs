@@ -148,7 +148,7 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         let set = set.with_kind(args.kind.as_deref());
         let features = judge_features(&set, &vectors, embedder.as_ref(), &embed)
             .with_context(|| format!("cannot embed the residual texts with {choice}"))?;
-        return judge::run(args, &config, &set, &features.features, vectors.model_id());
+        return judge::run(args, &config, &set, &features.features, vectors.model_id()).await;
     }
 
     let report = match &input {

@@ -285,6 +285,54 @@ pub struct SimilarityConfig {
     /// (`[similarity.task_types.research]`). A key left out keeps the
     /// general threshold.
     pub task_types: BTreeMap<String, TaskTypeThresholds>,
+    /// `[similarity.second_opinion]`: an LLM asked about the pairs the
+    /// calibrated judge is unsure of (off by default).
+    pub second_opinion: SecondOpinionConfig,
+}
+
+/// `[similarity.second_opinion]`: when the calibrated same-request judge
+/// asks an LLM (the server and model of `[llm]`) whether two texts are one
+/// request, and lets its answer decide.
+///
+/// Asked only about pairs the judge is unsure of: a score inside the
+/// band, or a veto (a differing identifier, number or deciding word) on
+/// texts whose cosine is still high. Every other pair, and every pair when
+/// the LLM fails, keeps the judge's own verdict, and the detection's
+/// reason says which decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecondOpinionConfig {
+    /// Ask the LLM at all (default false). `true` needs `[llm]` (or
+    /// `LOOPGUARD_LLM_BASE_URL` and `LOOPGUARD_LLM_MODEL`) to name a server
+    /// and a model.
+    pub enabled: bool,
+    /// The lowest judge score asked about (default 0.2).
+    pub band_low: f32,
+    /// The highest judge score asked about (default 0.85).
+    pub band_high: f32,
+    /// A vetoed pair is asked about when its cosine is at least this
+    /// (default 0.8): a reworded repeat that names one identifier two ways
+    /// is vetoed and still close.
+    pub vetoed_cosine: f32,
+    /// After the LLM fails (unreachable, too slow, a garbled answer), this
+    /// many seconds pass before it is asked again (default 60), so a
+    /// server that is down does not slow every event by its timeout.
+    pub cooldown_secs: u64,
+    /// Answers kept, by the pair of texts (default 4096).
+    pub cache_capacity: usize,
+}
+
+impl Default for SecondOpinionConfig {
+    fn default() -> Self {
+        SecondOpinionConfig {
+            enabled: false,
+            band_low: 0.2,
+            band_high: 0.85,
+            vetoed_cosine: 0.8,
+            cooldown_secs: 60,
+            cache_capacity: 4096,
+        }
+    }
 }
 
 /// `[similarity.task_types.NAME]`: thresholds for one task type.
@@ -623,6 +671,7 @@ impl Default for SimilarityConfig {
             request_threshold: 0.85,
             topic_threshold: 0.85,
             task_types: BTreeMap::new(),
+            second_opinion: SecondOpinionConfig::default(),
         }
     }
 }
@@ -1167,6 +1216,33 @@ impl Config {
         }
         if let Some(value) = self.similarity.judge_threshold {
             score_threshold("similarity.judge_threshold", value)?;
+        }
+        let second = &self.similarity.second_opinion;
+        for (key, value) in [
+            ("similarity.second_opinion.band_low", second.band_low),
+            ("similarity.second_opinion.band_high", second.band_high),
+            (
+                "similarity.second_opinion.vetoed_cosine",
+                second.vetoed_cosine,
+            ),
+        ] {
+            if !(value.is_finite() && (0.0..=1.0).contains(&value)) {
+                return Err(invalid(key, value, "must be between 0 and 1"));
+            }
+        }
+        if second.band_low > second.band_high {
+            return Err(invalid(
+                "similarity.second_opinion.band_low",
+                second.band_low,
+                "must not be above similarity.second_opinion.band_high",
+            ));
+        }
+        if second.cache_capacity == 0 || second.cache_capacity > 1_000_000 {
+            return Err(invalid(
+                "similarity.second_opinion.cache_capacity",
+                second.cache_capacity,
+                "between 1 and 1000000 answers are kept",
+            ));
         }
         if self.semantic.cache_capacity > 10_000_000 {
             return Err(invalid(

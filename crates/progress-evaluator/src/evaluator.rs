@@ -19,7 +19,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 
 use crate::judge::{FailureRecord, GoalJudge, JudgeError, JudgeRequest, Judgement, Verdict};
-use crate::openai::truncate;
+use loopguard_llm_client::truncate;
 
 /// The detector's name in detections.
 pub const DETECTOR: &str = "progress";

@@ -1,27 +1,15 @@
 //! [`OpenAiJudge`]: the goal judge on any OpenAI-compatible
 //! chat-completions server (OpenAI, vLLM, Ollama, llama.cpp's server).
 
-use std::fmt;
-use std::time::Duration;
-
 use async_trait::async_trait;
 use loopguard_core_types::LlmConfig;
-use serde::Deserialize;
-use serde_json::json;
+pub use loopguard_llm_client::{BASE_URL_ENV, LlmSettings as OpenAiSettings, MODEL_ENV};
+use loopguard_llm_client::{ChatClient, LlmError, MAX_BODY_BYTES, truncate};
 
 use crate::judge::{GoalJudge, JudgeError, JudgeRequest, Judgement, metrics_text};
 
-/// The environment variable read for the base URL when the config has none.
-pub const BASE_URL_ENV: &str = "LOOPGUARD_LLM_BASE_URL";
-/// The environment variable read for the model when the config has none.
-pub const MODEL_ENV: &str = "LOOPGUARD_LLM_MODEL";
-
 /// Longest reason kept from an answer, in bytes.
 const MAX_REASON_BYTES: usize = 500;
-/// Longest error body quoted in a [`JudgeError::Status`], in bytes.
-const MAX_BODY_BYTES: usize = 200;
-/// Longest wait between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The instructions: the strict answer format and what each verdict means.
 const SYSTEM_PROMPT: &str = "You judge whether a software task worked on by AI agents is moving \
@@ -32,77 +20,8 @@ regressive: the task is moving away from its goal (failures get worse or spread)
 no_progress: the attempts circle around the same problem without getting closer. \
 progress: the failures show the task getting closer (a later stage fails, less fails).";
 
-/// Where and how [`OpenAiJudge`] asks.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OpenAiSettings {
-    /// The API's base URL; the judge posts to `{base_url}/chat/completions`.
-    pub base_url: String,
-    /// The model name.
-    pub model: String,
-    /// Sent as `Authorization: Bearer KEY` when present.
-    pub api_key: Option<String>,
-    /// Time one attempt may take.
-    pub timeout: Duration,
-    /// Attempts after the first one, after a connection error, a 5xx or a
-    /// 429.
-    pub retries: u32,
-    /// Wait before the first retry; doubled for each further one (at most
-    /// 10 s).
-    pub backoff: Duration,
-}
-
-impl fmt::Debug for OpenAiSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The key never reaches a log.
-        f.debug_struct("OpenAiSettings")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("timeout", &self.timeout)
-            .field("retries", &self.retries)
-            .field("backoff", &self.backoff)
-            .finish()
-    }
-}
-
-impl OpenAiSettings {
-    /// The settings of `[llm]`, completed from the environment as `env`
-    /// answers it: the base URL and model from the config, else from
-    /// `LOOPGUARD_LLM_BASE_URL` and `LOOPGUARD_LLM_MODEL`; the key from the
-    /// variable `llm.api_key_env` names. `Ok(None)` when no base URL or no
-    /// model is set: there is no judge.
-    pub fn from_config_with_env(
-        config: &LlmConfig,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<OpenAiSettings>, JudgeError> {
-        let set = |value: Option<String>| value.filter(|v| !v.trim().is_empty());
-        let base_url = match set(config.base_url.clone()) {
-            Some(url) => url,
-            None => match set(env(BASE_URL_ENV)) {
-                Some(url) if url.starts_with("http://") || url.starts_with("https://") => url,
-                Some(url) => {
-                    return Err(JudgeError::Config(format!(
-                        "{BASE_URL_ENV}={url:?} is not an http:// or https:// URL"
-                    )));
-                }
-                None => return Ok(None),
-            },
-        };
-        let Some(model) = set(config.model.clone()).or_else(|| set(env(MODEL_ENV))) else {
-            return Ok(None);
-        };
-        Ok(Some(OpenAiSettings {
-            base_url,
-            model,
-            api_key: set(env(&config.api_key_env)),
-            timeout: Duration::from_secs(config.timeout_secs.max(1)),
-            retries: config.retries,
-            backoff: Duration::from_millis(500),
-        }))
-    }
-}
-
-/// A [`GoalJudge`] that asks an OpenAI-compatible chat-completions server.
+/// A [`GoalJudge`] that asks an OpenAI-compatible chat-completions server
+/// (through [`ChatClient`]).
 ///
 /// It posts the question with `temperature: 0` and `response_format:
 /// {"type": "json_object"}`, and accepts only the strict answer
@@ -114,123 +33,55 @@ impl OpenAiSettings {
 /// is not retried (the evaluator falls back at once).
 #[derive(Debug, Clone)]
 pub struct OpenAiJudge {
-    client: reqwest::Client,
-    endpoint: String,
-    settings: OpenAiSettings,
+    client: ChatClient,
 }
 
-/// The parts of a chat-completions answer the judge reads.
-#[derive(Deserialize)]
-struct Completion {
-    choices: Vec<Choice>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    message: Message,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    content: Option<String>,
+impl From<LlmError> for JudgeError {
+    fn from(error: LlmError) -> JudgeError {
+        match error {
+            LlmError::Unreachable { url, message } => JudgeError::Unreachable { url, message },
+            LlmError::Timeout(timeout) => JudgeError::Timeout(timeout),
+            LlmError::Status { status, url, body } => JudgeError::Status { status, url, body },
+            LlmError::Malformed(message) => JudgeError::Malformed(message),
+            LlmError::Config(message) => JudgeError::Config(message),
+            // `LlmError` may grow; a new kind reads as a configuration or
+            // transport problem, named as the client words it.
+            other => JudgeError::Config(other.to_string()),
+        }
+    }
 }
 
 impl OpenAiJudge {
     /// A judge with these settings.
     pub fn new(settings: OpenAiSettings) -> Result<OpenAiJudge, JudgeError> {
-        let client = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .build()
-            .map_err(|err| JudgeError::Config(format!("cannot build the HTTP client: {err}")))?;
-        let endpoint = format!(
-            "{}/chat/completions",
-            settings.base_url.trim_end_matches('/')
-        );
         Ok(OpenAiJudge {
-            client,
-            endpoint,
-            settings,
+            client: ChatClient::new(settings)?,
         })
     }
 
     /// The judge `[llm]` and the process environment describe, or `None`
     /// when no base URL or no model is set.
     pub fn from_config(config: &LlmConfig) -> Result<Option<OpenAiJudge>, JudgeError> {
-        OpenAiSettings::from_config_with_env(config, |name| std::env::var(name).ok())?
+        OpenAiSettings::from_config(config)?
             .map(OpenAiJudge::new)
             .transpose()
     }
 
     /// The settings it was built with.
     pub fn settings(&self) -> &OpenAiSettings {
-        &self.settings
-    }
-
-    /// One attempt: the answer, or an error and whether to retry it.
-    async fn attempt(&self, body: &serde_json::Value) -> Result<Judgement, (JudgeError, bool)> {
-        let mut request = self.client.post(&self.endpoint).json(body);
-        if let Some(key) = &self.settings.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(|err| self.transport(&err))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|err| self.transport(&err))?;
-        if !status.is_success() {
-            let retry = status.is_server_error() || status.as_u16() == 429;
-            let error = JudgeError::Status {
-                status: status.as_u16(),
-                url: self.endpoint.clone(),
-                body: truncate(text.trim(), MAX_BODY_BYTES).to_owned(),
-            };
-            return Err((error, retry));
-        }
-        parse_answer(&text).map_err(|err| (err, false))
-    }
-
-    fn transport(&self, err: &reqwest::Error) -> (JudgeError, bool) {
-        if err.is_timeout() {
-            return (JudgeError::Timeout(self.settings.timeout), false);
-        }
-        let message = std::error::Error::source(err)
-            .map_or_else(|| err.to_string(), |source| format!("{err}: {source}"));
-        let error = JudgeError::Unreachable {
-            url: self.endpoint.clone(),
-            message,
-        };
-        (error, err.is_connect())
+        self.client.settings()
     }
 }
 
 #[async_trait]
 impl GoalJudge for OpenAiJudge {
     async fn judge(&self, request: &JudgeRequest) -> Result<Judgement, JudgeError> {
-        let body = json!({
-            "model": self.settings.model,
-            "temperature": 0,
-            "response_format": {"type": "json_object"},
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": question(request)},
-            ],
-        });
-        let mut backoff = self.settings.backoff;
-        let mut attempt = 0;
-        loop {
-            match self.attempt(&body).await {
-                Ok(judgement) => return Ok(judgement),
-                Err((error, true)) if attempt < self.settings.retries => {
-                    tracing::debug!(attempt, error = %error, "LLM judge: retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    attempt += 1;
-                }
-                Err((error, _)) => return Err(error),
-            }
-        }
+        let content = self.client.ask(SYSTEM_PROMPT, &question(request)).await?;
+        parse_content(&content)
     }
 
     fn describe(&self) -> String {
-        format!("model {}", self.settings.model)
+        format!("model {}", self.settings().model)
     }
 }
 
@@ -269,20 +120,12 @@ fn question(request: &JudgeRequest) -> String {
     text
 }
 
-/// Reads the strict answer out of a chat-completions response body.
-fn parse_answer(body: &str) -> Result<Judgement, JudgeError> {
-    let completion: Completion = serde_json::from_str(body)
-        .map_err(|err| JudgeError::Malformed(format!("not a chat-completions response: {err}")))?;
-    let content = completion
-        .choices
-        .into_iter()
-        .next()
-        .and_then(|choice| choice.message.content)
-        .ok_or_else(|| JudgeError::Malformed("the response has no message content".into()))?;
+/// Reads the strict answer out of a chat completion's message content.
+fn parse_content(content: &str) -> Result<Judgement, JudgeError> {
     let mut judgement: Judgement = serde_json::from_str(content.trim()).map_err(|err| {
         JudgeError::Malformed(format!(
             "the content is not {{\"verdict\", \"reason\"}} JSON ({err}): {:?}",
-            truncate(&content, MAX_BODY_BYTES)
+            truncate(content, MAX_BODY_BYTES)
         ))
     })?;
     let reason = judgement.reason.trim();
@@ -293,113 +136,54 @@ fn parse_answer(body: &str) -> Result<Judgement, JudgeError> {
     Ok(judgement)
 }
 
-/// At most `max` bytes of `text`, cut at a character boundary.
-pub(crate) fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{FailureRecord, Verdict};
 
-    fn completion(content: &str) -> String {
-        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
-            .to_string()
-    }
-
     #[test]
     fn strict_answers_parse() {
-        let judgement = parse_answer(&completion(
-            r#" {"verdict": "regressive", "reason": " more tests fail "} "#,
-        ))
-        .expect("valid");
+        let judgement =
+            parse_content(r#" {"verdict": "regressive", "reason": " more tests fail "} "#)
+                .expect("valid");
         assert_eq!(judgement.verdict, Verdict::Regressive);
         assert_eq!(judgement.reason, "more tests fail");
     }
 
     #[test]
     fn garbage_is_malformed() {
-        for body in [
-            "not json".to_owned(),
-            json!({"choices": []}).to_string(),
-            json!({"choices": [{"message": {"content": null}}]}).to_string(),
-            completion("The task is progressing."),
-            completion("```json\n{\"verdict\":\"progress\",\"reason\":\"x\"}\n```"),
-            completion(r#"{"verdict":"progressing","reason":"x"}"#),
-            completion(r#"{"verdict":"progress"}"#),
-            completion(r#"{"verdict":"progress","reason":"  "}"#),
-            completion(r#"{"verdict":"progress","reason":"x","confidence":0.9}"#),
+        for content in [
+            "The task is progressing.",
+            "```json\n{\"verdict\":\"progress\",\"reason\":\"x\"}\n```",
+            r#"{"verdict":"progressing","reason":"x"}"#,
+            r#"{"verdict":"progress"}"#,
+            r#"{"verdict":"progress","reason":"  "}"#,
+            r#"{"verdict":"progress","reason":"x","confidence":0.9}"#,
         ] {
-            let err = parse_answer(&body).expect_err(&body);
-            assert!(matches!(err, JudgeError::Malformed(_)), "{body}: {err}");
+            let err = parse_content(content).expect_err(content);
+            assert!(matches!(err, JudgeError::Malformed(_)), "{content}: {err}");
         }
     }
 
     #[test]
-    fn settings_come_from_config_then_environment() {
-        let env = |name: &str| match name {
-            BASE_URL_ENV => Some("http://env:1/v1".to_owned()),
-            MODEL_ENV => Some("env-model".to_owned()),
-            "LOOPGUARD_LLM_API_KEY" => Some("sk-env".to_owned()),
-            _ => None,
-        };
-        let config = LlmConfig::default();
-        let settings = OpenAiSettings::from_config_with_env(&config, env)
-            .expect("valid")
-            .expect("configured by the environment");
-        assert_eq!(settings.base_url, "http://env:1/v1");
-        assert_eq!(settings.model, "env-model");
-        assert_eq!(settings.api_key.as_deref(), Some("sk-env"));
-        assert_eq!(settings.timeout, Duration::from_secs(20));
-        assert_eq!(settings.retries, 2);
-        assert!(!format!("{settings:?}").contains("sk-env"));
-
-        let config = LlmConfig {
-            base_url: Some("http://config:2/v1".into()),
-            model: Some("config-model".into()),
-            api_key_env: "MY_KEY".into(),
-            timeout_secs: 3,
-            retries: 0,
-        };
-        let settings = OpenAiSettings::from_config_with_env(&config, env)
-            .expect("valid")
-            .expect("configured");
-        assert_eq!(settings.base_url, "http://config:2/v1");
-        assert_eq!(settings.model, "config-model");
-        assert_eq!(settings.api_key, None);
+    fn client_errors_keep_their_kind() {
+        let timeout = std::time::Duration::from_secs(3);
         assert_eq!(
-            (settings.timeout, settings.retries),
-            (Duration::from_secs(3), 0)
+            JudgeError::from(LlmError::Timeout(timeout)),
+            JudgeError::Timeout(timeout)
         );
-    }
-
-    #[test]
-    fn no_url_or_no_model_means_no_judge() {
-        let none = |_: &str| None;
         assert_eq!(
-            OpenAiSettings::from_config_with_env(&LlmConfig::default(), none),
-            Ok(None)
+            JudgeError::from(LlmError::Malformed("x".into())),
+            JudgeError::Malformed("x".into())
         );
-        let only_url = LlmConfig {
-            base_url: Some("http://x/v1".into()),
-            ..LlmConfig::default()
-        };
-        assert_eq!(
-            OpenAiSettings::from_config_with_env(&only_url, none),
-            Ok(None)
-        );
-        let bad_env = |name: &str| (name == BASE_URL_ENV).then(|| "localhost:1".to_owned());
-        let err = OpenAiSettings::from_config_with_env(&LlmConfig::default(), bad_env)
-            .expect_err("not a URL");
-        assert!(err.to_string().contains(BASE_URL_ENV), "{err}");
+        assert!(matches!(
+            JudgeError::from(LlmError::Status {
+                status: 503,
+                url: "u".into(),
+                body: "b".into()
+            }),
+            JudgeError::Status { status: 503, .. }
+        ));
     }
 
     #[test]
@@ -427,12 +211,5 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part:?} in {text}");
         }
-    }
-
-    #[test]
-    fn truncate_cuts_at_a_char_boundary() {
-        assert_eq!(truncate("héllo", 2), "h");
-        assert_eq!(truncate("héllo", 3), "hé");
-        assert_eq!(truncate("abc", 10), "abc");
     }
 }

@@ -93,12 +93,13 @@ pub(crate) fn installed_worker(py: Python<'_>) -> Option<PathBuf> {
 /// semantic matching (a failure is an error, never a silent fallback),
 /// the plugins loaded, the progress evaluator added.
 pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard, GuardError> {
-    let judge = SameRequestJudge::from_config(&config.similarity).map_err(|err| {
-        GuardError::Start(format!(
-            "the same-request judge cannot start: {}",
-            chain(&err)
-        ))
-    })?;
+    let judge =
+        SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm).map_err(|err| {
+            GuardError::Start(format!(
+                "the same-request judge cannot start: {}",
+                chain(&err)
+            ))
+        })?;
     let detectors = if config.semantic.enabled {
         let service = loopguard_semantic::load_service(&config, announce_fetch).map_err(|err| {
             GuardError::Start(format!(

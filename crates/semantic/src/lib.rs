@@ -1,7 +1,7 @@
 //! Local, offline sentence embeddings for loopguard's "same request" and
 //! "same topic" checks.
 //!
-//! Five parts, usable on their own:
+//! Six parts, usable on their own:
 //!
 //! - [`Embedder`]: a model behind a trait, text in, unit vectors out. The
 //!   real one, [`FastEmbedder`] (cargo feature `fastembed`, on by default),
@@ -17,6 +17,12 @@
 //! - [`cosine`] and [`SimilarityIndex`]: cosine similarity of unit vectors,
 //!   and nearest-match search over a task's bounded history, with
 //!   thresholds strictly exceeded ([`SimilarityIndex::best_above`]).
+//! - [`SameRequestJudge`] ([`judge`]): "is this the same request?", by
+//!   cosine or by the calibrated judge (cosine and what the two texts
+//!   differ in, weighed by fitted weights), with an optional
+//!   [`SecondOpinion`] on the pairs it is unsure of: an LLM on any
+//!   OpenAI-compatible server ([`LlmSecondOpinion`], cargo feature `llm`,
+//!   on by default).
 //! - [`engine`] (cargo feature `engine`, on by default): the detectors
 //!   that use the model, for loopguard's engine. [`SemanticDetectors`]
 //!   makes `collaboration_loop` (the same request to the same agent again),
@@ -75,9 +81,12 @@ pub use engine::{
     SemanticLimits, SemanticTopics, ToolArguments, provision_options,
 };
 pub use error::{Result, SemanticError};
+#[cfg(feature = "llm")]
+pub use judge::second_opinion::{LlmSecondOpinion, SAME_REQUEST_PROMPT};
 pub use judge::{
     CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind,
-    JudgeWeights, Pending, Residuals, SameRequestJudge, Verdict,
+    JudgeWeights, Opinion, OpinionError, Pending, Residuals, SameRequestJudge, SecondOpinion,
+    SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats, Verdict,
 };
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,

@@ -29,4 +29,6 @@ mod provisioning;
 mod restart;
 #[cfg(all(feature = "fastembed", feature = "engine"))]
 mod restart_model;
+#[cfg(feature = "llm")]
+mod second_opinion;
 mod service;

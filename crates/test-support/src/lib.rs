@@ -14,7 +14,15 @@
 //! A plugin author tests a detector in-process with
 //! `loopguard_plugin_api::testing::Harness` instead; this crate is for
 //! tests of the host itself.
+//!
+//! With the feature `fake-llm`, [`fake_llm`] starts a fake
+//! OpenAI-compatible chat-completions server on loopback for the tests of
+//! loopguard's LLM clients (no LLM runs on a test machine; the HTTP, the
+//! timeouts and the retries are real).
 #![deny(missing_docs)]
+
+#[cfg(feature = "fake-llm")]
+pub mod fake_llm;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

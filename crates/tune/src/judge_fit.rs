@@ -586,6 +586,7 @@ fn judge_reason(
         score,
         threshold,
         features: features.clone(),
+        second_opinion: None,
     };
     let residual = features.residuals.map_or_else(
         || "-".to_owned(),

@@ -93,6 +93,7 @@ pub use report::{
     Choice, Configured, Counts, EmbedderInfo, Example, MinPrecision, Mistakes, Mode, ScoredPair,
     TraceDetection, TuneOptions, TuneReport, tune_pairs,
 };
+pub use second_opinion::{SecondOpinionScore, evaluate_with_second_opinion};
 pub use sweep::{
     Confusion, MAX_THRESHOLDS, Metrics, ScoreTable, SweepRow, Thresholds, best_f1, min_precision,
 };
@@ -110,5 +111,6 @@ mod pairs;
 #[cfg(feature = "plots")]
 mod plots;
 mod report;
+mod second_opinion;
 mod sweep;
 mod traces;

@@ -5,12 +5,18 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::Context;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
 use loopguard_core_types::Config;
-use loopguard_semantic::{Features, JudgeKind, JudgeWeights, SameRequestJudge};
+use loopguard_llm_client::{BASE_URL_ENV, LlmSettings, MODEL_ENV};
+use loopguard_semantic::{
+    Features, JudgeKind, JudgeWeights, LlmSecondOpinion, SameRequestJudge, SecondOpinionPolicy,
+};
 use loopguard_tune::{
-    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, PairSet, cross_validate,
-    evaluate, fit_and_score, judge_curves, write_judge_plot,
+    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, PairSet, SecondOpinionScore,
+    cross_validate, evaluate, evaluate_with_second_opinion, fit_and_score, judge_curves,
+    write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -25,7 +31,7 @@ const CV_REPEATS: usize = 10;
 
 /// Fits (or, with `--eval-only`, only scores) the judge and prints the
 /// result.
-pub(crate) fn run(
+pub(crate) async fn run(
     args: &TuneArgs,
     config: &Config,
     pairs: &PairSet,
@@ -33,7 +39,7 @@ pub(crate) fn run(
     model: &str,
 ) -> anyhow::Result<Outcome> {
     if args.eval_only {
-        return eval_only(args, config, pairs, features);
+        return eval_only(args, config, pairs, features).await;
     }
     let fitted_on = args
         .pairs
@@ -192,8 +198,10 @@ fn report_json(
     Ok(document)
 }
 
-/// Scores the configured judge (or the one `--judge` names) as it is.
-fn eval_only(
+/// Scores the configured judge (or the one `--judge` names) as it is;
+/// with `--second-opinion` (or the config's second opinion enabled), also
+/// with the LLM's answers on the pairs it is unsure of.
+async fn eval_only(
     args: &TuneArgs,
     config: &Config,
     pairs: &PairSet,
@@ -210,6 +218,9 @@ fn eval_only(
         JudgeKind::Cosine => config.similarity.request_threshold,
         JudgeKind::Calibrated => judge.weights().threshold,
     };
+    if args.second_opinion || config.similarity.second_opinion.enabled {
+        return eval_second_opinion(args, config, pairs, features, judge, threshold).await;
+    }
     let score = evaluate(pairs, features, &judge, threshold);
     let mut out = io::stdout().lock();
     match args.format {
@@ -221,6 +232,119 @@ fn eval_only(
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// `--eval-only --second-opinion`: the judge alone and with the LLM's
+/// answers, and how many pairs were sent.
+async fn eval_second_opinion(
+    args: &TuneArgs,
+    config: &Config,
+    pairs: &PairSet,
+    features: &[Features],
+    judge: SameRequestJudge,
+    threshold: f32,
+) -> anyhow::Result<Outcome> {
+    if judge.kind() != JudgeKind::Calibrated {
+        bail!("the second opinion hears the calibrated judge's unsure pairs: drop --judge cosine");
+    }
+    let settings = LlmSettings::from_config(&config.llm)
+        .context("the second opinion's LLM")?
+        .with_context(|| {
+            format!(
+                "the second opinion needs an LLM: set llm.base_url and llm.model in the config \
+                 (or {BASE_URL_ENV} and {MODEL_ENV})"
+            )
+        })?;
+    let opinion = LlmSecondOpinion::new(settings).context("the second opinion's LLM")?;
+    let judge = judge.with_second_opinion(
+        Arc::new(opinion),
+        SecondOpinionPolicy::from_config(&config.similarity.second_opinion),
+    );
+    let result = evaluate_with_second_opinion(pairs, features, &judge, threshold).await;
+    if let Some(error) = &result.first_error {
+        eprintln!(
+            "loopguard: warning: the second opinion gave no answer on {} pair(s) (first: {error}); \
+             they keep the judge's verdict",
+            result.stats.failed + result.stats.skipped
+        );
+    }
+    let mut out = io::stdout().lock();
+    match args.format {
+        TuneFormat::Json => {
+            let alone = JudgeScore {
+                judge: JudgeKind::Calibrated,
+                threshold,
+                train: None,
+                test: result.judge_alone,
+                curve: Vec::new(),
+            };
+            let with = JudgeScore {
+                test: result.with_second_opinion,
+                ..alone.clone()
+            };
+            let mut document = eval_json(&with);
+            document["judge_alone"] = eval_json(&alone);
+            document["second_opinion"] = second_opinion_json(&result);
+            serde_json::to_writer(&mut out, &document)?;
+            writeln!(out)?;
+        }
+        TuneFormat::Text => {
+            let stats = &result.stats;
+            writeln!(
+                out,
+                "calibrated judge alone:          {}",
+                prf(&result.judge_alone)
+            )?;
+            writeln!(
+                out,
+                "with the second opinion:         {}",
+                prf(&result.with_second_opinion)
+            )?;
+            writeln!(
+                out,
+                "second opinion ({}): asked about {} of {} pairs ({:.0}%), answered {} (from \
+                 the cache {}), failed {}, not asked while cooling down {}, overruled the \
+                 judge {} times",
+                result.by,
+                stats.wanted,
+                result.pairs,
+                share(stats.wanted, result.pairs),
+                stats.answered,
+                stats.cached,
+                stats.failed,
+                stats.skipped,
+                stats.overturned
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// `{"by", "pairs", "asked", "answered", "cached", "failed", "skipped",
+/// "overruled", "first_error"}`.
+fn second_opinion_json(result: &SecondOpinionScore) -> serde_json::Value {
+    let stats = &result.stats;
+    serde_json::json!({
+        "by": result.by,
+        "pairs": result.pairs,
+        "asked": stats.wanted,
+        "answered": stats.answered,
+        "cached": stats.cached,
+        "failed": stats.failed,
+        "skipped": stats.skipped,
+        "overruled": stats.overturned,
+        "first_error": result.first_error,
+    })
+}
+
+/// `part` of `whole` in percent (0 of nothing).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 /// `{"judge", "threshold", "tp", "fp", "fn", "tn", "precision", "recall", "f1"}`.

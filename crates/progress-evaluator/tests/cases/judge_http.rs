@@ -1,26 +1,20 @@
 //! [`OpenAiJudge`] against a real HTTP server on 127.0.0.1, started by each
-//! test and answering like an OpenAI-compatible chat-completions server:
-//! good answers, slow answers, 5xx and 429 statuses, garbage. No test
-//! reaches outside the machine.
+//! test and answering like an OpenAI-compatible chat-completions server
+//! (the fake of `loopguard-test-support`; no LLM runs here): good answers,
+//! slow answers, 5xx and 429 statuses, garbage. No test reaches outside
+//! the machine.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Json;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use loopguard_core_types::{Config, Event, kinds};
 use loopguard_detectors::ObservedEvent;
 use loopguard_progress_evaluator::{
     FailureRecord, GoalJudge, JudgeError, JudgeRequest, OpenAiJudge, OpenAiSettings,
     ProgressEvaluator, Verdict,
 };
-use parking_lot::Mutex;
-use serde_json::{Value, json};
+use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
+use serde_json::json;
 
 /// How the fake server answers the n-th request (0-based); the last entry
 /// repeats.
@@ -36,78 +30,23 @@ enum Answer {
     Slow(Duration),
 }
 
-#[derive(Debug)]
-struct Fake {
-    script: Vec<Answer>,
-    requests: AtomicUsize,
-    bodies: Mutex<Vec<Value>>,
-    auth: Mutex<Vec<Option<String>>>,
-}
-
-async fn chat(
-    State(fake): State<Arc<Fake>>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Response {
-    let n = fake.requests.fetch_add(1, Ordering::SeqCst);
-    fake.bodies.lock().push(body);
-    fake.auth.lock().push(
-        headers
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned),
-    );
-    let answer = fake
-        .script
-        .get(n)
-        .or(fake.script.last())
-        .cloned()
-        .unwrap_or(Answer::Status(500));
-    let completion = |content: &str| {
-        Json(json!({
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "model": "fake",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                "message": {"role": "assistant", "content": content}}],
-        }))
-        .into_response()
-    };
-    match answer {
-        Answer::Content(content) => completion(content),
-        Answer::Body(body) => (StatusCode::OK, body).into_response(),
-        Answer::Status(code) => (
-            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Json(json!({"error": {"message": "the fake server says no"}})),
-        )
-            .into_response(),
-        Answer::Slow(delay) => {
-            tokio::time::sleep(delay).await;
-            completion(r#"{"verdict":"progress","reason":"late"}"#)
-        }
-    }
-}
-
-/// Starts the fake server on a free loopback port; returns it and its base
-/// URL (`http://127.0.0.1:PORT/v1`).
-async fn serve(script: Vec<Answer>) -> (Arc<Fake>, String) {
-    let fake = Arc::new(Fake {
-        script,
-        requests: AtomicUsize::new(0),
-        bodies: Mutex::new(Vec::new()),
-        auth: Mutex::new(Vec::new()),
-    });
-    let app = Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let address = listener.local_addr().expect("bound");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (fake, format!("http://{address}/v1"))
+/// Starts the fake server on a free loopback port, answering the n-th
+/// request with `script[n]` (the last entry repeats); returns it and its
+/// base URL (`http://127.0.0.1:PORT/v1`).
+async fn serve(script: Vec<Answer>) -> (Arc<FakeLlm>, String) {
+    let fake = FakeLlm::start(move |n, _| match script.get(n).or(script.last()).cloned() {
+        Some(Answer::Content(content)) => FakeAnswer::Content(content.to_owned()),
+        Some(Answer::Body(body)) => FakeAnswer::Body(body.to_owned()),
+        Some(Answer::Status(code)) => FakeAnswer::Status(code),
+        Some(Answer::Slow(delay)) => FakeAnswer::Slow(
+            delay,
+            r#"{"verdict":"progress","reason":"late"}"#.to_owned(),
+        ),
+        None => FakeAnswer::Status(500),
+    })
+    .await;
+    let url = fake.base_url();
+    (fake, url)
 }
 
 fn settings(base_url: &str) -> OpenAiSettings {
@@ -151,7 +90,7 @@ async fn a_strict_answer_is_a_judgement_and_the_request_is_openai_shaped() {
     assert_eq!(judgement.verdict, Verdict::Regressive);
     assert_eq!(judgement.reason, "the parser now fails earlier");
 
-    let bodies = fake.bodies.lock().clone();
+    let bodies = fake.bodies();
     assert_eq!(bodies.len(), 1);
     let body = &bodies[0];
     assert_eq!(body["model"], "judge-7b");
@@ -169,10 +108,7 @@ async fn a_strict_answer_is_a_judgement_and_the_request_is_openai_shaped() {
         "{question}"
     );
     assert!(question.contains("expected '=' at 2:3"), "{question}");
-    assert_eq!(
-        fake.auth.lock().as_slice(),
-        [Some("Bearer sk-test".to_owned())]
-    );
+    assert_eq!(fake.auth().as_slice(), [Some("Bearer sk-test".to_owned())]);
 }
 
 #[tokio::test]
@@ -185,7 +121,7 @@ async fn a_slow_answer_times_out_without_a_retry() {
     .expect("a client");
     let err = judge.judge(&request()).await.expect_err("too slow");
     assert_eq!(err, JudgeError::Timeout(Duration::from_millis(200)));
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.requests(), 1);
 }
 
 #[tokio::test]
@@ -201,7 +137,7 @@ async fn a_500_is_retried_then_given_up() {
         other => panic!("expected a status error, got {other:?}"),
     }
     // The first attempt and `retries` (2) more.
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(fake.requests(), 3);
 }
 
 #[tokio::test]
@@ -214,7 +150,7 @@ async fn a_429_or_503_then_an_answer_succeeds() {
     .await;
     let judgement = judge(&url).judge(&request()).await.expect("third time");
     assert_eq!(judgement.verdict, Verdict::Progress);
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(fake.requests(), 3);
 }
 
 #[tokio::test]
@@ -225,7 +161,7 @@ async fn a_401_is_not_retried() {
         matches!(err, JudgeError::Status { status: 401, .. }),
         "{err}"
     );
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.requests(), 1);
 }
 
 #[tokio::test]
@@ -239,7 +175,7 @@ async fn garbage_answers_are_malformed_and_not_retried() {
         let (fake, url) = serve(vec![answer.clone()]).await;
         let err = judge(&url).judge(&request()).await.expect_err("garbage");
         assert!(matches!(err, JudgeError::Malformed(_)), "{answer:?}: {err}");
-        assert_eq!(fake.requests.load(Ordering::SeqCst), 1, "{answer:?}");
+        assert_eq!(fake.requests(), 1, "{answer:?}");
     }
 }
 
@@ -287,7 +223,7 @@ async fn the_evaluator_asks_the_server_and_reports_its_verdict() {
     let found = replay(&evaluator, &STALE_METRICS).await;
     // Lines 3 and 4 are undecidable by metrics; both asked (different
     // histories), both judged no_progress.
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 2);
+    assert_eq!(fake.requests(), 2);
     assert_eq!(
         found,
         [3, 4].map(|line| (
@@ -296,7 +232,7 @@ async fn the_evaluator_asks_the_server_and_reports_its_verdict() {
             "LLM judge (model judge-7b): the same tokenizer bug each time".to_owned()
         ))
     );
-    let bodies = fake.bodies.lock().clone();
+    let bodies = fake.bodies();
     let question = bodies[1]["messages"][1]["content"]
         .as_str()
         .unwrap_or_default();
@@ -310,7 +246,7 @@ async fn a_broken_server_falls_back_to_the_metrics_only_verdict() {
     let evaluator = ProgressEvaluator::new(&Config::default()).with_judge(Arc::new(judge(&url)));
     let found = replay(&evaluator, &STALE_METRICS).await;
     // Two questions, each tried three times.
-    assert_eq!(fake.requests.load(Ordering::SeqCst), 6);
+    assert_eq!(fake.requests(), 6);
     // Each unanswered failure gets the metrics-only verdict: one loop each
     // (ruling 13), naming the failure the judge could not answer.
     let lines: Vec<(u64, &str)> = found

@@ -246,7 +246,11 @@ impl SemanticDetectors {
         if !config.semantic.enabled {
             return Ok(SemanticDetectors::exact(config));
         }
-        // The weights file first: a bad one fails before the model loads.
+        // The weights file (and the second opinion's LLM settings) first: a
+        // bad one fails before the model loads.
+        #[cfg(feature = "llm")]
+        let judge = SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm)?;
+        #[cfg(not(feature = "llm"))]
         let judge = SameRequestJudge::from_config(&config.similarity)?;
         let service = load_service(config, before_fetch)?;
         Ok(SemanticDetectors::with_judge(

@@ -25,6 +25,7 @@
 
 pub mod lexical;
 pub mod related;
+pub mod second_opinion;
 
 use std::sync::Arc;
 
@@ -33,6 +34,11 @@ use loopguard_core_types::{SimilarityConfig, Threshold};
 use serde::{Deserialize, Serialize};
 
 pub use self::lexical::{Contrast, IdentifierClass, ReadText, Veto, compare};
+use self::second_opinion::Reviewer;
+pub use self::second_opinion::{
+    Opinion, OpinionError, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy,
+    SecondOpinionStats,
+};
 use crate::{EmbeddingService, Result, SemanticError, cosine};
 
 /// The weights shipped with loopguard, fitted on the train split of
@@ -299,18 +305,62 @@ pub struct Verdict {
     pub threshold: f32,
     /// Everything it looked at.
     pub features: Features,
+    /// What the second opinion did, when the judge has one and the pair
+    /// was one to ask about ([`SecondOpinionPolicy::wants`]); `None`
+    /// otherwise.
+    pub second_opinion: Option<SecondOpinionOutcome>,
 }
 
 impl Verdict {
     /// What decided, in words, for a detection's reason:
     /// "same request (score 0.91, cosine 0.89)", "different identifiers
-    /// (#412 vs #418)".
+    /// (#412 vs #418)"; and what a second opinion said: "different request
+    /// (score 0.62, cosine 0.90); LLM m says: another table
+    /// (overruling the judge)".
     pub fn reason(&self) -> String {
+        match &self.second_opinion {
+            None => self.judge_reason(self.same),
+            Some(SecondOpinionOutcome::Failed { error, by }) => format!(
+                "{}; the second opinion ({by}) gave none, so the judge's verdict stands: {error}",
+                self.judge_reason(self.same)
+            ),
+            Some(SecondOpinionOutcome::Answered {
+                opinion,
+                judge_same,
+                by,
+                cached,
+            }) => {
+                let said = if opinion.same {
+                    "the same request"
+                } else {
+                    "a different request"
+                };
+                let why = if opinion.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", opinion.reason)
+                };
+                let kept = if *cached { ", as before" } else { "" };
+                let agreement = if opinion.same == *judge_same {
+                    "agreeing with the judge"
+                } else {
+                    "overruling the judge"
+                };
+                format!(
+                    "{by} says {said}{why}{kept}, {agreement}: {}",
+                    self.judge_reason(*judge_same)
+                )
+            }
+        }
+    }
+
+    /// What the judge itself decided, had it decided `same`.
+    fn judge_reason(&self, same: bool) -> String {
         let cosine = self.features.cosine;
-        match (self.judge, self.same) {
+        match (self.judge, same) {
             (JudgeKind::Cosine, _) => format!(
                 "cosine {cosine:.2} {} the threshold {:.2}",
-                if self.same { "above" } else { "not above" },
+                if same { "above" } else { "not above" },
                 self.threshold
             ),
             (JudgeKind::Calibrated, true) => {
@@ -346,6 +396,8 @@ pub struct SameRequestJudge {
     weights: Arc<JudgeWeights>,
     /// The texts read lately, shared by the judge's clones.
     readings: Arc<Readings>,
+    /// The second opinion on the pairs it is unsure of, when it has one.
+    reviewer: Option<Arc<Reviewer>>,
 }
 
 /// How much text a judge keeps read ([`ReadText`]), in bytes of what the
@@ -443,6 +495,7 @@ impl SameRequestJudge {
             kind: JudgeKind::Cosine,
             weights: Arc::new(JudgeWeights::shipped()),
             readings: Arc::new(Readings::new()),
+            reviewer: None,
         }
     }
 
@@ -454,6 +507,7 @@ impl SameRequestJudge {
             kind: JudgeKind::Calibrated,
             weights: Arc::new(weights),
             readings: Arc::new(Readings::new()),
+            reviewer: None,
         }
     }
 
@@ -462,6 +516,48 @@ impl SameRequestJudge {
         match kind {
             JudgeKind::Cosine => SameRequestJudge::cosine(),
             JudgeKind::Calibrated => SameRequestJudge::calibrated(JudgeWeights::shipped()),
+        }
+    }
+
+    /// This judge with `opinion` asked about the pairs `policy` wants
+    /// ([`SecondOpinionPolicy::wants`]) by [`SameRequestJudge::judge`],
+    /// [`SameRequestJudge::judge_many`] and [`SameRequestJudge::review`].
+    /// Only the calibrated judge's verdicts are ever sent; the cosine
+    /// judge keeps its own.
+    pub fn with_second_opinion(
+        mut self,
+        opinion: Arc<dyn SecondOpinion>,
+        policy: SecondOpinionPolicy,
+    ) -> SameRequestJudge {
+        self.reviewer = Some(Arc::new(Reviewer::new(opinion, policy)));
+        self
+    }
+
+    /// Who gives the second opinion and which pairs it hears, when the
+    /// judge has one.
+    pub fn second_opinion(&self) -> Option<(String, SecondOpinionPolicy)> {
+        self.reviewer
+            .as_ref()
+            .map(|reviewer| (reviewer.describe(), *reviewer.policy()))
+    }
+
+    /// How often the second opinion was wanted and how it went, when the
+    /// judge has one (shared by the judge's clones).
+    pub fn second_opinion_stats(&self) -> Option<SecondOpinionStats> {
+        self.reviewer.as_ref().map(|reviewer| reviewer.stats())
+    }
+
+    /// `verdict` on `earlier` and `later` (from [`Pending::finish`] or a
+    /// [`FirstLook::Decided`]) with the second opinion's answer when the
+    /// judge has one and the verdict is one to ask about; as it was
+    /// otherwise. Never an error: when the second opinion fails the
+    /// verdict stands, and says so.
+    pub async fn review(&self, earlier: &str, later: &str, verdict: Verdict) -> Verdict {
+        match &self.reviewer {
+            Some(reviewer) if reviewer.wants(&verdict) => {
+                reviewer.review(earlier, later, verdict).await
+            }
+            _ => verdict,
         }
     }
 
@@ -478,6 +574,47 @@ impl SameRequestJudge {
                 Ok(SameRequestJudge::calibrated(JudgeWeights::from_file(path)?))
             }
         }
+    }
+
+    /// The judge `similarity` configures ([`SameRequestJudge::from_config`])
+    /// with, when `similarity.second_opinion.enabled`, the LLM of `llm`
+    /// (and the process environment: `LOOPGUARD_LLM_BASE_URL`,
+    /// `LOOPGUARD_LLM_MODEL`, the key's variable) as its second opinion.
+    /// Enabled with no LLM named, or with the cosine judge, is an error
+    /// naming the keys.
+    #[cfg(feature = "llm")]
+    pub fn from_config_and_llm(
+        similarity: &SimilarityConfig,
+        llm: &loopguard_core_types::LlmConfig,
+    ) -> Result<SameRequestJudge> {
+        let judge = SameRequestJudge::from_config(similarity)?;
+        if !similarity.second_opinion.enabled {
+            return Ok(judge);
+        }
+        if judge.kind() != JudgeKind::Calibrated {
+            return Err(SemanticError::Judge(
+                "similarity.second_opinion.enabled is true, but similarity.judge is \"cosine\": \
+                 the second opinion hears the calibrated judge's unsure pairs; set judge = \
+                 \"calibrated\" or turn the second opinion off"
+                    .into(),
+            ));
+        }
+        let settings = loopguard_llm_client::LlmSettings::from_config(llm)
+            .map_err(|err| SemanticError::Judge(format!("second opinion: {err}")))?
+            .ok_or_else(|| {
+                SemanticError::Judge(format!(
+                    "similarity.second_opinion.enabled is true, but no LLM is named: set \
+                     llm.base_url and llm.model (or {} and {})",
+                    loopguard_llm_client::BASE_URL_ENV,
+                    loopguard_llm_client::MODEL_ENV
+                ))
+            })?;
+        let opinion = second_opinion::LlmSecondOpinion::new(settings)
+            .map_err(|err| SemanticError::Judge(format!("second opinion: {err}")))?;
+        Ok(judge.with_second_opinion(
+            Arc::new(opinion),
+            SecondOpinionPolicy::from_config(&similarity.second_opinion),
+        ))
     }
 
     /// The operating threshold for a task of type `task_type`, and the
@@ -667,7 +804,7 @@ impl SameRequestJudge {
             service.embed_many(&wanted).await?
         };
         let mut vectors = vectors.iter();
-        looks
+        let verdicts = looks
             .into_iter()
             .map(|look| match look {
                 FirstLook::Decided(verdict) => Ok(verdict),
@@ -684,7 +821,23 @@ impl SameRequestJudge {
                     Ok(pending.finish(residuals))
                 }
             })
-            .collect()
+            .collect::<Result<Vec<Verdict>>>()?;
+        let Some(reviewer) = &self.reviewer else {
+            return Ok(verdicts);
+        };
+        // The second opinion on every pair it is wanted for, asked at
+        // once: an event waits for the slowest answer, not their sum.
+        let reviews = verdicts
+            .into_iter()
+            .zip(earlier)
+            .map(|(verdict, &(before, _))| async move {
+                if reviewer.wants(&verdict) {
+                    reviewer.review(before, text, verdict).await
+                } else {
+                    verdict
+                }
+            });
+        Ok(futures_util::future::join_all(reviews).await)
     }
 }
 
@@ -739,6 +892,7 @@ impl Pending {
             score,
             threshold: self.threshold,
             features: self.features,
+            second_opinion: None,
         }
     }
 }
