@@ -14,6 +14,9 @@
 //!
 //! No model is needed: the embedder is a toy one, so the figures are the
 //! judge's own cost on top of the embeddings the detectors already make.
+//! The second opinion's figures (`judge/second_opinion_*`) are its own
+//! cost around an LLM's time: a verdict it does not hear, and one it
+//! answered before.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -136,7 +139,77 @@ fn bench(c: &mut Criterion) {
                 .map(|verdict| verdict.same)
         })
     });
+    second_opinion(c, &judge);
 }
+
+/// What a second opinion adds around the LLM's own time: a verdict it
+/// does not hear (the band check), and one it heard before (the cache).
+/// The LLM is the fake chat-completions server of `loopguard-test-support`
+/// on loopback (no LLM runs here); it is asked once, to fill the cache.
+#[cfg(feature = "llm")]
+fn second_opinion(c: &mut Criterion, judge: &SameRequestJudge) {
+    use loopguard_semantic::{Features, JudgeKind, LlmSecondOpinion, SecondOpinionPolicy, Verdict};
+    use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|err| panic!("a runtime: {err}"));
+    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+        FakeAnswer::Content(r#"{"same": true, "reason": "a rewording"}"#.into())
+    }));
+    let opinion = LlmSecondOpinion::new(loopguard_llm_client::LlmSettings {
+        base_url: fake.base_url(),
+        model: "bench".into(),
+        api_key: None,
+        timeout: std::time::Duration::from_secs(10),
+        retries: 0,
+        backoff: std::time::Duration::from_millis(5),
+    })
+    .unwrap_or_else(|err| panic!("{err}"));
+    let judge = judge
+        .clone()
+        .with_second_opinion(Arc::new(opinion), SecondOpinionPolicy::default());
+    let verdict = |score: f32| Verdict {
+        judge: JudgeKind::Calibrated,
+        same: score > 0.54,
+        score,
+        threshold: 0.54,
+        features: Features {
+            cosine: 0.83,
+            contrast: compare(REWORDING.0, REWORDING.1),
+            residuals: None,
+        },
+        second_opinion: None,
+    };
+    let sure = verdict(0.95);
+    c.bench_function("judge/second_opinion_not_heard", |b| {
+        b.iter(|| {
+            runtime.block_on(judge.review(
+                black_box(REWORDING.0),
+                black_box(REWORDING.1),
+                sure.clone(),
+            ))
+        })
+    });
+    let unsure = verdict(0.5);
+    let first = runtime.block_on(judge.review(REWORDING.0, REWORDING.1, unsure.clone()));
+    assert!(first.same, "the fake said the same: {first:?}");
+    c.bench_function("judge/second_opinion_cached", |b| {
+        b.iter(|| {
+            runtime.block_on(judge.review(
+                black_box(REWORDING.0),
+                black_box(REWORDING.1),
+                unsure.clone(),
+            ))
+        })
+    });
+    assert_eq!(fake.requests(), 1, "every later answer came from the cache");
+}
+
+#[cfg(not(feature = "llm"))]
+fn second_opinion(_: &mut Criterion, _: &SameRequestJudge) {}
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
