@@ -227,7 +227,7 @@ impl Setup {
         if let Some((by, policy)) = self.judge.second_opinion() {
             notes.push(format!(
                 "same-request second opinion: {by}, asked about pairs the calibrated judge \
-                 scores {:.2}-{:.2} or vetoes at a cosine of {:.2} or more (if it fails, the \
+                 scores {:.2}-{:.2} or vetoes at a cosine above {:.2} (if it fails, the \
                  judge's verdict stands and the detection says so)",
                 policy.band_low, policy.band_high, policy.vetoed_cosine
             ));

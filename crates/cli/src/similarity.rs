@@ -180,7 +180,7 @@ fn second_opinion_line(judge: &SameRequestJudge, verdict: &Verdict) -> Option<St
     Some(match &verdict.second_opinion {
         None => format!(
             "second opinion ({by}): not asked (score {:.3} outside {:.2}-{:.2}, and no veto at a \
-             cosine of {:.2} or more)",
+             cosine above {:.2})",
             verdict.score, policy.band_low, policy.band_high, policy.vetoed_cosine
         ),
         Some(SecondOpinionOutcome::Failed { error, .. }) => {

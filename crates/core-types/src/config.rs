@@ -310,9 +310,11 @@ pub struct SecondOpinionConfig {
     pub band_low: f32,
     /// The highest judge score asked about (default 0.85).
     pub band_high: f32,
-    /// A vetoed pair is asked about when its cosine is at least this
-    /// (default 0.8): a reworded repeat that names one identifier two ways
-    /// is vetoed and still close.
+    /// A vetoed pair is asked about when its cosine is strictly above
+    /// this (default 1: none is). A reworded repeat that swaps a word for
+    /// a synonym the judge does not know is vetoed and can stay close
+    /// (0.8 hears those); a small LLM loses more precision on the vetoed
+    /// pairs than it gains recall (`docs/tuning.md`, session 19).
     pub vetoed_cosine: f32,
     /// After the LLM fails (unreachable, too slow, a garbled answer), this
     /// many seconds pass before it is asked again (default 60), so a
@@ -328,7 +330,7 @@ impl Default for SecondOpinionConfig {
             enabled: false,
             band_low: 0.2,
             band_high: 0.85,
-            vetoed_cosine: 0.8,
+            vetoed_cosine: 1.0,
             cooldown_secs: 60,
             cache_capacity: 4096,
         }

@@ -128,7 +128,18 @@ async fn a_vetoed_pair_is_heard_only_when_its_cosine_is_high() {
     );
     assert!(compare(x, y).veto.is_some(), "#412 vs #418 is vetoed");
     let fake = FakeLlm::start(|_, _| says(false, "another PR")).await;
-    let judge = judge(&fake.base_url(), SecondOpinionPolicy::default());
+    // By default no vetoed pair is heard, however close.
+    let default = judge(&fake.base_url(), SecondOpinionPolicy::default());
+    let close = verdict(x, y, 0.02, 0.95);
+    assert_eq!(default.review(x, y, close.clone()).await, close);
+    assert_eq!(fake.requests(), 0);
+    let judge = judge(
+        &fake.base_url(),
+        SecondOpinionPolicy {
+            vetoed_cosine: 0.8,
+            ..SecondOpinionPolicy::default()
+        },
+    );
     let low = verdict(x, y, 0.02, 0.7);
     assert_eq!(
         judge.review(x, y, low.clone()).await,

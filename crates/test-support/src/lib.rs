@@ -15,7 +15,7 @@
 //! `loopguard_plugin_api::testing::Harness` instead; this crate is for
 //! tests of the host itself.
 //!
-//! With the feature `fake-llm`, [`fake_llm`] starts a fake
+//! With the feature `fake-llm`, the module `fake_llm` starts a fake
 //! OpenAI-compatible chat-completions server on loopback for the tests of
 //! loopguard's LLM clients (no LLM runs on a test machine; the HTTP, the
 //! timeouts and the retries are real).

@@ -61,7 +61,8 @@ pub struct SecondOpinionPolicy {
     pub band_low: f32,
     /// The highest judge score asked about.
     pub band_high: f32,
-    /// A vetoed pair is asked about when its cosine is at least this.
+    /// A vetoed pair is asked about when its cosine is strictly above
+    /// this (1 by default: none is).
     pub vetoed_cosine: f32,
     /// After a failure, how long before it is asked again.
     pub cooldown: Duration,
@@ -90,7 +91,7 @@ impl SecondOpinionPolicy {
 
     /// Whether the calibrated judge's `verdict` is unsure enough to ask
     /// about: its score inside the band, or a veto on texts whose cosine
-    /// is at least [`SecondOpinionPolicy::vetoed_cosine`]. Never a pair
+    /// is above [`SecondOpinionPolicy::vetoed_cosine`]. Never a pair
     /// below the judge's candidate floor, nor the cosine judge's verdicts.
     pub fn wants(&self, verdict: &Verdict) -> bool {
         if verdict.judge != super::JudgeKind::Calibrated
@@ -100,7 +101,7 @@ impl SecondOpinionPolicy {
         }
         let in_band = (self.band_low..=self.band_high).contains(&verdict.score);
         let close_but_vetoed = verdict.features.contrast.veto.is_some()
-            && verdict.features.cosine >= self.vetoed_cosine;
+            && verdict.features.cosine > self.vetoed_cosine;
         in_band || close_but_vetoed
     }
 }
