@@ -387,3 +387,87 @@ fn a_writer_killed_with_sigkill_loses_no_row_it_answered_for() {
     let events = report["events"].as_u64().unwrap_or_default();
     assert!(events >= 60, "{events} events committed, 60 were answered");
 }
+
+/// `replay FILE --store URL --config CONFIG` with the fake LLM of
+/// `base_url` named in the environment: the decisions.
+fn replay_asking(url: &str, file: &Path, config: &Path, base_url: &str) -> Vec<Value> {
+    let mut command = loopguard();
+    command
+        .env("LOOPGUARD_LLM_BASE_URL", base_url)
+        .env("LOOPGUARD_LLM_MODEL", "fake-judge")
+        .args(["replay"])
+        .arg(file)
+        .args(["--format", "jsonl", "--store", url, "--config"])
+        .arg(config);
+    let run = run_command(&mut command, b"");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    parse_jsonl(&run.stdout)
+}
+
+#[test]
+fn a_second_opinion_asked_in_one_run_is_recalled_by_the_next_on_the_store() {
+    use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
+
+    // A request and a looser rewording of it that the shipped judge scores
+    // in the second opinion's band (crates/semantic's engine tests check
+    // that), sent by another task in each run.
+    let collab = |task: &str, request: &str| {
+        serde_json::json!({"type": "collaboration", "task": task, "from": "planner",
+            "to": "coder", "request": request})
+        .to_string()
+    };
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let config = folder.path().join("loopguard.toml");
+    std::fs::write(&config, "[similarity.second_opinion]\nenabled = true\n").expect("config");
+    let (first, second) = (
+        folder.path().join("first.jsonl"),
+        folder.path().join("second.jsonl"),
+    );
+    for (file, task) in [(&first, "A"), (&second, "B")] {
+        write_lines(
+            file,
+            &[
+                collab(task, "Rotate the API keys for the staging cluster."),
+                collab(task, "Staging needs fresh API keys."),
+            ],
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+        FakeAnswer::Content(r#"{"same": true, "reason": "the same key rotation"}"#.into())
+    }));
+    let loop_reason = |decisions: &[Value]| {
+        of_kind(at(decisions, 2), "collaboration_loop")
+            .first()
+            .and_then(|detection| detection["reason"].as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("a loop at line 2: {decisions:?}"))
+    };
+
+    let url = sqlite_url(&folder.path().join("answers.db"));
+    let asked = replay_asking(&url, &first, &config, &fake.base_url());
+    assert_eq!(fake.requests(), 1);
+    let reason = loop_reason(&asked);
+    assert!(
+        reason.contains("LLM fake-judge says the same request (the same key rotation), overruling"),
+        "{reason}"
+    );
+
+    // The next run on the store: the same pair, decided alike, not asked.
+    let recalled = replay_asking(&url, &second, &config, &fake.base_url());
+    assert_eq!(fake.requests(), 1, "recalled from the store, not asked");
+    let reason = loop_reason(&recalled);
+    assert!(
+        reason.contains("(the same key rotation), as before, overruling"),
+        "{reason}"
+    );
+
+    // On another store it is asked again: what was recalled was the store's.
+    let elsewhere = sqlite_url(&folder.path().join("other.db"));
+    replay_asking(&elsewhere, &second, &config, &fake.base_url());
+    assert_eq!(fake.requests(), 2);
+}

@@ -170,12 +170,23 @@ impl Setup {
 
     /// The semantic detectors: over the model, or the exact fallback.
     pub(crate) fn detectors(&self) -> SemanticDetectors {
+        self.detectors_keeping_answers_in(None)
+    }
+
+    /// The semantic detectors, their judge's second-opinion answers kept
+    /// in `store` when it is durable (a restart, or another engine on the
+    /// store, then decides an asked pair as it was decided).
+    fn detectors_keeping_answers_in(&self, store: Option<&Arc<dyn Store>>) -> SemanticDetectors {
+        let judge = match store {
+            Some(store) => self.judge.clone().with_answers_kept_in(Arc::clone(store)),
+            None => self.judge.clone(),
+        };
         match &self.service {
             Some(service) => SemanticDetectors::with_judge(
                 &self.config,
                 Some(Arc::clone(service)),
                 SemanticLimits::default(),
-                self.judge.clone(),
+                judge,
             ),
             None => SemanticDetectors::exact(&self.config),
         }
@@ -187,10 +198,11 @@ impl Setup {
     /// a judge that cannot be built stops the command here.
     pub(crate) fn engine(&self, store: Option<Arc<dyn Store>>) -> anyhow::Result<LoopGuard> {
         let mut builder = LoopGuard::builder(self.config.clone());
+        let detectors = self.detectors_keeping_answers_in(store.as_ref());
         if let Some(store) = store {
             builder = builder.store(store);
         }
-        let builder = self.detectors().install(builder);
+        let builder = detectors.install(builder);
         let builder = install_plugins(builder, &self.config)?;
         install_progress(builder, &self.config)?
             .build()

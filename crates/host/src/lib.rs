@@ -61,9 +61,9 @@ pub use replay::{
     replay_observed_from, store_report,
 };
 pub use store::{
-    AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, MemoryStore, PivotRecord,
-    Resolution, RunRecord, Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock,
-    TaskRecord, TaskSnapshot, WriteHealth, summarize_detections,
+    AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, KeptOpinion, MemoryStore,
+    PivotRecord, Resolution, RunRecord, Store, StoreError, StoreHealth, StoredLineError,
+    TaskCommit, TaskLock, TaskRecord, TaskSnapshot, WriteHealth, summarize_detections,
 };
 
 mod backlog;

@@ -359,6 +359,25 @@ pub struct StoredLineError {
     pub error: String,
 }
 
+/// An answer of the same-request judge's second opinion (an LLM), kept
+/// so that the same pair of texts is never asked again: not after a
+/// restart, and not by another engine that shares the store. The engine
+/// that decided on an answer and one that reads it later decide alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptOpinion {
+    /// What was asked, as 64 hex digits: a SHA-256 of who answers (the
+    /// model and its instructions) and the two texts in order.
+    pub key: String,
+    /// Who answered, as reasons name it: "model qwen2.5-7b-instruct".
+    pub by: String,
+    /// Whether it called the texts the same request.
+    pub same: bool,
+    /// Its reason.
+    pub reason: String,
+    /// When it answered (wall clock).
+    pub answered_at: Timestamp,
+}
+
 /// Where task state, the audit log and the cycle log are kept.
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
@@ -504,6 +523,21 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok(Vec::new())
     }
 
+    /// The second opinion kept under `key` ([`KeptOpinion::key`]), if any.
+    /// Default: none (a store that keeps none).
+    async fn recall_opinion(&self, key: &str) -> Result<Option<KeptOpinion>, StoreError> {
+        let _ = key;
+        Ok(None)
+    }
+
+    /// Keeps `opinion` unless one is kept under its key already, and
+    /// returns the one kept: the first answer wins, so engines that share
+    /// the store and asked at the same moment go on with one answer.
+    /// Default: keeps nothing and returns `opinion`.
+    async fn keep_opinion(&self, opinion: &KeptOpinion) -> Result<KeptOpinion, StoreError> {
+        Ok(opinion.clone())
+    }
+
     /// Closes the store's connections once nothing more is written (a
     /// SQLite file then holds everything: its WAL is checkpointed into
     /// it). Default: nothing to close.
@@ -524,6 +558,7 @@ pub struct MemoryStore {
     episode_index: RwLock<HashMap<u64, usize>>,
     audit: RwLock<Vec<AuditEntry>>,
     pivots: RwLock<Vec<PivotRecord>>,
+    opinions: RwLock<HashMap<String, KeptOpinion>>,
 }
 
 impl MemoryStore {
@@ -681,6 +716,23 @@ impl Store for MemoryStore {
             .cloned()
             .collect())
     }
+
+    /// Kept only by a durable memory store, like the audit log.
+    async fn recall_opinion(&self, key: &str) -> Result<Option<KeptOpinion>, StoreError> {
+        Ok(self.opinions.read().get(key).cloned())
+    }
+
+    async fn keep_opinion(&self, opinion: &KeptOpinion) -> Result<KeptOpinion, StoreError> {
+        if self.durability == Durability::Memory {
+            return Ok(opinion.clone());
+        }
+        Ok(self
+            .opinions
+            .write()
+            .entry(opinion.key.clone())
+            .or_insert_with(|| opinion.clone())
+            .clone())
+    }
 }
 
 #[cfg(test)]
@@ -729,5 +781,38 @@ mod tests {
         assert_eq!(store.load_task("T").await.expect("ok"), Some(snapshot));
         assert_eq!(store.load_task("U").await.expect("ok"), None);
         assert_eq!(store.tasks().await.expect("ok").len(), 1);
+    }
+
+    fn opinion(key: &str, same: bool) -> KeptOpinion {
+        KeptOpinion {
+            key: key.into(),
+            by: "model m".into(),
+            same,
+            reason: format!("said {same}"),
+            answered_at: Timestamp(7),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_durable_memory_store_keeps_the_first_opinion_per_key() {
+        let store = MemoryStore::durable();
+        assert_eq!(store.recall_opinion("k").await.expect("ok"), None);
+        let first = opinion("k", true);
+        assert_eq!(store.keep_opinion(&first).await.expect("ok"), first);
+        // A later answer for the same key gets the first one back.
+        assert_eq!(
+            store.keep_opinion(&opinion("k", false)).await.expect("ok"),
+            first
+        );
+        assert_eq!(store.recall_opinion("k").await.expect("ok"), Some(first));
+        assert_eq!(store.recall_opinion("other").await.expect("ok"), None);
+    }
+
+    #[tokio::test]
+    async fn a_counters_only_memory_store_keeps_no_opinion() {
+        let store = MemoryStore::new();
+        let answer = opinion("k", true);
+        assert_eq!(store.keep_opinion(&answer).await.expect("ok"), answer);
+        assert_eq!(store.recall_opinion("k").await.expect("ok"), None);
     }
 }

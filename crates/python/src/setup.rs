@@ -93,13 +93,15 @@ pub(crate) fn installed_worker(py: Python<'_>) -> Option<PathBuf> {
 /// semantic matching (a failure is an error, never a silent fallback),
 /// the plugins loaded, the progress evaluator added.
 pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard, GuardError> {
-    let judge =
-        SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm).map_err(|err| {
+    let judge = SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm)
+        .map_err(|err| {
             GuardError::Start(format!(
                 "the same-request judge cannot start: {}",
                 chain(&err)
             ))
-        })?;
+        })?
+        // A durable store keeps the second opinion's answers too.
+        .with_answers_kept_in(Arc::clone(&store));
     let detectors = if config.semantic.enabled {
         let service = loopguard_semantic::load_service(&config, announce_fetch).map_err(|err| {
             GuardError::Start(format!(

@@ -78,15 +78,16 @@ pub use engine::load_service;
 #[cfg(feature = "engine")]
 pub use engine::{
     CollaborationLoop, EXACT_SUFFIX, ExchangeTexts, RepeatedQuery, SemanticDetectors,
-    SemanticLimits, SemanticTopics, ToolArguments, provision_options,
+    SemanticLimits, SemanticTopics, StoreAnswers, ToolArguments, provision_options,
 };
 pub use error::{Result, SemanticError};
 #[cfg(feature = "llm")]
 pub use judge::second_opinion::{LlmSecondOpinion, SAME_REQUEST_PROMPT};
 pub use judge::{
-    CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind,
-    JudgeWeights, Opinion, OpinionError, Pending, Residuals, SameRequestJudge, SecondOpinion,
-    SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats, Verdict,
+    AnswerArchive, CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
+    FirstLook, JudgeKind, JudgeWeights, Opinion, OpinionError, Pending, Residuals,
+    SameRequestJudge, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats,
+    Verdict,
 };
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,

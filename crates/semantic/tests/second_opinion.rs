@@ -179,6 +179,203 @@ async fn an_answer_is_kept_for_the_same_pair_of_texts() {
     assert_eq!((stats.answered, stats.cached), (2, 1));
 }
 
+/// Answers kept beyond the judge's memory: a judge built afresh (a
+/// restart, another replica) on the same store recalls an asked pair's
+/// answer instead of asking again.
+#[cfg(feature = "engine")]
+mod kept_answers {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use loopguard_host::{MemoryStore, Store};
+    use loopguard_semantic::{AnswerArchive, Opinion, OpinionError, SecondOpinion};
+
+    use super::*;
+
+    /// A second opinion that counts its questions and always answers
+    /// `same`; `describe` names the model.
+    #[derive(Debug)]
+    struct Counting {
+        model: &'static str,
+        same: bool,
+        asked: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl SecondOpinion for Counting {
+        async fn same_request(&self, _: &str, _: &str) -> Result<Opinion, OpinionError> {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            Ok(Opinion {
+                same: self.same,
+                reason: format!("{} says {}", self.model, self.same),
+            })
+        }
+
+        fn describe(&self) -> String {
+            format!("model {}", self.model)
+        }
+    }
+
+    fn counting(model: &'static str, same: bool) -> Arc<Counting> {
+        Arc::new(Counting {
+            model,
+            same,
+            asked: AtomicUsize::new(0),
+        })
+    }
+
+    /// A fresh judge (nothing in memory) asking `opinion`, keeping its
+    /// answers in `store`.
+    fn fresh(opinion: &Arc<Counting>, store: &Arc<dyn Store>) -> SameRequestJudge {
+        asking(opinion).with_answers_kept_in(Arc::clone(store))
+    }
+
+    /// The calibrated judge with `opinion` as its second opinion.
+    fn asking(opinion: &Arc<Counting>) -> SameRequestJudge {
+        SameRequestJudge::calibrated(JudgeWeights::shipped()).with_second_opinion(
+            Arc::clone(opinion) as Arc<dyn SecondOpinion>,
+            SecondOpinionPolicy::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_restarted_judge_recalls_the_answer_and_decides_alike() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
+        let first = counting("m", true);
+        let judge = fresh(&first, &store);
+        assert!(judge.keeps_answers());
+        let decided = judge.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        assert!(decided.same);
+        assert_eq!(first.asked.load(Ordering::Relaxed), 1);
+
+        // Restarted: a new judge whose model would now answer otherwise.
+        let second = counting("m", false);
+        let restarted = fresh(&second, &store);
+        let again = restarted.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        assert_eq!(second.asked.load(Ordering::Relaxed), 0, "not asked again");
+        assert!(again.same, "decided as it was decided: {again:?}");
+        assert!(
+            again
+                .reason()
+                .starts_with("model m says the same request (m says true), as before,"),
+            "{}",
+            again.reason()
+        );
+        let stats = restarted.second_opinion_stats().expect("stats");
+        assert_eq!(
+            (stats.answered, stats.cached, stats.recalled),
+            (0, 1, 1),
+            "{stats:?}"
+        );
+        // The other order was never asked.
+        restarted.review(B, A, verdict(B, A, 0.41, 0.66)).await;
+        assert_eq!(second.asked.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn another_model_asks_again() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
+        let first = counting("m", true);
+        fresh(&first, &store)
+            .review(A, B, verdict(A, B, 0.41, 0.66))
+            .await;
+        let other = counting("n", false);
+        let verdict = fresh(&other, &store)
+            .review(A, B, verdict(A, B, 0.41, 0.66))
+            .await;
+        assert_eq!(other.asked.load(Ordering::Relaxed), 1);
+        assert!(!verdict.same, "model n's own answer: {verdict:?}");
+    }
+
+    #[tokio::test]
+    async fn a_counters_only_store_keeps_nothing() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let first = counting("m", true);
+        let judge = fresh(&first, &store);
+        assert!(!judge.keeps_answers());
+        judge.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        let second = counting("m", true);
+        fresh(&second, &store)
+            .review(A, B, verdict(A, B, 0.41, 0.66))
+            .await;
+        assert_eq!(second.asked.load(Ordering::Relaxed), 1);
+    }
+
+    /// An archive that fails every read and write, or whose writes return
+    /// an answer kept first by someone else.
+    #[derive(Debug)]
+    struct Archive {
+        broken: bool,
+        kept_first: Option<Opinion>,
+    }
+
+    #[async_trait]
+    impl AnswerArchive for Archive {
+        async fn recall(&self, _: &str) -> Result<Option<(String, Opinion)>, OpinionError> {
+            if self.broken {
+                return Err(OpinionError("database is locked".into()));
+            }
+            Ok(None)
+        }
+
+        async fn keep(&self, _: &str, _: &str, opinion: &Opinion) -> Result<Opinion, OpinionError> {
+            if self.broken {
+                return Err(OpinionError("database is locked".into()));
+            }
+            Ok(self.kept_first.clone().unwrap_or_else(|| opinion.clone()))
+        }
+    }
+
+    fn with_archive(opinion: &Arc<Counting>, archive: Archive) -> SameRequestJudge {
+        asking(opinion).with_answer_archive(Arc::new(archive))
+    }
+
+    #[tokio::test]
+    async fn a_failing_archive_costs_nothing_but_the_keeping() {
+        let opinion = counting("m", true);
+        let judge = with_archive(
+            &opinion,
+            Archive {
+                broken: true,
+                kept_first: None,
+            },
+        );
+        let reviewed = judge.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        assert!(reviewed.same, "the answer is used: {reviewed:?}");
+        assert!(matches!(
+            reviewed.second_opinion,
+            Some(SecondOpinionOutcome::Answered { cached: false, .. })
+        ));
+        // Kept in memory all the same.
+        judge.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        assert_eq!(opinion.asked.load(Ordering::Relaxed), 1);
+        let stats = judge.second_opinion_stats().expect("stats");
+        assert_eq!((stats.archive_failed, stats.cached), (2, 1), "{stats:?}");
+    }
+
+    #[tokio::test]
+    async fn the_answer_kept_first_wins() {
+        let opinion = counting("m", true);
+        let judge = with_archive(
+            &opinion,
+            Archive {
+                broken: false,
+                kept_first: Some(Opinion {
+                    same: false,
+                    reason: "another replica's answer".into(),
+                }),
+            },
+        );
+        let reviewed = judge.review(A, B, verdict(A, B, 0.41, 0.66)).await;
+        assert!(!reviewed.same, "{reviewed:?}");
+        assert!(
+            reviewed.reason().contains("(another replica's answer)"),
+            "{}",
+            reviewed.reason()
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_failing_llm_leaves_the_verdict_standing_then_rests_for_the_cooldown() {
     let fake = FakeLlm::start(|n, _| match n {

@@ -1,6 +1,7 @@
 //! Store writes per backend: one task snapshot upsert, one new cycle-log
 //! episode, and an episode upsert (the same id again), as the engine does
-//! them after an event. Memory and SQLite (a temp file, WAL) always;
+//! them after an event; and the second opinion's kept answers: a new one
+//! kept (and read back), and one recalled. Memory and SQLite (a temp file, WAL) always;
 //! PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` names a server (in a
 //! schema of its own, dropped afterwards).
 use std::hint::black_box;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use loopguard_core_types::{Action, TaskStatus, Timestamp};
-use loopguard_host::{CycleEpisode, Store, TaskSnapshot};
+use loopguard_host::{CycleEpisode, KeptOpinion, Store, TaskSnapshot};
 use tokio::runtime::Runtime;
 
 fn snapshot(loop_count: u32) -> TaskSnapshot {
@@ -35,6 +36,16 @@ fn episode(id: u64) -> CycleEpisode {
     }
 }
 
+fn opinion(n: u64) -> KeptOpinion {
+    KeptOpinion {
+        key: format!("{n:064x}"),
+        by: "LLM qwen2.5-7b-instruct".into(),
+        same: n % 2 == 0,
+        reason: "the same key rotation, asked again in other words".into(),
+        answered_at: Timestamp(1_700_000_000_000),
+    }
+}
+
 fn bench_store(c: &mut Criterion, runtime: &Runtime, name: &str, store: &Arc<dyn Store>) {
     let mut group = c.benchmark_group(format!("store/{name}"));
     let mut count = 0u32;
@@ -53,6 +64,17 @@ fn bench_store(c: &mut Criterion, runtime: &Runtime, name: &str, store: &Arc<dyn
     });
     group.bench_function("update_episode", |b| {
         b.iter(|| runtime.block_on(store.record_episode(black_box(&episode(1)))))
+    });
+    let mut kept = 0u64;
+    group.bench_function("keep_new_opinion", |b| {
+        b.iter(|| {
+            kept += 1;
+            runtime.block_on(store.keep_opinion(black_box(&opinion(kept))))
+        })
+    });
+    let key = opinion(1).key;
+    group.bench_function("recall_opinion", |b| {
+        b.iter(|| runtime.block_on(store.recall_opinion(black_box(&key))))
     });
     group.finish();
 }

@@ -19,8 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use loopguard_core_types::Timestamp;
 use loopguard_host::{
-    AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, PivotRecord, RunRecord,
-    Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock, TaskRecord,
+    AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, KeptOpinion, PivotRecord,
+    RunRecord, Store, StoreError, StoreHealth, StoredLineError, TaskCommit, TaskLock, TaskRecord,
     TaskSnapshot,
 };
 use parking_lot::Mutex;
@@ -38,7 +38,7 @@ use crate::url::redact_url;
 
 /// The newest schema this loopguard knows: the version of its last
 /// embedded migration. A database at a higher version is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 #[cfg(feature = "sqlite")]
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -131,6 +131,13 @@ const ADVANCE_RUN: &str = "UPDATE loopguard_runs SET last_line = $2 \
 const INSERT_LINE_ERROR: &str = "INSERT INTO loopguard_line_errors (run, line, error) \
      VALUES ($1, $2, $3) ON CONFLICT (run, line) DO NOTHING";
 const LINE_ERRORS: &str = "SELECT run, line, error FROM loopguard_line_errors ORDER BY run, line";
+/// The first answer for a key wins; a later one is dropped (and the kept
+/// one read back).
+const KEEP_OPINION: &str = "INSERT INTO loopguard_second_opinions \
+     (pair_key, answered_by, same, reason, answered_at) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (pair_key) DO NOTHING";
+const RECALL_OPINION: &str = "SELECT pair_key, answered_by, same, reason, answered_at \
+     FROM loopguard_second_opinions WHERE pair_key = $1";
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
 #[derive(Debug, Clone)]
@@ -837,6 +844,50 @@ macro_rules! sql_store {
                         })
                     })
                     .collect()
+            }
+
+            async fn recall_opinion(
+                &self,
+                key: &str,
+            ) -> Result<Option<KeptOpinion>, StoreError> {
+                let row = match sqlx::query(RECALL_OPINION)
+                    .bind(key)
+                    .fetch_optional(&self.pool)
+                    .await
+                {
+                    Ok(row) => row,
+                    // A store of an older schema, opened read-only.
+                    Err(err) if missing_table(&err) => return Ok(None),
+                    Err(err) => return Err(error(&self.backend, "read a second opinion", err)),
+                };
+                row.map(|row| {
+                    let read = |err| error(&self.backend, "read a second opinion", err);
+                    Ok(KeptOpinion {
+                        key: row.try_get("pair_key").map_err(read)?,
+                        by: row.try_get("answered_by").map_err(read)?,
+                        same: row.try_get("same").map_err(read)?,
+                        reason: row.try_get("reason").map_err(read)?,
+                        answered_at: Timestamp(row.try_get("answered_at").map_err(read)?),
+                    })
+                })
+                .transpose()
+            }
+
+            async fn keep_opinion(&self, opinion: &KeptOpinion) -> Result<KeptOpinion, StoreError> {
+                sqlx::query(KEEP_OPINION)
+                    .bind(&opinion.key)
+                    .bind(&opinion.by)
+                    .bind(opinion.same)
+                    .bind(&opinion.reason)
+                    .bind(opinion.answered_at.0)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|err| error(&self.backend, "keep a second opinion", err))?;
+                // Another engine's answer may have been kept first.
+                Ok(self
+                    .recall_opinion(&opinion.key)
+                    .await?
+                    .unwrap_or_else(|| opinion.clone()))
             }
 
             async fn line_errors(&self) -> Result<Vec<StoredLineError>, StoreError> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use loopguard_core_types::{Action, Config, Event, EventError, TaskStatus, Timestamp};
 use loopguard_host::{
-    CycleEpisode, HostError, LoopGuard, Resolution, Store, StoreError, TaskSnapshot,
+    CycleEpisode, HostError, KeptOpinion, LoopGuard, Resolution, Store, StoreError, TaskSnapshot,
 };
 use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
 
@@ -93,7 +93,36 @@ async fn round_trips(store: &dyn Store) -> TestResult {
     let t1 = store.episodes(Some("T1")).await?;
     assert_eq!(t1, vec![resolved, episode(5, "T1")]);
     assert!(store.episodes(Some("nobody")).await?.is_empty());
+
+    // Second opinions: the first answer per key is kept.
+    assert_eq!(store.recall_opinion(&opinion_key('a')).await?, None);
+    let first = opinion('a', true);
+    assert_eq!(store.keep_opinion(&first).await?, first);
+    let mut later = opinion('a', false);
+    later.reason = "a later, different answer".into();
+    assert_eq!(store.keep_opinion(&later).await?, first);
+    store.keep_opinion(&opinion('b', false)).await?;
+    assert_eq!(store.recall_opinion(&opinion_key('a')).await?, Some(first));
+    assert_eq!(
+        store.recall_opinion(&opinion_key('b')).await?,
+        Some(opinion('b', false))
+    );
     Ok(())
+}
+
+/// A key of 64 hex digits, all `digit`.
+fn opinion_key(digit: char) -> String {
+    std::iter::repeat_n(digit, 64).collect()
+}
+
+fn opinion(digit: char, same: bool) -> KeptOpinion {
+    KeptOpinion {
+        key: opinion_key(digit),
+        by: "model qwen2.5-7b-instruct".into(),
+        same,
+        reason: format!("the same request: {same} (\"quoted\", ünïcode)"),
+        answered_at: Timestamp(1_700_000_300_000),
+    }
 }
 
 mod sqlite {
@@ -144,6 +173,10 @@ mod sqlite {
             let store = SqliteStore::open(&url(&folder)).await?;
             assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
             assert_eq!(store.episodes(None).await?.len(), 3);
+            assert_eq!(
+                store.recall_opinion(&opinion_key('a')).await?,
+                Some(opinion('a', true))
+            );
             store.close().await;
         }
         Ok(())
@@ -172,6 +205,37 @@ mod sqlite {
         assert!(err.contains("schema version 9999"), "{err}");
         assert!(err.contains("newer loopguard"), "{err}");
         assert!(err.contains("loopguard.db"), "names the database: {err}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_schema_3_file_is_migrated_and_read_only_it_recalls_nothing() -> TestResult {
+        let folder = tempfile::tempdir()?;
+        let store = SqliteStore::open(&url(&folder)).await?;
+        store.save_task(&snapshot("T1", 4)).await?;
+        store.close().await;
+        drop(store);
+        // What loopguard of schema 3 left: no second-opinion table.
+        let raw = sqlx::SqlitePool::connect(&url(&folder)).await?;
+        sqlx::query("DROP TABLE loopguard_second_opinions")
+            .execute(&raw)
+            .await?;
+        sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 4")
+            .execute(&raw)
+            .await?;
+        raw.close().await;
+        // Read-only, it is not migrated: nothing is kept, and that is no error.
+        let reader = loopguard_store_sqlx::open_store_read_only(&url(&folder)).await?;
+        assert_eq!(reader.recall_opinion(&opinion_key('a')).await?, None);
+        drop(reader);
+        // Opened for writing, it is migrated and keeps answers.
+        let store = SqliteStore::open(&url(&folder)).await?;
+        assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
+        store.keep_opinion(&opinion('a', true)).await?;
+        assert_eq!(
+            store.recall_opinion(&opinion_key('a')).await?,
+            Some(opinion('a', true))
+        );
         Ok(())
     }
 
@@ -314,6 +378,10 @@ mod postgres {
                 let store = open_store(&schema.url).await?;
                 assert_eq!(store.load_task("T1").await?, Some(snapshot("T1", 4)));
                 assert_eq!(store.episodes(None).await?.len(), 3);
+                assert_eq!(
+                    store.recall_opinion(&opinion_key('a')).await?,
+                    Some(opinion('a', true))
+                );
             }
             Ok::<(), Box<dyn std::error::Error>>(())
         }

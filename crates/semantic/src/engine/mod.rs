@@ -94,6 +94,7 @@ use loopguard_host::{
 
 pub use collaboration_loop::CollaborationLoop;
 pub use exchange_texts::ExchangeTexts;
+pub use kept_answers::StoreAnswers;
 pub use repeated_query::RepeatedQuery;
 pub use tool_arguments::{MAX_FREE_TEXT_ARGS, ToolArguments};
 pub use topics::{SemanticTopics, TOPIC_LABEL_CHARS};
@@ -107,6 +108,7 @@ mod collaboration_loop;
 mod exchange_texts;
 mod history;
 mod judged;
+mod kept_answers;
 mod keyed_texts;
 mod repeated_query;
 mod tool_arguments;

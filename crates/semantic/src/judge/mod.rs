@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 pub use self::lexical::{Contrast, IdentifierClass, ReadText, Veto, compare};
 use self::second_opinion::Reviewer;
 pub use self::second_opinion::{
-    Opinion, OpinionError, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy,
+    AnswerArchive, Opinion, OpinionError, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy,
     SecondOpinionStats,
 };
 use crate::{EmbeddingService, Result, SemanticError, cosine};
@@ -398,6 +398,9 @@ pub struct SameRequestJudge {
     readings: Arc<Readings>,
     /// The second opinion on the pairs it is unsure of, when it has one.
     reviewer: Option<Arc<Reviewer>>,
+    /// Where the second opinion's answers outlive the process, when set
+    /// ([`SameRequestJudge::with_answer_archive`]); per clone.
+    archive: Option<Arc<dyn AnswerArchive>>,
 }
 
 /// How much text a judge keeps read ([`ReadText`]), in bytes of what the
@@ -496,6 +499,7 @@ impl SameRequestJudge {
             weights: Arc::new(JudgeWeights::shipped()),
             readings: Arc::new(Readings::new()),
             reviewer: None,
+            archive: None,
         }
     }
 
@@ -508,6 +512,7 @@ impl SameRequestJudge {
             weights: Arc::new(weights),
             readings: Arc::new(Readings::new()),
             reviewer: None,
+            archive: None,
         }
     }
 
@@ -533,6 +538,24 @@ impl SameRequestJudge {
         self
     }
 
+    /// This judge with its second opinion's answers kept in `archive` as
+    /// well as in memory: a pair is asked only when neither holds an
+    /// answer, and a new answer is kept in both. Judges that share an
+    /// archive (engines that share a store, or one engine after a restart)
+    /// decide an asked pair alike. When the archive fails, the pair is
+    /// asked (or its answer used) all the same and a warning is logged.
+    /// Only this judge and its later clones use it; it changes nothing
+    /// for a judge without a second opinion.
+    pub fn with_answer_archive(mut self, archive: Arc<dyn AnswerArchive>) -> SameRequestJudge {
+        self.archive = Some(archive);
+        self
+    }
+
+    /// Whether the second opinion's answers are kept in an archive.
+    pub fn keeps_answers(&self) -> bool {
+        self.reviewer.is_some() && self.archive.is_some()
+    }
+
     /// Who gives the second opinion and which pairs it hears, when the
     /// judge has one.
     pub fn second_opinion(&self) -> Option<(String, SecondOpinionPolicy)> {
@@ -555,7 +578,9 @@ impl SameRequestJudge {
     pub async fn review(&self, earlier: &str, later: &str, verdict: Verdict) -> Verdict {
         match &self.reviewer {
             Some(reviewer) if reviewer.wants(&verdict) => {
-                reviewer.review(earlier, later, verdict).await
+                reviewer
+                    .review(earlier, later, verdict, self.archive.as_deref())
+                    .await
             }
             _ => verdict,
         }
@@ -827,12 +852,13 @@ impl SameRequestJudge {
         };
         // The second opinion on every pair it is wanted for, asked at
         // once: an event waits for the slowest answer, not their sum.
+        let archive = self.archive.as_deref();
         let reviews = verdicts
             .into_iter()
             .zip(earlier)
             .map(|(verdict, &(before, _))| async move {
                 if reviewer.wants(&verdict) {
-                    reviewer.review(before, text, verdict).await
+                    reviewer.review(before, text, verdict, archive).await
                 } else {
                     verdict
                 }

@@ -13,7 +13,10 @@
 //! verdict's reason says so. After a failure it is not asked again for a
 //! cooldown, so a server that is down does not cost every event its
 //! timeout. Answers are kept by the pair of texts, so a task that repeats
-//! itself asks once.
+//! itself asks once; with an [`AnswerArchive`] (the engine's durable
+//! store, `SameRequestJudge::with_answers_kept_in`) they outlive the
+//! process and are shared by the engines that share the store, so a
+//! restart or another replica decides the pair as it was decided.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -51,6 +54,30 @@ pub trait SecondOpinion: Send + Sync + std::fmt::Debug {
 
     /// Who answers, for a reason: "model qwen2.5-7b-instruct".
     fn describe(&self) -> String;
+
+    /// What makes its answers its own: who answers and how it is asked.
+    /// Part of the key its answers are kept under, so another model or
+    /// other instructions never reuse them. Default: [`describe`].
+    ///
+    /// [`describe`]: SecondOpinion::describe
+    fn identity(&self) -> String {
+        self.describe()
+    }
+}
+
+/// Where a second opinion's answers are kept beyond the judge's memory,
+/// by a key of who answers and the two texts ([`AnswerArchive::keep`]):
+/// the engine's durable store (`loopguard_semantic::StoreAnswers`), or a
+/// team's own.
+#[async_trait]
+pub trait AnswerArchive: Send + Sync + std::fmt::Debug {
+    /// The answer kept under `key`, and who gave it, if one is kept.
+    async fn recall(&self, key: &str) -> Result<Option<(String, Opinion)>, OpinionError>;
+
+    /// Keeps `opinion` (given by `by`) under `key` unless an answer is
+    /// kept there already, and returns the one kept: the first answer
+    /// wins, so judges that share the archive decide alike.
+    async fn keep(&self, key: &str, by: &str, opinion: &Opinion) -> Result<Opinion, OpinionError>;
 }
 
 /// Which pairs a [`SecondOpinion`] hears, and how it is kept
@@ -140,8 +167,14 @@ pub struct SecondOpinionStats {
     pub wanted: u64,
     /// Answers asked for and given.
     pub answered: u64,
-    /// Answers taken from the cache.
+    /// Answers taken from the cache (in memory or, counted in
+    /// `recalled` too, the archive).
     pub cached: u64,
+    /// Of the cached answers, those read from the [`AnswerArchive`].
+    pub recalled: u64,
+    /// Reads from and writes to the archive that failed (the pair was
+    /// asked, or its answer used, all the same).
+    pub archive_failed: u64,
     /// Asked and failed.
     pub failed: u64,
     /// Not asked: cooling down after a failure.
@@ -155,6 +188,8 @@ pub struct SecondOpinionStats {
 #[derive(Debug)]
 pub(crate) struct Reviewer {
     opinion: Arc<dyn SecondOpinion>,
+    /// [`SecondOpinion::identity`], read once: part of every key.
+    identity: String,
     policy: SecondOpinionPolicy,
     answers: Mutex<lru::LruCache<[u8; 32], Opinion>>,
     /// When it last failed, and how.
@@ -168,6 +203,8 @@ struct Counts {
     wanted: AtomicU64,
     answered: AtomicU64,
     cached: AtomicU64,
+    recalled: AtomicU64,
+    archive_failed: AtomicU64,
     failed: AtomicU64,
     skipped: AtomicU64,
     overturned: AtomicU64,
@@ -176,6 +213,7 @@ struct Counts {
 impl Reviewer {
     pub(crate) fn new(opinion: Arc<dyn SecondOpinion>, policy: SecondOpinionPolicy) -> Reviewer {
         Reviewer {
+            identity: opinion.identity(),
             opinion,
             policy,
             answers: Mutex::new(lru::LruCache::new(policy.cache_capacity)),
@@ -199,6 +237,8 @@ impl Reviewer {
             wanted: read(&self.counts.wanted),
             answered: read(&self.counts.answered),
             cached: read(&self.counts.cached),
+            recalled: read(&self.counts.recalled),
+            archive_failed: read(&self.counts.archive_failed),
             failed: read(&self.counts.failed),
             skipped: read(&self.counts.skipped),
             overturned: read(&self.counts.overturned),
@@ -219,13 +259,39 @@ impl Reviewer {
     }
 
     /// `verdict` on `earlier` and `later`, decided by the second opinion
-    /// when it answers (the caller has checked [`Reviewer::wants`]).
-    pub(crate) async fn review(&self, earlier: &str, later: &str, mut verdict: Verdict) -> Verdict {
+    /// when it answers (the caller has checked [`Reviewer::wants`]). An
+    /// answer is looked for in memory, then in `archive`, and only then
+    /// asked for; a new answer is kept in both.
+    pub(crate) async fn review(
+        &self,
+        earlier: &str,
+        later: &str,
+        mut verdict: Verdict,
+        archive: Option<&dyn AnswerArchive>,
+    ) -> Verdict {
         let earlier = crate::embedding_input(earlier);
         let later = crate::embedding_input(later);
-        let key = pair_key(earlier, later);
-        let by = self.opinion.describe();
-        let kept = self.answers.lock().get(&key).cloned();
+        let key = pair_key(&self.identity, earlier, later);
+        let mut by = self.opinion.describe();
+        let mut kept = self.answers.lock().get(&key).cloned();
+        if kept.is_none()
+            && let Some(archive) = archive
+        {
+            match archive.recall(&hex(&key)).await {
+                Ok(Some((answered_by, opinion))) => {
+                    self.counts.recalled.fetch_add(1, Ordering::Relaxed);
+                    self.answers.lock().put(key, opinion.clone());
+                    by = answered_by;
+                    kept = Some(opinion);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    self.counts.archive_failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %error,
+                        "cannot read kept second opinions; the pair is asked");
+                }
+            }
+        }
         let (opinion, cached) = match kept {
             Some(opinion) => {
                 self.counts.cached.fetch_add(1, Ordering::Relaxed);
@@ -240,6 +306,7 @@ impl Reviewer {
                 match self.opinion.same_request(earlier, later).await {
                     Ok(opinion) => {
                         self.counts.answered.fetch_add(1, Ordering::Relaxed);
+                        let opinion = self.keep(archive, &key, &by, opinion).await;
                         self.answers.lock().put(key, opinion.clone());
                         (opinion, false)
                     }
@@ -269,6 +336,30 @@ impl Reviewer {
         verdict
     }
 
+    /// Keeps a new answer in `archive`; the one kept there first when
+    /// another judge answered first. When the archive fails, the answer
+    /// is used all the same (and kept in memory only).
+    async fn keep(
+        &self,
+        archive: Option<&dyn AnswerArchive>,
+        key: &[u8; 32],
+        by: &str,
+        opinion: Opinion,
+    ) -> Opinion {
+        let Some(archive) = archive else {
+            return opinion;
+        };
+        match archive.keep(&hex(key), by, &opinion).await {
+            Ok(kept) => kept,
+            Err(error) => {
+                self.counts.archive_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %error,
+                    "cannot keep a second opinion; it is used, and kept in memory only");
+                opinion
+            }
+        }
+    }
+
     /// Why it is not asked now: it failed less than the cooldown ago.
     fn cooling_down(&self) -> Option<String> {
         let last = self.last_failure.lock();
@@ -284,14 +375,24 @@ impl Reviewer {
     }
 }
 
-/// The answers' key: the two texts in order, each with its length.
-fn pair_key(earlier: &str, later: &str) -> [u8; 32] {
+/// The answers' key: who answers ([`SecondOpinion::identity`]) and the
+/// two texts in order, each with its length.
+fn pair_key(identity: &str, earlier: &str, later: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    for text in [earlier, later] {
+    for text in [identity, earlier, later] {
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
     }
     hasher.finalize().into()
+}
+
+/// A key as an archive holds it: 64 lowercase hex digits.
+fn hex(key: &[u8; 32]) -> String {
+    use std::fmt::Write;
+    key.iter().fold(String::with_capacity(64), |mut out, byte| {
+        let _ = write!(out, "{byte:02x}");
+        out
+    })
 }
 
 #[cfg(feature = "llm")]
@@ -370,6 +471,11 @@ Answer with exactly one JSON object and nothing else: \
         fn describe(&self) -> String {
             format!("LLM {}", self.settings().model)
         }
+
+        /// The model and the instructions: a new prompt asks again.
+        fn identity(&self) -> String {
+            format!("{}\n{SAME_REQUEST_PROMPT}", self.describe())
+        }
     }
 
     /// The user message: the two texts, each as a JSON string (quotes and
@@ -413,9 +519,16 @@ mod tests {
 
     #[test]
     fn the_key_is_ordered_and_unambiguous() {
-        assert_eq!(pair_key("a", "b"), pair_key("a", "b"));
-        assert_ne!(pair_key("a", "b"), pair_key("b", "a"));
-        assert_ne!(pair_key("ab", "c"), pair_key("a", "bc"));
+        assert_eq!(pair_key("m", "a", "b"), pair_key("m", "a", "b"));
+        assert_ne!(pair_key("m", "a", "b"), pair_key("m", "b", "a"));
+        assert_ne!(pair_key("m", "ab", "c"), pair_key("m", "a", "bc"));
+        assert_ne!(pair_key("m", "a", "b"), pair_key("n", "a", "b"));
+        let key = hex(&pair_key("m", "a", "b"));
+        assert_eq!(key.len(), 64);
+        assert!(
+            key.bytes()
+                .all(|byte| byte.is_ascii_hexdigit() && !byte.is_ascii_uppercase())
+        );
     }
 
     #[cfg(feature = "llm")]
