@@ -419,11 +419,12 @@ fn a_second_opinion_asked_in_one_run_is_recalled_by_the_next_on_the_store() {
     let folder = tempfile::tempdir().expect("a temp folder");
     let config = folder.path().join("loopguard.toml");
     std::fs::write(&config, "[similarity.second_opinion]\nenabled = true\n").expect("config");
-    let (first, second) = (
+    let (first, second, third) = (
         folder.path().join("first.jsonl"),
         folder.path().join("second.jsonl"),
+        folder.path().join("third.jsonl"),
     );
-    for (file, task) in [(&first, "A"), (&second, "B")] {
+    for (file, task) in [(&first, "A"), (&second, "B"), (&third, "C")] {
         write_lines(
             file,
             &[
@@ -470,4 +471,47 @@ fn a_second_opinion_asked_in_one_run_is_recalled_by_the_next_on_the_store() {
     let elsewhere = sqlite_url(&folder.path().join("other.db"));
     replay_asking(&elsewhere, &second, &config, &fake.base_url());
     assert_eq!(fake.requests(), 2);
+
+    // `loopguard opinions` lists the kept answer, and forgets it by age.
+    let listed = run(["opinions", "--store", &url, "--format", "json"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let kept = listed["opinions"].as_array().expect("a list");
+    assert_eq!(kept.len(), 1, "{listed}");
+    assert_eq!(kept[0]["same"], true, "{listed}");
+    assert_eq!(kept[0]["by"], "LLM fake-judge", "{listed}");
+    assert_eq!(kept[0]["reason"], "the same key rotation", "{listed}");
+    let text = run(["opinions", "--store", &url]);
+    assert!(
+        text.stdout.contains("  same       LLM fake-judge  key ")
+            && text.stdout.contains("the same key rotation"),
+        "{text:?}"
+    );
+    let forget = |days: &str| {
+        let run = run(["opinions", "--store", &url, "--forget-older-than", days]);
+        assert_eq!(run.code, Some(0), "{run:?}");
+        run.stdout
+    };
+    // Answered moments ago: a day's limit keeps it.
+    assert!(forget("1").starts_with("forgot 0 second opinions answered before "));
+    assert!(forget("0").starts_with("forgot 1 second opinion answered before "));
+    let empty = run(["opinions", "--store", &url]);
+    assert_eq!(empty.stdout.trim(), "(no second opinions)", "{empty:?}");
+    // Forgotten, the pair is asked again (by a new task: B's history is
+    // on this store).
+    replay_asking(&url, &third, &config, &fake.base_url());
+    assert_eq!(fake.requests(), 3);
+
+    // Forgetting on a store that is not there creates none.
+    let missing = folder.path().join("typo.db");
+    let refused = run([
+        "opinions",
+        "--store",
+        &sqlite_url(&missing),
+        "--forget-older-than",
+        "0",
+    ]);
+    assert_eq!(refused.code, Some(2), "{refused:?}");
+    assert!(refused.stderr.contains("there is no store"), "{refused:?}");
+    assert!(!missing.exists());
 }

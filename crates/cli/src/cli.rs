@@ -150,6 +150,18 @@ pub(crate) enum Command {
     /// store gives the report of one replay of the whole trace. The store
     /// is opened read-only, as by `loopguard tasks`.
     Report(ReportArgs),
+    /// List the answers of the same-request judge's second opinion (an
+    /// LLM) that a store keeps, oldest first: when, who answered, same or
+    /// different, and its reason; or, with --forget-older-than, forget the
+    /// older ones.
+    ///
+    /// Kept answers are what a restart or another replica recalls instead
+    /// of asking the LLM again; the store never forgets one by itself.
+    /// Listing opens the store read-only, as `loopguard tasks` does.
+    /// Forgetting opens it for writing (a SQLite file that a running
+    /// engine holds is refused: stop it first); a pair whose answer is
+    /// forgotten is asked again the next time it comes up.
+    Opinions(OpinionsArgs),
     /// Serve the engine over HTTP until SIGTERM or SIGINT: POST events (one
     /// JSON event, or NDJSON) and get their decisions as `replay --format
     /// jsonl` prints them; or point an OpenTelemetry exporter at it; list
@@ -237,6 +249,24 @@ pub(crate) struct TasksArgs {
     pub(crate) store: String,
 
     /// Output format: text (a table) or json ({"tasks": [...]}).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
+    pub(crate) format: ListFormat,
+}
+
+/// `loopguard opinions`.
+#[derive(Debug, Args)]
+pub(crate) struct OpinionsArgs {
+    /// The store: `sqlite://PATH` or `postgres://USER@HOST/DATABASE`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: String,
+
+    /// Forget the answers given more than DAYS days ago (0: every answer)
+    /// instead of listing them, and print how many were forgotten.
+    #[arg(long, value_name = "DAYS")]
+    pub(crate) forget_older_than: Option<u32>,
+
+    /// Output format: text (one line per answer) or json ({"opinions":
+    /// [...]}, or {"forgotten": N, "before": TIME} when forgetting).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ListFormat::Text)]
     pub(crate) format: ListFormat,
 }

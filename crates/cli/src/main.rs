@@ -117,6 +117,7 @@ fn main() -> ExitCode {
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,
             Command::Report(args) => store::report(&args).await,
+            Command::Opinions(args) => store::opinions(&args).await,
             Command::Serve(args) => serve::run(&args, no_semantic).await,
             Command::PluginWorker(_) => Ok(Outcome::Clean),
         }

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use loopguard_core_types::LineError;
+use loopguard_core_types::{LineError, Timestamp};
 use loopguard_host::{
-    AuditEntry, AuditRecord, CycleEpisode, Durability, LoopGuard, PivotRecord, ReplayItem, Store,
-    TaskSnapshot,
+    AuditEntry, AuditRecord, CycleEpisode, Durability, KeptOpinion, LoopGuard, PivotRecord,
+    ReplayItem, Store, TaskSnapshot,
 };
 use serde_json::json;
 
-use crate::cli::{ListFormat, LogArgs, ReportArgs, TasksArgs};
+use crate::cli::{ListFormat, LogArgs, OpinionsArgs, ReportArgs, TasksArgs};
 use crate::outcome::Outcome;
 use crate::output::{Output, id_column, pad, shown_id};
 use crate::summary::Summary;
@@ -173,6 +173,77 @@ pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
 }
 
 /// Runs `loopguard report`: the report of everything the store keeps.
+/// Runs `loopguard opinions`: the second opinions a store keeps, oldest
+/// first; or, with `--forget-older-than`, forgets the older ones.
+pub(crate) async fn opinions(args: &OpinionsArgs) -> anyhow::Result<Outcome> {
+    let mut out = io::stdout().lock();
+    if let Some(days) = args.forget_older_than {
+        const DAY_MILLIS: i64 = 24 * 60 * 60 * 1000;
+        let before = Timestamp(
+            Timestamp::now()
+                .0
+                .saturating_sub(i64::from(days).saturating_mul(DAY_MILLIS)),
+        );
+        // A store that is not there is an error, not a new empty one.
+        drop(open_store(&args.store).await?);
+        let store = loopguard_store_sqlx::open_store(&args.store)
+            .await
+            .context("cannot open the store for writing")?;
+        let forgotten = store.forget_opinions_before(before).await;
+        store.close().await;
+        let forgotten = forgotten.context("cannot forget the second opinions")?;
+        match args.format {
+            ListFormat::Json => {
+                serde_json::to_writer_pretty(
+                    &mut out,
+                    &json!({ "forgotten": forgotten, "before": before }),
+                )?;
+                writeln!(out)?;
+            }
+            ListFormat::Text => writeln!(
+                out,
+                "forgot {forgotten} second opinion{} answered before {before}",
+                if forgotten == 1 { "" } else { "s" }
+            )?,
+        }
+        return Ok(Outcome::Clean);
+    }
+    let store = open_store(&args.store).await?;
+    let opinions = store
+        .opinions()
+        .await
+        .context("cannot read the second opinions")?;
+    match args.format {
+        ListFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &json!({ "opinions": opinions }))?;
+            writeln!(out)?;
+        }
+        ListFormat::Text => {
+            for opinion in &opinions {
+                writeln!(out, "{}", opinion_line(opinion))?;
+            }
+            if opinions.is_empty() {
+                writeln!(out, "(no second opinions)")?;
+            }
+        }
+    }
+    Ok(Outcome::Clean)
+}
+
+/// One kept answer on one line: when, the verdict, who, the key's first
+/// 12 digits, and the reason (its line breaks as spaces).
+fn opinion_line(opinion: &KeptOpinion) -> String {
+    let one_line = |text: &str| text.replace(['\n', '\r'], " ");
+    format!(
+        "{}  {:<9}  {}  key {}  {}",
+        opinion.answered_at,
+        if opinion.same { "same" } else { "different" },
+        one_line(&opinion.by),
+        opinion.key.get(..12).unwrap_or(&opinion.key),
+        one_line(&opinion.reason)
+    )
+}
+
 pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
     let store = open_store(&args.store).await?;
     let mut report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())

@@ -368,7 +368,7 @@ pub struct KeptOpinion {
     /// What was asked, as 64 hex digits: a SHA-256 of who answers (the
     /// model and its instructions) and the two texts in order.
     pub key: String,
-    /// Who answered, as reasons name it: "model qwen2.5-7b-instruct".
+    /// Who answered, as reasons name it: "LLM qwen2.5-7b-instruct".
     pub by: String,
     /// Whether it called the texts the same request.
     pub same: bool,
@@ -536,6 +536,21 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Default: keeps nothing and returns `opinion`.
     async fn keep_opinion(&self, opinion: &KeptOpinion) -> Result<KeptOpinion, StoreError> {
         Ok(opinion.clone())
+    }
+
+    /// Every kept second opinion, oldest answer first (then by key).
+    /// Default: none.
+    async fn opinions(&self) -> Result<Vec<KeptOpinion>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Forgets the second opinions answered before `before` and returns
+    /// how many it forgot: a pair whose answer is forgotten is asked again
+    /// the next time it comes up. The store never forgets one by itself.
+    /// Default: forgets nothing.
+    async fn forget_opinions_before(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let _ = before;
+        Ok(0)
     }
 
     /// Closes the store's connections once nothing more is written (a
@@ -733,6 +748,19 @@ impl Store for MemoryStore {
             .or_insert_with(|| opinion.clone())
             .clone())
     }
+
+    async fn opinions(&self) -> Result<Vec<KeptOpinion>, StoreError> {
+        let mut kept: Vec<KeptOpinion> = self.opinions.read().values().cloned().collect();
+        kept.sort_by(|a, b| (a.answered_at, &a.key).cmp(&(b.answered_at, &b.key)));
+        Ok(kept)
+    }
+
+    async fn forget_opinions_before(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let mut opinions = self.opinions.write();
+        let count = opinions.len();
+        opinions.retain(|_, opinion| opinion.answered_at >= before);
+        Ok(u64::try_from(count - opinions.len()).unwrap_or(u64::MAX))
+    }
 }
 
 #[cfg(test)]
@@ -784,13 +812,61 @@ mod tests {
     }
 
     fn opinion(key: &str, same: bool) -> KeptOpinion {
+        opinion_at(key, same, 7)
+    }
+
+    fn opinion_at(key: &str, same: bool, answered_at: i64) -> KeptOpinion {
         KeptOpinion {
             key: key.into(),
             by: "model m".into(),
             same,
             reason: format!("said {same}"),
-            answered_at: Timestamp(7),
+            answered_at: Timestamp(answered_at),
         }
+    }
+
+    #[tokio::test]
+    async fn kept_opinions_are_listed_oldest_first_and_forgotten_by_age() {
+        let store = MemoryStore::durable();
+        for (key, at) in [("c", 30), ("a", 10), ("b", 20), ("d", 20)] {
+            store
+                .keep_opinion(&opinion_at(key, true, at))
+                .await
+                .expect("ok");
+        }
+        let keys = |kept: Vec<KeptOpinion>| kept.into_iter().map(|o| o.key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(store.opinions().await.expect("ok")),
+            ["a", "b", "d", "c"]
+        );
+        // Strictly before: the answers of 20 stay.
+        assert_eq!(
+            store
+                .forget_opinions_before(Timestamp(20))
+                .await
+                .expect("ok"),
+            1
+        );
+        assert_eq!(keys(store.opinions().await.expect("ok")), ["b", "d", "c"]);
+        assert_eq!(store.recall_opinion("a").await.expect("ok"), None);
+        // A forgotten pair is kept anew by its next answer.
+        let again = opinion_at("a", false, 40);
+        assert_eq!(store.keep_opinion(&again).await.expect("ok"), again);
+        assert_eq!(
+            store
+                .forget_opinions_before(Timestamp(0))
+                .await
+                .expect("ok"),
+            0
+        );
+        assert_eq!(
+            store
+                .forget_opinions_before(Timestamp(41))
+                .await
+                .expect("ok"),
+            4
+        );
+        assert!(store.opinions().await.expect("ok").is_empty());
     }
 
     #[tokio::test]

@@ -138,6 +138,9 @@ const KEEP_OPINION: &str = "INSERT INTO loopguard_second_opinions \
      ON CONFLICT (pair_key) DO NOTHING";
 const RECALL_OPINION: &str = "SELECT pair_key, answered_by, same, reason, answered_at \
      FROM loopguard_second_opinions WHERE pair_key = $1";
+const OPINIONS: &str = "SELECT pair_key, answered_by, same, reason, answered_at \
+     FROM loopguard_second_opinions ORDER BY answered_at, pair_key";
+const FORGET_OPINIONS: &str = "DELETE FROM loopguard_second_opinions WHERE answered_at < $1";
 
 /// The cycle log and task snapshots in one SQLite file, in WAL mode.
 #[derive(Debug, Clone)]
@@ -551,6 +554,21 @@ macro_rules! sql_store {
                 self.pool.close().await;
             }
 
+            /// A row of `loopguard_second_opinions`.
+            fn kept_opinion(
+                &self,
+                row: &<$db as sqlx::Database>::Row,
+            ) -> Result<KeptOpinion, StoreError> {
+                let read = |err| error(&self.backend, "read a second opinion", err);
+                Ok(KeptOpinion {
+                    key: row.try_get("pair_key").map_err(read)?,
+                    by: row.try_get("answered_by").map_err(read)?,
+                    same: row.try_get("same").map_err(read)?,
+                    reason: row.try_get("reason").map_err(read)?,
+                    answered_at: Timestamp(row.try_get("answered_at").map_err(read)?),
+                })
+            }
+
             /// Makes the next commit fail after `statements` statements
             /// (and roll back): for tests of atomicity. 0 turns it off.
             #[doc(hidden)]
@@ -860,17 +878,28 @@ macro_rules! sql_store {
                     Err(err) if missing_table(&err) => return Ok(None),
                     Err(err) => return Err(error(&self.backend, "read a second opinion", err)),
                 };
-                row.map(|row| {
-                    let read = |err| error(&self.backend, "read a second opinion", err);
-                    Ok(KeptOpinion {
-                        key: row.try_get("pair_key").map_err(read)?,
-                        by: row.try_get("answered_by").map_err(read)?,
-                        same: row.try_get("same").map_err(read)?,
-                        reason: row.try_get("reason").map_err(read)?,
-                        answered_at: Timestamp(row.try_get("answered_at").map_err(read)?),
-                    })
-                })
-                .transpose()
+                row.map(|row| self.kept_opinion(&row)).transpose()
+            }
+
+            async fn opinions(&self) -> Result<Vec<KeptOpinion>, StoreError> {
+                let rows = match sqlx::query(OPINIONS).fetch_all(&self.pool).await {
+                    Ok(rows) => rows,
+                    // A store of an older schema, opened read-only.
+                    Err(err) if missing_table(&err) => return Ok(Vec::new()),
+                    Err(err) => return Err(error(&self.backend, "read the second opinions", err)),
+                };
+                rows.iter()
+                    .map(|row| self.kept_opinion(row))
+                    .collect()
+            }
+
+            async fn forget_opinions_before(&self, before: Timestamp) -> Result<u64, StoreError> {
+                let done = sqlx::query(FORGET_OPINIONS)
+                    .bind(before.0)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|err| error(&self.backend, "forget second opinions", err))?;
+                Ok(done.rows_affected())
             }
 
             async fn keep_opinion(&self, opinion: &KeptOpinion) -> Result<KeptOpinion, StoreError> {

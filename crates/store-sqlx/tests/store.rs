@@ -107,6 +107,34 @@ async fn round_trips(store: &dyn Store) -> TestResult {
         store.recall_opinion(&opinion_key('b')).await?,
         Some(opinion('b', false))
     );
+
+    // Listed oldest answer first, then by key; forgotten by age.
+    let mut older = opinion('c', true);
+    older.answered_at = Timestamp(1_700_000_100_000);
+    store.keep_opinion(&older).await?;
+    let keys = |kept: Vec<KeptOpinion>| kept.into_iter().map(|o| o.key).collect::<Vec<_>>();
+    assert_eq!(
+        keys(store.opinions().await?),
+        [opinion_key('c'), opinion_key('a'), opinion_key('b')]
+    );
+    assert_eq!(store.opinions().await?[0], older);
+    // Strictly before: the answers of that very moment stay.
+    assert_eq!(
+        store
+            .forget_opinions_before(Timestamp(1_700_000_300_000))
+            .await?,
+        1
+    );
+    assert_eq!(store.recall_opinion(&opinion_key('c')).await?, None);
+    assert_eq!(
+        keys(store.opinions().await?),
+        [opinion_key('a'), opinion_key('b')]
+    );
+    // A forgotten pair's next answer is kept.
+    let mut again = opinion('c', false);
+    again.answered_at = Timestamp(1_700_000_400_000);
+    assert_eq!(store.keep_opinion(&again).await?, again);
+    assert_eq!(store.forget_opinions_before(Timestamp(0)).await?, 0);
     Ok(())
 }
 
@@ -227,6 +255,7 @@ mod sqlite {
         // Read-only, it is not migrated: nothing is kept, and that is no error.
         let reader = loopguard_store_sqlx::open_store_read_only(&url(&folder)).await?;
         assert_eq!(reader.recall_opinion(&opinion_key('a')).await?, None);
+        assert!(reader.opinions().await?.is_empty());
         drop(reader);
         // Opened for writing, it is migrated and keeps answers.
         let store = SqliteStore::open(&url(&folder)).await?;
