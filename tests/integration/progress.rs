@@ -7,13 +7,8 @@
 //! report.
 
 use std::ffi::OsStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-use axum::Json;
-use axum::Router;
-use axum::extract::State;
-use axum::routing::post;
+use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -140,49 +135,20 @@ fn the_report_tells_the_progressive_task_from_the_stuck_ones() {
     assert_eq!(report["errors"], json!([]));
 }
 
-/// A fake OpenAI-compatible server on a free loopback port, answering every
-/// chat completion with `content`. Returns its base URL, the number of
-/// requests and their bodies.
-fn fake_llm(content: &'static str) -> (String, Arc<AtomicUsize>, Arc<Mutex<Vec<Value>>>) {
-    type Seen = (Arc<AtomicUsize>, Arc<Mutex<Vec<Value>>>, &'static str);
-    async fn chat(
-        State((count, bodies, content)): State<Seen>,
-        Json(body): Json<Value>,
-    ) -> Json<Value> {
-        count.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut bodies) = bodies.lock() {
-            bodies.push(body);
-        }
-        Json(
-            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}),
-        )
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    listener.set_nonblocking(true).expect("non-blocking");
-    let address = listener.local_addr().expect("bound");
-    let count = Arc::new(AtomicUsize::new(0));
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let state: Seen = (count.clone(), bodies.clone(), content);
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
-            let app = Router::new()
-                .route("/v1/chat/completions", post(chat))
-                .with_state(state);
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    (format!("http://{address}/v1"), count, bodies)
-}
-
 #[test]
 fn the_llm_judge_is_asked_only_about_the_undecidable_failure() {
-    let (url, requests, bodies) =
-        fake_llm(r#"{"verdict":"regressive","reason":"each fix breaks the table header parser"}"#);
+    // The fake serves from its runtime's worker thread while the command runs.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+        FakeAnswer::Content(
+            r#"{"verdict":"regressive","reason":"each fix breaks the table header parser"}"#.into(),
+        )
+    }));
+    let url = fake.base_url();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let config_path = dir.path().join("llm.toml");
     std::fs::write(
@@ -196,12 +162,11 @@ fn the_llm_judge_is_asked_only_about_the_undecidable_failure() {
 
     // Line 5 follows progress, N has no tests, X is external: decided by
     // metrics. Line 7 follows an unchanged snapshot: asked.
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
-    let question = bodies
-        .lock()
-        .map(|b| b[0]["messages"][1]["content"].clone())
-        .expect("a body");
-    let question = question.as_str().unwrap_or_default();
+    assert_eq!(fake.requests(), 1);
+    let bodies = fake.bodies();
+    let question = bodies[0]["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         question.contains("Goal: parse nested TOML tables"),
         "{question}"
