@@ -172,7 +172,6 @@ pub(crate) async fn log(args: &LogArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// Runs `loopguard report`: the report of everything the store keeps.
 /// Runs `loopguard opinions`: the second opinions a store keeps, oldest
 /// first; or, with `--forget-older-than`, forgets the older ones.
 pub(crate) async fn opinions(args: &OpinionsArgs) -> anyhow::Result<Outcome> {
@@ -244,6 +243,7 @@ fn opinion_line(opinion: &KeptOpinion) -> String {
     )
 }
 
+/// Runs `loopguard report`: the report of everything the store keeps.
 pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
     let store = open_store(&args.store).await?;
     let mut report = loopguard_host::store_report(store.as_ref(), args.task.as_deref())

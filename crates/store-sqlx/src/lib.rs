@@ -40,6 +40,12 @@
 //! transaction as that line's event, and the lines that were not events,
 //! so a run can be resumed after its last committed line.
 //!
+//! And the answers of the same-request judge's second opinion
+//! (`loopguard_second_opinions`, [`Store::keep_opinion`]): the first
+//! answer kept for a pair wins, every engine on the store recalls it, and
+//! none is forgotten until [`Store::forget_opinions_before`] is called
+//! (`loopguard opinions --forget-older-than DAYS`).
+//!
 //! The schema's migrations are embedded and applied when a store opens; a
 //! database written by a newer loopguard (a schema version above
 //! [`SCHEMA_VERSION`]) is refused with a message saying so.
