@@ -13,6 +13,9 @@ there), and scores the test split and the unseen batches 16-18.
         where SHIPPED is `loopguard tune --pairs data/pairs/requests.jsonl
         --judge calibrated --out SHIPPED` and UNSEEN the same on
         /tmp/with-unseen.jsonl
+    python evaluate.py score-half HALF.jsonl SHIPPED/judge.json UNSEEN/judge.json
+        finetune.py half's output: the weights fitted on the half of the
+        train pairs the encoder did not see
 """
 
 import json
@@ -72,6 +75,31 @@ def threshold_on(s, y, floor=0.90):
     return best[1]
 
 
+def score_half(half, shipped, unseen_judge):
+    """The judge's weights fitted on the half of the train pairs the
+    encoder did not train on, with and without the tuned cosine."""
+    scored = read(half)
+    tuned = {(r["a"], r["b"]): r["cos_ft"] for r in scored}
+    weights_half = {(r["a"], r["b"]) for r in scored if r.get("half") == "weights"}
+    pairs = read(PAIRS)
+    train_pairs = [p for p in pairs if p["split"] == "train"]
+    # The encoder's own half has no tuned cosine here, and is not used.
+    tuned_or_none = {**{(p["a"], p["b"]): 0.0 for p in pairs}, **tuned}
+    everything = rows_of(shipped, pairs, tuned_or_none)
+    fit_rows = [row for row, p in zip(everything, pairs) if (p["a"], p["b"]) in weights_half]
+    test = [row for row, p in zip(everything, pairs) if p["split"] == "test"]
+    unseen = rows_of(unseen_judge, train_pairs + read(UNSEEN), tuned_or_none)[len(train_pairs):]
+    labels = lambda rows: np.array([same for _, same, _ in rows])
+    for with_tuned in (False, True):
+        model = LogisticRegression(C=1.0, max_iter=5000).fit(matrix(fit_rows, with_tuned), labels(fit_rows))
+        threshold = threshold_on(scores(model, fit_rows, with_tuned), labels(fit_rows))
+        name = "14 features + tuned cosine" if with_tuned else "14 features"
+        print(f"{name}, fitted on the weights' half: threshold {threshold}")
+        for split, rows in (("test", test), ("unseen 16-18", unseen)):
+            p, r, f, tp, fp, fn = counts(scores(model, rows, with_tuned), labels(rows), threshold)
+            print(f"  {split:<13} P {p:.2f}  R {r:.2f}  F1 {f:.2f}  ({tp}/{fp}/{fn})")
+
+
 def main():
     if sys.argv[1] == "pairs-with-unseen":
         for pair in read(PAIRS):
@@ -79,6 +107,9 @@ def main():
                 print(json.dumps(pair))
         for pair in read(UNSEEN):
             print(json.dumps({**pair, "split": "test"}))
+        return
+    if sys.argv[1] == "score-half":
+        score_half(*sys.argv[2:5])
         return
     oof, full, shipped, unseen_judge = sys.argv[2:6]
     tuned = {(r["a"], r["b"]): r["cos_ft"] for r in read(oof) + read(full)}

