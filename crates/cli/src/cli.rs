@@ -605,6 +605,16 @@ pub(crate) struct TuneArgs {
         value_parser = clap::value_parser!(u16).range(2..=50)
     )]
     pub(crate) folds: Option<u16>,
+
+    /// With the calibrated judge: add the cosine of the encoder tuned for
+    /// "the same request?" (`models/tuned-encoder/`) as its 15th feature,
+    /// `tuned_cosine`. Pairs with a text the encoder was tuned on are
+    /// left out (its cosine there is what it learned, not what it reads),
+    /// and said how many. With --eval-only and no --weights, scores the
+    /// weights shipped for it; a --weights file fitted with it turns it
+    /// on by itself.
+    #[arg(long, requires = "pairs")]
+    pub(crate) tuned_encoder: bool,
 }
 
 /// `loopguard tune --judge`.

@@ -152,14 +152,16 @@ impl Setup {
         // the model loads.
         let judge = SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm)
             .context("the same-request judge cannot start")?;
-        let service = if config.semantic.enabled {
+        let (service, judge) = if config.semantic.enabled {
             let service = loopguard_semantic::load_service(&config, announce_fetch).context(
                 "semantic matching cannot start (run with --no-semantic, or set \
                  semantic.enabled = false, to go without it)",
             )?;
-            Some(service)
+            let judge = loopguard_semantic::attach_tuned_encoder(&config, judge)
+                .context("the same-request judge's tuned encoder cannot start")?;
+            (Some(service), judge)
         } else {
-            None
+            (None, judge)
         };
         Ok(Setup {
             config,

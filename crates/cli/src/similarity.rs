@@ -53,13 +53,13 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
     );
     let threshold = judge.threshold_for(&config.similarity, task_type);
     let residual_texts = match judge.first_look(&args.a, &args.b, similarity, threshold.value) {
-        FirstLook::Pending(pending) => {
+        FirstLook::Pending(pending) if pending.needs_residuals() => {
             let templates = pending
                 .templates()
                 .map(|(ta, tb)| (ta.to_owned(), tb.to_owned()));
             Some((pending.residual_texts(), templates))
         }
-        FirstLook::Decided(_) => None,
+        FirstLook::Pending(_) | FirstLook::Decided(_) => None,
     };
     let verdict = judge
         .judge(service, &args.a, &args.b, similarity, threshold.value)
@@ -276,13 +276,17 @@ fn details(verdict: &Verdict, residual_texts: Option<&Embedded>) -> Vec<String> 
         .map(|(name, value)| format!("{name} {}", compact(value)))
         .collect();
     let contrast = &verdict.features.contrast;
-    let mut lines = vec![
-        format!("features: {}", features.join(", ")),
-        format!(
-            "differing words: a-only {:?}, b-only {:?}",
-            contrast.only_a, contrast.only_b
-        ),
-    ];
+    let mut lines = vec![format!("features: {}", features.join(", "))];
+    if let Some(tuned) = verdict.features.tuned_cosine {
+        lines.push(format!(
+            "tuned encoder: cosine {tuned:.3} ({})",
+            loopguard_semantic::TUNED_MODEL_ID
+        ));
+    }
+    lines.extend([format!(
+        "differing words: a-only {:?}, b-only {:?}",
+        contrast.only_a, contrast.only_b
+    )]);
     if !contrast.synonyms.is_empty() {
         let pairs: Vec<String> = contrast
             .synonyms
@@ -336,6 +340,7 @@ fn judged_json(
         "threshold_key": threshold.key,
         "reason": verdict.reason(),
         "features": features,
+        "tuned_cosine": verdict.features.tuned_cosine.map(rounded),
         "only_a": verdict.features.contrast.only_a,
         "only_b": verdict.features.contrast.only_b,
         "synonyms": verdict.features.contrast.synonyms,

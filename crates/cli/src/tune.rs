@@ -8,11 +8,13 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use loopguard_core_types::Config;
-use loopguard_semantic::{Embedder, provision_options};
+use loopguard_semantic::{
+    Embedder, Features, JudgeWeights, ProvisionOptions, provision_options, tuned_encoder_saw,
+};
 use loopguard_tune::{
     Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
-    Thresholds, TraceSet, TuneOptions, TuneReport, embed_texts, judge_features, tune_pairs,
-    tune_traces, write_outputs,
+    Thresholds, TraceSet, TuneOptions, TuneReport, add_tuned_cosines, embed_texts, judge_features,
+    tune_pairs, tune_traces, write_outputs,
 };
 
 use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat, TuneJudge};
@@ -147,8 +149,19 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
     ) {
         let set = set.with_kind(args.kind.as_deref());
         let features = judge_features(&set, &vectors, embedder.as_ref(), &embed)
-            .with_context(|| format!("cannot embed the residual texts with {choice}"))?;
-        return judge::run(args, &config, &set, &features.features, vectors.model_id()).await;
+            .with_context(|| format!("cannot embed the residual texts with {choice}"))?
+            .features;
+        let weights_need_tuned = args
+            .weights
+            .as_deref()
+            .and_then(|path| JudgeWeights::from_file(path).ok())
+            .is_some_and(|weights| weights.needs_tuned_encoder());
+        let judged_by_cosine = args.judge == Some(TuneJudge::Cosine);
+        if (args.tuned_encoder || weights_need_tuned) && !judged_by_cosine {
+            let (set, features) = with_tuned_encoder(&set, features, &provision, &embed)?;
+            return judge::run(args, &config, &set, &features, vectors.model_id()).await;
+        }
+        return judge::run(args, &config, &set, &features, vectors.model_id()).await;
     }
 
     let report = match &input {
@@ -209,6 +222,53 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
 
 /// The thresholds configured today for `kind`: the request threshold, the
 /// topic threshold, or both (one entry when they are equal).
+/// The pairs and their features with the tuned encoder's cosine added
+/// (its texts embedded through the disk cache like the model's), without
+/// the pairs it was tuned on: a pair with a text it saw is left out, and
+/// the count said on stderr.
+fn with_tuned_encoder(
+    set: &PairSet,
+    mut features: Vec<Features>,
+    provision: &ProvisionOptions,
+    embed: &EmbedOptions,
+) -> anyhow::Result<(PairSet, Vec<Features>)> {
+    let choice = EmbedderChoice::TunedMiniLm;
+    let tuned = choice.load(provision, setup::announce_fetch);
+    let (vectors, stats) = embed_texts(tuned.as_ref(), set.distinct_texts(), embed, &mut |_, _| {})
+        .with_context(|| format!("cannot embed the texts with {choice}"))?;
+    eprintln!(
+        "loopguard: {} distinct texts: {} embedded by {choice} ({}), {} from the cache",
+        stats.texts,
+        stats.embedded,
+        vectors.model_id(),
+        stats.cached
+    );
+    add_tuned_cosines(set, &mut features, &vectors)?;
+    let seen: Vec<bool> = set
+        .pairs
+        .iter()
+        .map(|pair| tuned_encoder_saw(&pair.a) || tuned_encoder_saw(&pair.b))
+        .collect();
+    let left_out = seen.iter().filter(|seen| **seen).count();
+    if left_out > 0 {
+        eprintln!(
+            "loopguard: {left_out} of {} pairs left out: the tuned encoder was tuned on their \
+             texts",
+            set.pairs.len()
+        );
+    }
+    let mut kept = set.clone();
+    kept.pairs = Vec::with_capacity(set.pairs.len() - left_out);
+    let mut kept_features = Vec::with_capacity(set.pairs.len() - left_out);
+    for ((pair, features), seen) in set.pairs.iter().zip(features).zip(seen) {
+        if !seen {
+            kept.pairs.push(pair.clone());
+            kept_features.push(features);
+        }
+    }
+    Ok((kept, kept_features))
+}
+
 fn configured(config: &Config, kind: Option<&str>) -> Vec<Configured> {
     let request = (
         "similarity.request_threshold",

@@ -275,6 +275,13 @@ pub struct SimilarityConfig {
     /// The calibrated judge's operating threshold on its score (0..1);
     /// unset, the weights file's own.
     pub judge_threshold: Option<f32>,
+    /// Whether the calibrated judge, on its shipped weights, also reads
+    /// the cosine of an encoder tuned for "the same request?"
+    /// (`models/tuned-encoder/`, a second model of 23 MB, loaded next to
+    /// the pinned one; default false). A `judge_weights` file decides for
+    /// itself: one fitted with the tuned encoder loads it whatever this
+    /// says.
+    pub tuned_encoder: bool,
     /// The cosine judge's same-request threshold for collaboration
     /// requests and repeated queries (default 0.85).
     pub request_threshold: f32,
@@ -670,6 +677,7 @@ impl Default for SimilarityConfig {
             judge: JudgeKind::Calibrated,
             judge_weights: None,
             judge_threshold: None,
+            tuned_encoder: false,
             request_threshold: 0.85,
             topic_threshold: 0.85,
             task_types: BTreeMap::new(),

@@ -110,6 +110,12 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
                 chain(&err)
             ))
         })?;
+        let judge = loopguard_semantic::attach_tuned_encoder(&config, judge).map_err(|err| {
+            GuardError::Start(format!(
+                "the same-request judge's tuned encoder cannot start: {}",
+                chain(&err)
+            ))
+        })?;
         SemanticDetectors::with_judge(&config, Some(service), SemanticLimits::default(), judge)
     } else {
         SemanticDetectors::exact(&config)

@@ -75,6 +75,17 @@ fn benches(c: &mut Criterion) {
             BatchSize::SmallInput,
         );
     });
+    // The tuned encoder (`[similarity] tuned_encoder = true`): the same
+    // graph with other weights, run for each new text the judge weighs.
+    let tuned = FastEmbedder::tuned(&files, &options)
+        .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
+    group.bench_function("tuned_encoder_direct", |b| {
+        b.iter_batched(
+            fresh_text,
+            |text| tuned.embed_batch(&[&text]),
+            BatchSize::SmallInput,
+        );
+    });
     group.bench_function("bare_ort", |b| {
         b.iter_batched(
             fresh_text,

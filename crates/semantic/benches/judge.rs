@@ -126,11 +126,45 @@ fn bench(c: &mut Criterion) {
     runtime
         .block_on(judge.judge(&service, REWORDING.0, REWORDING.1, 0.9, 0.5))
         .unwrap_or_else(|err| panic!("{err}"));
-    c.bench_function("judge/undecided_pair_warm_cache", |b| {
+    bench_undecided(
+        c,
+        "judge/undecided_pair_warm_cache",
+        &runtime,
+        &service,
+        &judge,
+    );
+    // With weights that weigh the tuned encoder's cosine: a second
+    // service (the toy again here) asked for the two texts, from its cache.
+    let tuned_service =
+        Arc::new(EmbeddingService::new(Arc::new(Toy)).unwrap_or_else(|err| panic!("{err}")));
+    let tuned_judge = SameRequestJudge::calibrated(JudgeWeights::shipped_tuned())
+        .with_tuned_encoder(tuned_service);
+    runtime
+        .block_on(tuned_judge.judge(&service, REWORDING.0, REWORDING.1, 0.9, 0.5))
+        .unwrap_or_else(|err| panic!("{err}"));
+    bench_undecided(
+        c,
+        "judge/undecided_pair_warm_cache_tuned",
+        &runtime,
+        &service,
+        &tuned_judge,
+    );
+    second_opinion(c, &judge);
+}
+
+/// `judge` on the undecided reworded pair, its texts in the caches.
+fn bench_undecided(
+    c: &mut Criterion,
+    name: &str,
+    runtime: &tokio::runtime::Runtime,
+    service: &EmbeddingService,
+    judge: &SameRequestJudge,
+) {
+    c.bench_function(name, |b| {
         b.iter(|| {
             runtime
                 .block_on(judge.judge(
-                    &service,
+                    service,
                     black_box(REWORDING.0),
                     black_box(REWORDING.1),
                     0.9,
@@ -139,7 +173,6 @@ fn bench(c: &mut Criterion) {
                 .map(|verdict| verdict.same)
         })
     });
-    second_opinion(c, &judge);
 }
 
 /// What a second opinion adds around the LLM's own time: a verdict it
@@ -180,6 +213,7 @@ fn second_opinion(c: &mut Criterion, judge: &SameRequestJudge) {
             cosine: 0.83,
             contrast: compare(REWORDING.0, REWORDING.1),
             residuals: None,
+            tuned_cosine: None,
         },
         second_opinion: None,
     };

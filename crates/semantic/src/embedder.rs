@@ -57,7 +57,7 @@ mod fast {
 
     use super::Embedder;
     use crate::error::{Result, SemanticError};
-    use crate::provision::ModelFiles;
+    use crate::provision::{ModelFiles, TUNED_MODEL_ID};
 
     /// The id [`FastEmbedder`] reports for the pinned model.
     pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
@@ -130,12 +130,13 @@ mod fast {
     pub struct FastEmbedder {
         model: Mutex<TextEmbedding>,
         dimension: usize,
+        model_id: &'static str,
     }
 
     impl std::fmt::Debug for FastEmbedder {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.debug_struct("FastEmbedder")
-                .field("model_id", &MINILM_MODEL_ID)
+                .field("model_id", &self.model_id)
                 .field("dimension", &self.dimension)
                 .finish_non_exhaustive()
         }
@@ -153,6 +154,24 @@ mod fast {
         /// in the process; `ort` keeps the first library it loaded, so a
         /// second `FastEmbedder` reuses it.
         pub fn with_options(files: &ModelFiles, options: &FastEmbedderOptions) -> Result<Self> {
+            Self::load(files, &files.model(), MINILM_MODEL_ID, options)
+        }
+
+        /// Loads the tuned encoder ([`crate::TUNED_MODEL`], found and
+        /// checked by [`ModelFiles::tuned_model`]) with the pinned
+        /// tokenizer files of `files`: the calibrated judge's
+        /// `tuned_cosine` reading. Its id is [`TUNED_MODEL_ID`].
+        pub fn tuned(files: &ModelFiles, options: &FastEmbedderOptions) -> Result<Self> {
+            let path = files.tuned_model()?;
+            Self::load(files, &path, TUNED_MODEL_ID, options)
+        }
+
+        fn load(
+            files: &ModelFiles,
+            onnx: &std::path::Path,
+            model_id: &'static str,
+            options: &FastEmbedderOptions,
+        ) -> Result<Self> {
             load_runtime(files)?;
             let dir = files.dir();
             let model_error = |detail: String| SemanticError::ModelLoad {
@@ -165,7 +184,7 @@ mod fast {
                 special_tokens_map_file: read(&files.special_tokens_map())?,
                 tokenizer_config_file: read(&files.tokenizer_config())?,
             };
-            let model = UserDefinedEmbeddingModel::new(read(&files.model())?, tokenizer_files)
+            let model = UserDefinedEmbeddingModel::new(read(onnx)?, tokenizer_files)
                 .with_pooling(Pooling::Mean);
             let mut init = InitOptionsUserDefined::new()
                 .with_environment(ort_environment(files)?)
@@ -186,13 +205,14 @@ mod fast {
             Ok(Self {
                 model: Mutex::new(model),
                 dimension,
+                model_id,
             })
         }
     }
 
     impl Embedder for FastEmbedder {
         fn model_id(&self) -> &str {
-            MINILM_MODEL_ID
+            self.model_id
         }
 
         fn dimension(&self) -> usize {
@@ -209,7 +229,7 @@ mod fast {
                 .lock()
                 .embed(texts, None)
                 .map_err(|e| SemanticError::Inference {
-                    model: MINILM_MODEL_ID.to_string(),
+                    model: self.model_id.to_string(),
                     texts: texts.len(),
                     detail: e.to_string(),
                 })

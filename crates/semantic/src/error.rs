@@ -187,6 +187,24 @@ pub enum SemanticError {
     #[error("the embedding service's worker thread has stopped; create a new service")]
     ServiceStopped,
 
+    /// The tuned encoder's file is in none of the places it is looked for,
+    /// or is not the pinned one.
+    #[error(
+        "the tuned encoder {file} ({size} bytes, sha256 {sha256}) is {what}; it ships in the \
+         loopguard repository as models/tuned-encoder/{file}: copy that file into the model \
+         directory, or set [similarity] tuned_encoder = false to judge without it"
+    )]
+    TunedModel {
+        /// The file's name.
+        file: &'static str,
+        /// Its pinned size.
+        size: u64,
+        /// Its pinned sha256, hex.
+        sha256: &'static str,
+        /// What is wrong, with the paths looked at.
+        what: String,
+    },
+
     /// The same-request judge's weights could not be read or are not valid.
     #[error("judge: {0}")]
     Judge(String),

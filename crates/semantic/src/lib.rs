@@ -73,13 +73,13 @@ pub use embedder::Embedder;
 pub use embedder::{
     FastEmbedder, FastEmbedderOptions, MINILM_DIMENSION, MINILM_MODEL_ID, ort_environment,
 };
-#[cfg(all(feature = "engine", feature = "fastembed"))]
-pub use engine::load_service;
 #[cfg(feature = "engine")]
 pub use engine::{
     CollaborationLoop, EXACT_SUFFIX, ExchangeTexts, RepeatedQuery, SemanticDetectors,
     SemanticLimits, SemanticTopics, StoreAnswers, ToolArguments, provision_options,
 };
+#[cfg(all(feature = "engine", feature = "fastembed"))]
+pub use engine::{attach_tuned_encoder, load_service};
 pub use error::{Result, SemanticError};
 #[cfg(feature = "llm")]
 pub use judge::second_opinion::{LlmSecondOpinion, SAME_REQUEST_PROMPT};
@@ -87,12 +87,13 @@ pub use judge::{
     AnswerArchive, CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
     FirstLook, JudgeKind, JudgeWeights, Opinion, OpinionError, Pending, Residuals,
     SameRequestJudge, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats,
-    Verdict,
+    TUNED_FEATURE, TUNED_WEIGHTS_JSON, Verdict,
 };
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,
     ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
-    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, default_model_dir, hash_file,
+    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, TUNED_MODEL, TUNED_MODEL_ID, TunedModelFile,
+    default_model_dir, hash_file, tuned_encoder_saw, tuned_model_dir,
 };
 pub use service::{
     EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,

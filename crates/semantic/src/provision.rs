@@ -145,6 +145,90 @@ pub const PINNED_FILES: [PinnedFile; 6] = [
     },
 ];
 
+/// The encoder tuned for "the same request?" (`models/tuned-encoder/`):
+/// all-MiniLM-L6-v2 fine-tuned on half of the labelled pairs' train split,
+/// int8 weights, read with the pinned tokenizer files. It ships in the
+/// repository rather than in a wheel: no package index carries it.
+pub const TUNED_MODEL: TunedModelFile = TunedModelFile {
+    name: "model-tuned-int8.onnx",
+    size: TUNED_MODEL_SIZE,
+    sha256: TUNED_MODEL_SHA256,
+};
+
+/// The id the tuned encoder's embedder reports (`FastEmbedder::tuned`)
+/// and a weights file fitted with its cosine names: it ends with the
+/// file's sha256 prefix, so neither a disk cache of its vectors nor a
+/// weights file outlives a retuned file.
+pub const TUNED_MODEL_ID: &str = "all-MiniLM-L6-v2-int8-tuned-1318806db8fe";
+
+const TUNED_MODEL_SIZE: u64 = 22_886_152;
+const TUNED_MODEL_SHA256: &str = "1318806db8fe6e1ba9baacf11daf9b82fb02306f903f3b554ac0204d3372440b";
+
+/// What the tuned encoder was tuned on: `models/tuned-encoder/trained-on.json`,
+/// the sha256 of every text of the pairs it saw.
+const TRAINED_ON_JSON: &str = include_str!("../../../models/tuned-encoder/trained-on.json");
+
+/// `trained-on.json`, read.
+#[derive(Debug, serde::Deserialize)]
+struct TrainedOn {
+    /// The tuned file these texts tuned ([`TUNED_MODEL`]'s sha256).
+    model_sha256: String,
+    /// Lowercase hex sha256 of each text's UTF-8 bytes, as written.
+    texts_sha256: Vec<String>,
+}
+
+fn trained_on() -> &'static (String, std::collections::HashSet<String>) {
+    static TRAINED_ON: std::sync::OnceLock<(String, std::collections::HashSet<String>)> =
+        std::sync::OnceLock::new();
+    TRAINED_ON.get_or_init(|| {
+        // Checked by a test; a broken file is a build error of ours.
+        serde_json::from_str::<TrainedOn>(TRAINED_ON_JSON).map_or_else(
+            |_| (String::new(), std::collections::HashSet::new()),
+            |read| (read.model_sha256, read.texts_sha256.into_iter().collect()),
+        )
+    })
+}
+
+/// Whether the tuned encoder ([`TUNED_MODEL`]) was tuned on a pair with
+/// `text` (exactly as written) on one side. Its cosine on such a pair is
+/// what it learned, not what it reads, so weights must never be fitted or
+/// scored on it: `loopguard tune --tuned-encoder` leaves those pairs out.
+pub fn tuned_encoder_saw(text: &str) -> bool {
+    trained_on()
+        .1
+        .contains(&hex(&Sha256::digest(text.as_bytes())))
+}
+
+/// A model file that ships in the repository, with its pinned size and
+/// sha256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunedModelFile {
+    /// The file's name.
+    pub name: &'static str,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its sha256, lowercase hex.
+    pub sha256: &'static str,
+}
+
+/// `models/tuned-encoder/` of the loopguard workspace this crate was built
+/// in, where [`TUNED_MODEL`] ships (fixed at compile time, like
+/// [`default_model_dir`]).
+pub fn tuned_model_dir() -> PathBuf {
+    workspace_dir().join("models").join("tuned-encoder")
+}
+
+/// The loopguard workspace this crate was built in (crates/semantic ->
+/// the workspace root), without touching the file system.
+fn workspace_dir() -> PathBuf {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    crate_dir
+        .ancestors()
+        .nth(2)
+        .unwrap_or(crate_dir)
+        .to_path_buf()
+}
+
 /// Environment variable naming the model directory.
 pub const ENV_MODEL_DIR: &str = "LOOPGUARD_MODEL_DIR";
 /// Environment variable naming the ONNX Runtime library (`ort`'s own).
@@ -166,14 +250,7 @@ const STAMP_FILE: &str = ".verified";
 /// benches, `cargo run`). An installed binary on another machine should set
 /// the configuration key or `LOOPGUARD_MODEL_DIR`.
 pub fn default_model_dir() -> PathBuf {
-    // crates/semantic -> the workspace root, without touching the file system.
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    crate_dir
-        .ancestors()
-        .nth(2)
-        .unwrap_or(crate_dir)
-        .join("models")
-        .join("cache")
+    workspace_dir().join("models").join("cache")
 }
 
 /// Where to look for the files and whether fetching them is allowed.
@@ -480,6 +557,52 @@ impl ModelFiles {
     /// `tokenizer_config.json`.
     pub fn tokenizer_config(&self) -> PathBuf {
         self.dir.join("tokenizer_config.json")
+    }
+
+    /// The tuned encoder's file ([`TUNED_MODEL`]), checked against its
+    /// pinned size and sha256: in the model directory if a copy is there
+    /// (an installed binary's place for it), otherwise in the workspace's
+    /// `models/tuned-encoder/` ([`tuned_model_dir`]). A wrong copy is an
+    /// error, never skipped for the next place.
+    pub fn tuned_model(&self) -> Result<PathBuf> {
+        let candidates = [
+            self.dir.join(TUNED_MODEL.name),
+            tuned_model_dir().join(TUNED_MODEL.name),
+        ];
+        let error = |what: String| SemanticError::TunedModel {
+            file: TUNED_MODEL.name,
+            size: TUNED_MODEL.size,
+            sha256: TUNED_MODEL.sha256,
+            what,
+        };
+        for path in &candidates {
+            let Ok(meta) = fs::metadata(path) else {
+                continue;
+            };
+            let sha256 = if meta.len() == TUNED_MODEL.size {
+                hash_file(path)?
+            } else {
+                String::new()
+            };
+            if sha256 != TUNED_MODEL.sha256 {
+                return Err(error(format!(
+                    "not the pinned file at {}: {} bytes{}",
+                    path.display(),
+                    meta.len(),
+                    if sha256.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with sha256 {sha256}")
+                    }
+                )));
+            }
+            return Ok(path.clone());
+        }
+        Err(error(format!(
+            "missing: looked in {} and {}",
+            candidates[0].display(),
+            candidates[1].display()
+        )))
     }
 
     /// The ONNX Runtime library to load.
@@ -931,6 +1054,15 @@ impl Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_tuned_encoder_was_tuned_on_is_listed_for_the_file_that_ships() {
+        let (model, texts) = trained_on();
+        assert_eq!(model, TUNED_MODEL.sha256);
+        assert!(texts.len() > 100, "{} texts", texts.len());
+        assert!(texts.iter().all(|hash| hash.len() == 64));
+        assert!(TUNED_MODEL_ID.ends_with(&TUNED_MODEL.sha256[..12]));
+    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |key| {

@@ -31,6 +31,7 @@ fn verdict(a: &str, b: &str, score: f32, cosine: f32) -> Verdict {
             cosine,
             contrast: compare(a, b),
             residuals: None,
+            tuned_cosine: None,
         },
         second_opinion: None,
     }

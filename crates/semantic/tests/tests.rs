@@ -32,3 +32,5 @@ mod restart_model;
 #[cfg(feature = "llm")]
 mod second_opinion;
 mod service;
+#[cfg(feature = "fastembed")]
+mod tuned;

@@ -3,8 +3,8 @@
 use std::sync::{Arc, OnceLock};
 
 use loopguard_semantic::{
-    Embedder, FastEmbedder, FetchPlan, MINILM_DIMENSION, MINILM_MODEL_ID, ModelFiles,
-    ProvisionOptions, SemanticError,
+    Embedder, FastEmbedder, FastEmbedderOptions, FetchPlan, MINILM_DIMENSION, MINILM_MODEL_ID,
+    ModelFiles, ProvisionOptions, SemanticError, TUNED_MODEL_ID,
 };
 
 use crate::lexical::LexicalEmbedder;
@@ -23,17 +23,25 @@ pub enum EmbedderChoice {
     /// [`LexicalEmbedder`]: bag-of-words term frequencies, a lexical
     /// baseline for comparison, not semantic.
     Lexical,
+    /// The encoder tuned for "the same request?" (`FastEmbedder::tuned`,
+    /// `models/tuned-encoder/`): the calibrated judge's `tuned_cosine`.
+    TunedMiniLm,
 }
 
 impl EmbedderChoice {
     /// Every choice.
-    pub const ALL: [EmbedderChoice; 2] = [EmbedderChoice::MiniLm, EmbedderChoice::Lexical];
+    pub const ALL: [EmbedderChoice; 3] = [
+        EmbedderChoice::MiniLm,
+        EmbedderChoice::Lexical,
+        EmbedderChoice::TunedMiniLm,
+    ];
 
     /// The name it is chosen by: `minilm`, `lexical`.
     pub fn name(self) -> &'static str {
         match self {
             EmbedderChoice::MiniLm => "minilm",
             EmbedderChoice::Lexical => "lexical",
+            EmbedderChoice::TunedMiniLm => "tuned-minilm",
         }
     }
 
@@ -51,6 +59,10 @@ impl EmbedderChoice {
             EmbedderChoice::Lexical => {
                 "bag-of-words term-frequency cosine: a lexical baseline for comparison, not semantic"
             }
+            EmbedderChoice::TunedMiniLm => {
+                "all-MiniLM-L6-v2 tuned for \"the same request?\": the calibrated judge's \
+                 tuned_cosine"
+            }
         }
     }
 
@@ -58,7 +70,7 @@ impl EmbedderChoice {
     /// the lexical baseline is faster to compute than to read back.
     pub fn caches(self) -> bool {
         match self {
-            EmbedderChoice::MiniLm => true,
+            EmbedderChoice::MiniLm | EmbedderChoice::TunedMiniLm => true,
             EmbedderChoice::Lexical => false,
         }
     }
@@ -77,17 +89,27 @@ impl EmbedderChoice {
                 provision: provision.clone(),
                 before_fetch,
                 model: OnceLock::new(),
+                tuned: false,
+            }),
+            EmbedderChoice::TunedMiniLm => Arc::new(LazyMiniLm {
+                provision: provision.clone(),
+                before_fetch,
+                model: OnceLock::new(),
+                tuned: true,
             }),
             EmbedderChoice::Lexical => Arc::new(LexicalEmbedder::new()),
         }
     }
 }
 
-/// all-MiniLM-L6-v2, provisioned and loaded on the first inference.
+/// all-MiniLM-L6-v2 (or its tuned copy), provisioned and loaded on the
+/// first inference.
 struct LazyMiniLm {
     provision: ProvisionOptions,
     before_fetch: fn(&FetchPlan),
     model: OnceLock<FastEmbedder>,
+    /// The tuned encoder rather than the pinned model.
+    tuned: bool,
 }
 
 impl LazyMiniLm {
@@ -97,10 +119,14 @@ impl LazyMiniLm {
         }
         let resolved = self.provision.resolve();
         let files = ModelFiles::ensure_resolved_notify(&resolved, self.before_fetch)?;
-        let model = FastEmbedder::new(&files)?;
+        let model = if self.tuned {
+            FastEmbedder::tuned(&files, &FastEmbedderOptions::default())?
+        } else {
+            FastEmbedder::new(&files)?
+        };
         if model.dimension() != MINILM_DIMENSION {
             return Err(SemanticError::BadEmbedding {
-                model: MINILM_MODEL_ID.to_owned(),
+                model: self.model_id().to_owned(),
                 detail: format!(
                     "the model gives {} dimensions, not {MINILM_DIMENSION}",
                     model.dimension()
@@ -113,7 +139,11 @@ impl LazyMiniLm {
 
 impl Embedder for LazyMiniLm {
     fn model_id(&self) -> &str {
-        MINILM_MODEL_ID
+        if self.tuned {
+            TUNED_MODEL_ID
+        } else {
+            MINILM_MODEL_ID
+        }
     }
 
     fn dimension(&self) -> usize {

@@ -194,6 +194,7 @@ mod tests {
                 cosine,
                 contrast: loopguard_semantic::judge::compare("x", "y"),
                 residuals: None,
+                tuned_cosine: None,
             })
             .collect();
         let weights = JudgeWeights::shipped();

@@ -13,7 +13,7 @@
 
 use loopguard_semantic::{
     Embedder, FEATURE_NAMES, FEATURES, Features, FirstLook, JudgeKind, JudgeWeights, Residuals,
-    SameRequestJudge,
+    SameRequestJudge, TUNED_FEATURE, TUNED_MODEL_ID,
 };
 use serde::Serialize;
 
@@ -104,6 +104,42 @@ pub fn judge_features(
         features,
         residual_stats,
     })
+}
+
+/// Sets each pair's `tuned_cosine` from `tuned` (the pairs' texts embedded
+/// by the tuned encoder): the 15th feature, for a fit with the tuned
+/// encoder.
+pub fn add_tuned_cosines(
+    pairs: &PairSet,
+    features: &mut [Features],
+    tuned: &Vectors,
+) -> Result<()> {
+    for (pair, features) in pairs.pairs.iter().zip(features.iter_mut()) {
+        let cosine = tuned.cosine(&pair.a, &pair.b).ok_or_else(|| {
+            TuneError::Judge(format!(
+                "no tuned encoder vector for the pair on line {}",
+                pair.line
+            ))
+        })?;
+        features.tuned_cosine = Some(cosine);
+    }
+    Ok(())
+}
+
+/// Weights at threshold 0.5 from a fit; they name the tuned encoder when
+/// they weigh its cosine (a fit whose pairs have no `tuned_cosine` leaves
+/// that weight at 0: its column is all zeros).
+fn fitted_weights(model: String, fitted_on: String, bias: f32, weights: Vec<f32>) -> JudgeWeights {
+    let tuned = weights.get(TUNED_FEATURE).is_some_and(|w| *w != 0.0);
+    JudgeWeights {
+        format: 1,
+        model,
+        fitted_on,
+        bias,
+        weights,
+        threshold: 0.5,
+        tuned_encoder: tuned.then(|| TUNED_MODEL_ID.to_owned()),
+    }
 }
 
 /// Fits a logistic model to `rows` (feature vectors) and `labels` by
@@ -236,14 +272,7 @@ pub fn cross_validate(
                 .map(|k| (rows[k], labels[k]))
                 .unzip();
             let (bias, weights) = fit_logistic(&fit_rows, &fit_labels, 1e-3);
-            let fitted = JudgeWeights {
-                format: 1,
-                model: String::new(),
-                fitted_on: String::new(),
-                bias,
-                weights,
-                threshold: 0.5,
-            };
+            let fitted = fitted_weights(String::new(), String::new(), bias, weights);
             for k in (0..train.len()).filter(|&k| fold_of[k] == fold) {
                 out_of_fold[k] = fitted.score(&features[train[k]]);
             }
@@ -481,14 +510,7 @@ pub fn fit_and_score(
         ));
     }
     let (bias, weights) = fit_logistic(&rows, &row_labels, 1e-3);
-    let mut fitted = JudgeWeights {
-        format: 1,
-        model: model.to_owned(),
-        fitted_on: fitted_on.to_owned(),
-        bias,
-        weights,
-        threshold: 0.5,
-    };
+    let mut fitted = fitted_weights(model.to_owned(), fitted_on.to_owned(), bias, weights);
     let (cosine_scores, calibrated_scores) = scores(features, &fitted);
     let score_grid: Vec<f32> = (1..100).map(|i| i as f32 / 100.0).collect();
     let (calibrated_threshold, calibrated_curve) = choose_threshold(
@@ -663,6 +685,7 @@ mod tests {
             cosine,
             contrast: loopguard_semantic::judge::compare("x", "y"),
             residuals: None,
+            tuned_cosine: None,
         }
     }
 

@@ -44,7 +44,16 @@ pub(crate) async fn run(
     let fitted_on = args
         .pairs
         .as_ref()
-        .map(|path| format!("{} (train split)", path.display()))
+        .map(|path| {
+            if features.iter().any(|f| f.tuned_cosine.is_some()) {
+                format!(
+                    "{} (train split, less the pairs the tuned encoder was tuned on)",
+                    path.display()
+                )
+            } else {
+                format!("{} (train split)", path.display())
+            }
+        })
         .unwrap_or_default();
     let report = fit_and_score(
         pairs,
@@ -209,6 +218,9 @@ async fn eval_only(
 ) -> anyhow::Result<Outcome> {
     let judge = match (args.judge, &args.weights) {
         (Some(TuneJudge::Cosine), _) => SameRequestJudge::cosine(),
+        (_, None) if args.tuned_encoder => {
+            SameRequestJudge::calibrated(JudgeWeights::shipped_tuned())
+        }
         (_, None) => SameRequestJudge::calibrated(JudgeWeights::shipped()),
         (_, Some(path)) => {
             SameRequestJudge::calibrated(JudgeWeights::from_file(path).context("--weights")?)

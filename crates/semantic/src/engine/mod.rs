@@ -255,6 +255,7 @@ impl SemanticDetectors {
         #[cfg(not(feature = "llm"))]
         let judge = SameRequestJudge::from_config(&config.similarity)?;
         let service = load_service(config, before_fetch)?;
+        let judge = attach_tuned_encoder(config, judge)?;
         Ok(SemanticDetectors::with_judge(
             config,
             Some(service),
@@ -464,6 +465,28 @@ pub fn load_service(
         crate::ServiceOptions::new().cache_capacity(config.semantic.cache_capacity),
     )?;
     Ok(Arc::new(service))
+}
+
+/// `judge` with its tuned encoder loaded and attached when its weights
+/// need it ([`SameRequestJudge::needs_tuned_encoder`]); as it is
+/// otherwise, loading nothing. The tuned encoder reads the pinned
+/// tokenizer files of the model directory `config.semantic` names (call
+/// [`load_service`] first: it provisions them), its own file found and
+/// checked by [`crate::ModelFiles::tuned_model`], and caches
+/// `semantic.cache_capacity` texts of its own.
+#[cfg(feature = "fastembed")]
+pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<SameRequestJudge> {
+    if !judge.needs_tuned_encoder() {
+        return Ok(judge);
+    }
+    let resolved = provision_options(&config.semantic).resolve();
+    let files = crate::ModelFiles::ensure_resolved_notify(&resolved, |_| {})?;
+    let embedder = crate::FastEmbedder::tuned(&files, &crate::FastEmbedderOptions::default())?;
+    let service = EmbeddingService::with_options(
+        Arc::new(embedder),
+        crate::ServiceOptions::new().cache_capacity(config.semantic.cache_capacity),
+    )?;
+    Ok(judge.with_tuned_encoder(Arc::new(service)))
 }
 
 /// The provisioning options `[semantic]` gives: `model_dir` and

@@ -45,6 +45,12 @@ use crate::{EmbeddingService, Result, SemanticError, cosine};
 /// `data/pairs/requests.jsonl` with the pinned model.
 pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
 
+/// The weights shipped for the calibrated judge with the tuned encoder
+/// (`[similarity] tuned_encoder = true`): the same features plus
+/// `tuned_cosine`, fitted with `loopguard tune --judge calibrated
+/// --tuned-encoder` on the train pairs the encoder was not tuned on.
+pub const TUNED_WEIGHTS_JSON: &str = include_str!("../../judge-weights-tuned.json");
+
 /// Below this cosine the calibrated judge is not asked, and scores 0: texts
 /// that far apart are not one request, whatever their words. Twelve of the
 /// 261 labelled pairs of one request reworded (lines 1-628) score lower
@@ -80,6 +86,11 @@ pub struct JudgeWeights {
     pub weights: Vec<f32>,
     /// The operating threshold on the score (strictly exceeded).
     pub threshold: f32,
+    /// The tuned encoder whose cosine the `tuned_cosine` weight was
+    /// fitted on ([`crate::TUNED_MODEL_ID`]); absent when that weight is
+    /// 0 (the judge then never loads the tuned encoder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_encoder: Option<String>,
 }
 
 /// The features of the calibrated judge, in the order of
@@ -99,17 +110,21 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "related_cover",
     "adds_on_one_side",
     "template_cosine",
+    "tuned_cosine",
 ];
 
 /// How many features the calibrated judge weighs.
-pub const FEATURES: usize = 14;
+pub const FEATURES: usize = 15;
+
+/// The index of `tuned_cosine` in [`FEATURE_NAMES`].
+pub const TUNED_FEATURE: usize = 14;
 
 /// How many features the weights files of earlier loopguards have: 11
 /// before `related_cover`, 12 before `adds_on_one_side` and
-/// `template_cosine`. Such a file
+/// `template_cosine`, 14 before `tuned_cosine`. Such a file
 /// still reads, its missing weights taken as 0, so it scores every pair
 /// as it did.
-const EARLIER_FEATURES: [usize; 2] = [11, 12];
+const EARLIER_FEATURES: [usize; 3] = [11, 12, 14];
 
 /// The cosines of the residual texts: with each other, and each with the
 /// other side's whole text (do one side's own words say something the
@@ -178,7 +193,21 @@ impl JudgeWeights {
             bias: 0.0,
             weights: vec![0.0; FEATURES],
             threshold: 0.5,
+            tuned_encoder: None,
         })
+    }
+
+    /// The weights shipped for the judge with the tuned encoder
+    /// ([`TUNED_WEIGHTS_JSON`]).
+    pub fn shipped_tuned() -> JudgeWeights {
+        // Checked by a test, like the shipped weights.
+        JudgeWeights::from_json(TUNED_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights::shipped())
+    }
+
+    /// Whether scoring needs the tuned encoder's cosine: its weight is
+    /// not 0.
+    pub fn needs_tuned_encoder(&self) -> bool {
+        self.weights.get(TUNED_FEATURE).is_some_and(|w| *w != 0.0)
     }
 
     /// Reads weights from their JSON text, checking their shape.
@@ -201,6 +230,24 @@ impl JudgeWeights {
                 FEATURE_NAMES.len(),
                 FEATURE_NAMES.join(", ")
             )));
+        }
+        if weights.needs_tuned_encoder() {
+            match &weights.tuned_encoder {
+                Some(id) if id == crate::TUNED_MODEL_ID => {}
+                Some(id) => {
+                    return Err(SemanticError::Judge(format!(
+                        "judge weights fitted with the tuned encoder {id}, but this loopguard's \
+                         is {}: refit them (loopguard tune --judge calibrated --tuned-encoder)",
+                        crate::TUNED_MODEL_ID
+                    )));
+                }
+                None => {
+                    return Err(SemanticError::Judge(
+                        "judge weights weigh tuned_cosine but do not name their tuned_encoder"
+                            .into(),
+                    ));
+                }
+            }
         }
         if !(weights.bias.is_finite()
             && weights.weights.iter().all(|w| w.is_finite())
@@ -250,6 +297,10 @@ pub struct Features {
     /// The cosines of the two sides' differing words (see [`Residuals`]);
     /// `None` when not computed (a veto, or a cosine below 0.3).
     pub residuals: Option<Residuals>,
+    /// The two texts' cosine by the tuned encoder
+    /// ([`crate::TUNED_MODEL`]); `None` when not computed (the weights do
+    /// not use it, or the pair was decided without it).
+    pub tuned_cosine: Option<f32>,
 }
 
 impl Features {
@@ -276,6 +327,7 @@ impl Features {
             self.contrast.related_cover,
             flag(self.contrast.adds_on_one_side),
             self.residuals.map_or(0.0, |r| r.templates),
+            self.tuned_cosine.unwrap_or(0.0),
         ]
     }
 }
@@ -401,6 +453,9 @@ pub struct SameRequestJudge {
     /// Where the second opinion's answers outlive the process, when set
     /// ([`SameRequestJudge::with_answer_archive`]); per clone.
     archive: Option<Arc<dyn AnswerArchive>>,
+    /// The tuned encoder, when the weights need its cosine and it is
+    /// loaded ([`SameRequestJudge::with_tuned_encoder`]).
+    tuned: Option<Arc<EmbeddingService>>,
 }
 
 /// How much text a judge keeps read ([`ReadText`]), in bytes of what the
@@ -467,12 +522,18 @@ impl std::fmt::Debug for Readings {
     }
 }
 
-/// A pair the judge needs the residual cosine for.
+/// A pair the judge needs more cosines for: its residual texts' (and
+/// templates'), its tuned encoder's, or both.
 #[derive(Debug, Clone)]
 pub struct Pending {
     judge: SameRequestJudge,
     threshold: f32,
     features: Features,
+    /// The residual cosines when the words alone settled them (`None`
+    /// inside: not computed); `None` when they are still wanted.
+    known_residuals: Option<Option<Residuals>>,
+    /// Whether the tuned encoder's cosine of the two texts is wanted.
+    wants_tuned: bool,
     /// The two texts, for a side with no differing words of its own.
     texts: (String, String),
     /// The two texts' templates ([`lexical::templates`]), when they are
@@ -487,7 +548,8 @@ pub enum FirstLook {
     /// Decided without another embedding.
     Decided(Verdict),
     /// Needs the cosines of [`Pending::residual_texts`] and
-    /// [`Pending::templates`].
+    /// [`Pending::templates`] ([`Pending::needs_residuals`]), or the tuned
+    /// encoder's cosine of the two texts ([`Pending::needs_tuned_cosine`]).
     Pending(Pending),
 }
 
@@ -500,6 +562,7 @@ impl SameRequestJudge {
             readings: Arc::new(Readings::new()),
             reviewer: None,
             archive: None,
+            tuned: None,
         }
     }
 
@@ -513,6 +576,7 @@ impl SameRequestJudge {
             readings: Arc::new(Readings::new()),
             reviewer: None,
             archive: None,
+            tuned: None,
         }
     }
 
@@ -551,6 +615,21 @@ impl SameRequestJudge {
         self
     }
 
+    /// This judge with `tuned` as its tuned encoder: a service over
+    /// `FastEmbedder::tuned` (the `tuned_cosine` reading). Only weights
+    /// that use that reading ([`JudgeWeights::needs_tuned_encoder`]) ask
+    /// it anything.
+    pub fn with_tuned_encoder(mut self, tuned: Arc<EmbeddingService>) -> SameRequestJudge {
+        self.tuned = Some(tuned);
+        self
+    }
+
+    /// Whether the judge's weights need the tuned encoder's cosine (it
+    /// must then be given, [`SameRequestJudge::with_tuned_encoder`]).
+    pub fn needs_tuned_encoder(&self) -> bool {
+        self.kind == JudgeKind::Calibrated && self.weights.needs_tuned_encoder()
+    }
+
     /// Whether the second opinion's answers are kept in an archive.
     pub fn keeps_answers(&self) -> bool {
         self.reviewer.is_some() && self.archive.is_some()
@@ -587,11 +666,20 @@ impl SameRequestJudge {
     }
 
     /// The judge `similarity` configures: its `judge`, with the weights
-    /// of its `judge_weights` file (the shipped ones when unset). A weights
+    /// of its `judge_weights` file (the shipped ones when unset: with
+    /// `tuned_encoder`, those fitted with the tuned encoder). A weights
     /// file that cannot be read, or is not weights, is an error naming it.
+    ///
+    /// A judge whose weights need the tuned encoder
+    /// ([`SameRequestJudge::needs_tuned_encoder`]) must be given it
+    /// ([`SameRequestJudge::with_tuned_encoder`]) before it judges;
+    /// [`crate::SemanticDetectors::from_config`] does.
     pub fn from_config(similarity: &SimilarityConfig) -> Result<SameRequestJudge> {
         match (similarity.judge, &similarity.judge_weights) {
             (JudgeKind::Cosine, _) => Ok(SameRequestJudge::cosine()),
+            (JudgeKind::Calibrated, None) if similarity.tuned_encoder => {
+                Ok(SameRequestJudge::calibrated(JudgeWeights::shipped_tuned()))
+            }
             (JudgeKind::Calibrated, None) => {
                 Ok(SameRequestJudge::calibrated(JudgeWeights::shipped()))
             }
@@ -661,6 +749,9 @@ impl SameRequestJudge {
                         value: self.weights.threshold,
                         key: match &similarity.judge_weights {
                             Some(path) => format!("the judge weights {}", path.display()),
+                            None if self.weights.needs_tuned_encoder() => {
+                                "the shipped judge weights for the tuned encoder".to_owned()
+                            }
                             None => "the shipped judge weights".to_owned(),
                         },
                     })
@@ -727,11 +818,17 @@ impl SameRequestJudge {
             cosine,
             contrast,
             residuals: None,
+            tuned_cosine: None,
         };
-        let pending = Pending {
+        // The tuned encoder is asked only when its cosine can change the
+        // score: not below the candidate floor (the score is 0 there).
+        let wants_tuned = self.needs_tuned_encoder() && cosine >= CANDIDATE_FLOOR;
+        let mut pending = Pending {
             judge: self.clone(),
             threshold,
             features,
+            known_residuals: None,
+            wants_tuned: false,
             texts: (String::new(), String::new()),
             templates: None,
         };
@@ -746,20 +843,27 @@ impl SameRequestJudge {
         let needs_residual = self.kind == JudgeKind::Calibrated
             && pending.features.contrast.veto.is_none()
             && cosine >= RESIDUAL_FLOOR;
-        if !needs_residual {
-            return FirstLook::Decided(pending.finish(None));
-        }
         let (only_a, only_b) = (
             &pending.features.contrast.only_a,
             &pending.features.contrast.only_b,
         );
-        if only_a.is_empty() && only_b.is_empty() {
+        if !needs_residual {
+            pending.known_residuals = Some(None);
+        } else if only_a.is_empty() && only_b.is_empty() {
             // Neither side adds a word of its own: the residual is "the
             // same".
-            return FirstLook::Decided(pending.finish(Some(Residuals::SAME)));
+            pending.known_residuals = Some(Some(Residuals::SAME));
         }
-        let mut pending = pending;
+        if let Some(residuals) = pending.known_residuals
+            && !wants_tuned
+        {
+            return FirstLook::Decided(pending.finish(residuals));
+        }
+        pending.wants_tuned = wants_tuned;
         pending.texts = (a.to_owned(), b.to_owned());
+        if pending.known_residuals.is_some() {
+            return FirstLook::Pending(pending);
+        }
         if let Some((read_a, read_b)) = &readings
             && pending.features.contrast.word_jaccard < TEMPLATE_JACCARD_CEILING
         {
@@ -802,20 +906,26 @@ impl SameRequestJudge {
             .iter()
             .map(|&(before, cosine)| self.first_look(before, text, cosine, threshold))
             .collect();
+        let tuned_cosines = self.tuned_cosines(&looks).await?;
+        let mut tuned_cosines = tuned_cosines.into_iter();
         // Each pending pair's residual texts and whole texts, and its
         // templates when they are compared: four or six a pair (the whole
         // texts are in the service's cache already).
         let residual_texts: Vec<(String, String)> = looks
             .iter()
             .filter_map(|look| match look {
-                FirstLook::Pending(pending) => Some(pending.residual_texts()),
-                FirstLook::Decided(_) => None,
+                FirstLook::Pending(pending) if pending.needs_residuals() => {
+                    Some(pending.residual_texts())
+                }
+                _ => None,
             })
             .collect();
         let mut wanted: Vec<&str> = Vec::with_capacity(residual_texts.len() * 6);
         let pending_texts = looks.iter().filter_map(|look| match look {
-            FirstLook::Pending(pending) => Some((pending.texts(), pending.templates())),
-            FirstLook::Decided(_) => None,
+            FirstLook::Pending(pending) if pending.needs_residuals() => {
+                Some((pending.texts(), pending.templates()))
+            }
+            _ => None,
         });
         for ((ra, rb), ((a, b), templates)) in residual_texts.iter().zip(pending_texts) {
             wanted.extend([ra.as_str(), rb.as_str(), a, b]);
@@ -834,6 +944,14 @@ impl SameRequestJudge {
             .map(|look| match look {
                 FirstLook::Decided(verdict) => Ok(verdict),
                 FirstLook::Pending(pending) => {
+                    let tuned = if pending.needs_tuned_cosine() {
+                        tuned_cosines.next()
+                    } else {
+                        None
+                    };
+                    if !pending.needs_residuals() {
+                        return Ok(pending.finish_with(None, tuned));
+                    }
                     let wanted = if pending.templates().is_some() { 6 } else { 4 };
                     let mine: Vec<&[f32]> = vectors.by_ref().take(wanted).map(|v| &v[..]).collect();
                     let residuals = match mine.as_slice() {
@@ -843,7 +961,7 @@ impl SameRequestJudge {
                         }
                         _ => None,
                     };
-                    Ok(pending.finish(residuals))
+                    Ok(pending.finish_with(residuals, tuned))
                 }
             })
             .collect::<Result<Vec<Verdict>>>()?;
@@ -867,7 +985,57 @@ impl SameRequestJudge {
     }
 }
 
+impl SameRequestJudge {
+    /// The tuned encoder's cosine of each pending look that wants it, in
+    /// order: every text embedded in one call (the service's cache keeps
+    /// them). An error when the weights need the tuned encoder and the
+    /// judge was not given it.
+    async fn tuned_cosines(&self, looks: &[FirstLook]) -> Result<Vec<f32>> {
+        let wanted: Vec<&str> = looks
+            .iter()
+            .filter_map(|look| match look {
+                FirstLook::Pending(pending) if pending.needs_tuned_cosine() => {
+                    Some(pending.texts())
+                }
+                _ => None,
+            })
+            .flat_map(|(a, b)| [a, b])
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(tuned) = &self.tuned else {
+            return Err(SemanticError::Judge(format!(
+                "the judge weights weigh tuned_cosine, but the tuned encoder ({}) was not \
+                 loaded",
+                crate::TUNED_MODEL_ID
+            )));
+        };
+        let vectors = tuned.embed_many(&wanted).await?;
+        vectors
+            .chunks(2)
+            .map(|pair| match pair {
+                [a, b] => cosine(a, b),
+                _ => Err(SemanticError::Judge(
+                    "the tuned encoder returned an odd number of vectors".into(),
+                )),
+            })
+            .collect()
+    }
+}
+
 impl Pending {
+    /// Whether the residual texts' (and templates') cosines are wanted:
+    /// [`Pending::residual_texts`], [`Pending::templates`].
+    pub fn needs_residuals(&self) -> bool {
+        self.known_residuals.is_none()
+    }
+
+    /// Whether the tuned encoder's cosine of [`Pending::texts`] is wanted.
+    pub fn needs_tuned_cosine(&self) -> bool {
+        self.wants_tuned
+    }
+
     /// The two texts judged.
     pub fn texts(&self) -> (&str, &str) {
         (&self.texts.0, &self.texts.1)
@@ -902,9 +1070,24 @@ impl Pending {
     }
 
     /// The verdict, with the residual texts' cosines (`None`: not
-    /// computed).
-    pub fn finish(mut self, residuals: Option<Residuals>) -> Verdict {
-        self.features.residuals = residuals;
+    /// computed), and no tuned encoder's cosine.
+    pub fn finish(self, residuals: Option<Residuals>) -> Verdict {
+        self.finish_with(residuals, None)
+    }
+
+    /// The verdict, with the residual texts' cosines (ignored when the
+    /// words settled them: [`Pending::needs_residuals`] is false) and the
+    /// tuned encoder's cosine of the two texts (`None`: not computed).
+    pub fn finish_with(
+        mut self,
+        residuals: Option<Residuals>,
+        tuned_cosine: Option<f32>,
+    ) -> Verdict {
+        self.features.residuals = match self.known_residuals {
+            Some(known) => known,
+            None => residuals,
+        };
+        self.features.tuned_cosine = tuned_cosine;
         let (score, same) = match self.judge.kind {
             JudgeKind::Cosine => (self.features.cosine, self.features.cosine > self.threshold),
             JudgeKind::Calibrated => {
@@ -996,6 +1179,7 @@ mod tests {
                 templates: 0.2,
                 ..Residuals::SAME
             }),
+            tuned_cosine: None,
         };
         // Neither the word "too" on one side nor the templates' cosine moves it.
         assert!(features.contrast.adds_on_one_side);
@@ -1022,6 +1206,7 @@ mod tests {
             cosine: 0.9,
             contrast: compare("fix the login bug", "repair the login bug"),
             residuals: Some(Residuals::SAME),
+            tuned_cosine: None,
         };
         features.contrast.related_cover = 1.0;
         let expected = 1.0 / (1.0 + (-(-1.0f32 + 2.0 * 0.9 + 1.0)).exp());
@@ -1079,6 +1264,7 @@ mod tests {
             bias: 20.0,
             weights: vec![0.0; FEATURES],
             threshold: 0.5,
+            tuned_encoder: None,
         });
         let (just_below, just_above) = (CANDIDATE_FLOOR - 0.01, CANDIDATE_FLOOR + 0.01);
         let below = match judge.first_look("restart redis", "write the plan", just_below, 0.5) {
@@ -1122,6 +1308,7 @@ mod tests {
             bias: -20.0,
             weights: vec![0.0; FEATURE_NAMES.len()],
             threshold: 0.5,
+            tuned_encoder: None,
         });
         let FirstLook::Decided(verdict) = judge.first_look(
             "Review the  login code.",
@@ -1150,6 +1337,157 @@ mod tests {
         assert!(!verdict.same, "{verdict:?}");
     }
 
+    /// Weights that weigh only the cosine and the tuned encoder's cosine.
+    fn tuned_weights() -> JudgeWeights {
+        let mut weights = vec![0.0; FEATURES];
+        weights[0] = 1.0;
+        weights[TUNED_FEATURE] = 8.0;
+        JudgeWeights {
+            format: 1,
+            model: "m".into(),
+            fitted_on: String::new(),
+            bias: -8.0,
+            weights,
+            threshold: 0.5,
+            tuned_encoder: Some(crate::TUNED_MODEL_ID.to_owned()),
+        }
+    }
+
+    #[test]
+    fn weights_that_weigh_the_tuned_cosine_name_its_encoder() {
+        let text = serde_json::to_string(&tuned_weights()).expect("json");
+        let read = JudgeWeights::from_json(&text).expect("reads");
+        assert!(read.needs_tuned_encoder());
+        let unnamed = text.replace(
+            &format!(",\"tuned_encoder\":\"{}\"", crate::TUNED_MODEL_ID),
+            "",
+        );
+        let err = JudgeWeights::from_json(&unnamed).expect_err("no encoder named");
+        assert!(
+            err.to_string().contains("do not name their tuned_encoder"),
+            "{err}"
+        );
+        let other = text.replace(
+            crate::TUNED_MODEL_ID,
+            "all-MiniLM-L6-v2-int8-tuned-0123456789ab",
+        );
+        let err = JudgeWeights::from_json(&other).expect_err("another encoder");
+        assert!(err.to_string().contains("refit them"), "{err}");
+        // Fourteen weights (before tuned_cosine) read, and need nothing.
+        let old = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("shipped");
+        assert_eq!(old.weights.len(), FEATURES);
+        assert!(!old.needs_tuned_encoder());
+    }
+
+    #[test]
+    fn the_tuned_cosine_is_wanted_for_every_candidate_but_the_same_words() {
+        let judge = SameRequestJudge::calibrated(tuned_weights());
+        assert!(judge.needs_tuned_encoder());
+        // A veto settles the residuals, not the score: the tuned cosine is
+        // still wanted.
+        let FirstLook::Pending(vetoed) =
+            judge.first_look("Review PR #412", "Review PR #418", 0.95, 0.5)
+        else {
+            panic!("the tuned cosine is wanted");
+        };
+        assert!(vetoed.needs_tuned_cosine());
+        assert!(!vetoed.needs_residuals());
+        assert_eq!(vetoed.texts(), ("Review PR #412", "Review PR #418"));
+        let verdict = vetoed.finish_with(Some(Residuals::SAME), Some(0.1));
+        assert_eq!(
+            verdict.features.residuals, None,
+            "the veto's residuals stand"
+        );
+        assert_eq!(verdict.features.tuned_cosine, Some(0.1));
+        assert!(!verdict.same, "{verdict:?}");
+        // Below the candidate floor, and for the same words, nothing is.
+        assert!(matches!(
+            judge.first_look("Review PR #412", "Book a flight", 0.2, 0.5),
+            FirstLook::Decided(_)
+        ));
+        assert!(matches!(
+            judge.first_look("Review PR #412", "review PR #412.", 0.99, 0.5),
+            FirstLook::Decided(_)
+        ));
+        // A rewording wants both.
+        let FirstLook::Pending(reworded) = judge.first_look(
+            "Can you speed up the checkout query?",
+            "Could you optimize the checkout query?",
+            0.9,
+            0.5,
+        ) else {
+            panic!("pending");
+        };
+        assert!(reworded.needs_tuned_cosine() && reworded.needs_residuals());
+        let verdict = reworded.finish_with(Some(Residuals::SAME), Some(0.9));
+        assert!(verdict.same, "{verdict:?}");
+        // The shipped weights never want it.
+        let shipped = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        assert!(matches!(
+            shipped.first_look("Review PR #412", "Review PR #418", 0.95, 0.5),
+            FirstLook::Decided(_)
+        ));
+    }
+
+    /// Two "topics" by a word, for the services of the tests below (no
+    /// model: the plumbing is what is tested).
+    struct Toy(&'static str);
+
+    impl crate::Embedder for Toy {
+        fn model_id(&self) -> &str {
+            "toy"
+        }
+        fn dimension(&self) -> usize {
+            2
+        }
+        fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    if t.contains(self.0) {
+                        vec![1.0, 0.0]
+                    } else {
+                        vec![0.6, 0.8]
+                    }
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tuned_encoder_is_asked_once_a_text_and_its_absence_is_an_error() {
+        let service = EmbeddingService::new(Arc::new(Toy("zzz"))).expect("service");
+        let tuned = Arc::new(EmbeddingService::new(Arc::new(Toy("#418"))).expect("service"));
+        let without = SameRequestJudge::calibrated(tuned_weights());
+        let err = without
+            .judge(&service, "Review PR #412", "Review PR #418", 0.95, 0.5)
+            .await
+            .expect_err("no tuned encoder");
+        assert!(err.to_string().contains("tuned encoder"), "{err}");
+        let judge = without.with_tuned_encoder(Arc::clone(&tuned));
+        let verdicts = judge
+            .judge_many(
+                &service,
+                "Review PR #418",
+                &[
+                    ("Review PR #412", 0.95),
+                    ("Review PR #418 please", 0.97),
+                    ("Book it", 0.1),
+                ],
+                0.5,
+            )
+            .await
+            .expect("judged");
+        // #412 against #418: the toy tuned encoder puts them 0.6 apart.
+        assert!((verdicts[0].features.tuned_cosine.expect("asked") - 0.6).abs() < 1e-6);
+        assert!(!verdicts[0].same);
+        assert!((verdicts[1].features.tuned_cosine.expect("asked") - 1.0).abs() < 1e-6);
+        assert!(verdicts[1].same, "{:?}", verdicts[1]);
+        assert_eq!(verdicts[2].features.tuned_cosine, None, "below the floor");
+        // Three distinct texts were embedded by the tuned encoder, once each.
+        assert_eq!(tuned.stats().texts_embedded, 3);
+    }
+
     #[test]
     fn a_veto_decides_without_a_residual_and_names_the_difference() {
         let judge = SameRequestJudge::calibrated(JudgeWeights {
@@ -1161,6 +1499,7 @@ mod tests {
                 6.0, -8.0, 2.0, -1.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             ],
             threshold: 0.5,
+            tuned_encoder: None,
         });
         let FirstLook::Decided(verdict) =
             judge.first_look("Review PR #412", "Review PR #418", 0.95, 0.5)

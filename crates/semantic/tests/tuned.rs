@@ -1,0 +1,128 @@
+//! The tuned encoder (`models/tuned-encoder/model-tuned-int8.onnx`),
+//! loaded through the same runtime and tokenizer files as the pinned model.
+
+use std::fs;
+
+use loopguard_semantic::{
+    Embedder, FastEmbedder, FastEmbedderOptions, ModelFiles, SemanticError, TUNED_MODEL,
+    TUNED_MODEL_ID, cosine, tuned_encoder_saw,
+};
+
+use crate::common::{corrupt, embedder, files, model_dir};
+
+/// Pairs of the unseen batches (`data/pairs/unseen-batches-16-18.jsonl`,
+/// which neither the encoder nor the weights saw), with the cosine
+/// ONNX Runtime 1.31.1 gives from Python for the same file and tokenizer
+/// (`models/tuned-encoder/export.py`'s `embed`, 256 tokens).
+const FROM_PYTHON: [(&str, &str, f32); 4] = [
+    (
+        "The order-router service panics with \"assignment to entry in nil map\" in router/quota.go line 142; please fix it.",
+        "The order-router service panics with \"assignment to entry in nil map\" in router/cache.go line 142; please fix it.",
+        0.92717,
+    ),
+    (
+        "Update the parental leave policy for our Ireland employees to 26 weeks fully paid, effective 1 September.",
+        "Update the parental leave policy for our Netherlands employees to 26 weeks fully paid, effective 1 September.",
+        0.56567,
+    ),
+    (
+        "Fix the UTM tags in the spring_promo email campaign please; half the links use utm_source=newsletter and half use utm_source=email.",
+        "Fix the UTM tags in the spring_promo email campaign; half the links use utm_source=newsletter and half use utm_source=email.",
+        0.99149,
+    ),
+    (
+        "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+        "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+        0.83841,
+    ),
+];
+
+fn pair_cosine(model: &dyn Embedder, a: &str, b: &str) -> f32 {
+    let vectors = model.embed_batch(&[a, b]).expect("embedded");
+    cosine(&vectors[0], &vectors[1]).expect("a cosine")
+}
+
+#[test]
+fn the_tuned_encoder_reads_as_it_does_in_python_and_tells_one_word_apart() {
+    let tuned = FastEmbedder::tuned(files(), &FastEmbedderOptions::default())
+        .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
+    assert_eq!(tuned.model_id(), TUNED_MODEL_ID);
+    assert!(TUNED_MODEL_ID.ends_with(&TUNED_MODEL.sha256[..12]));
+    assert_eq!(tuned.dimension(), 384);
+    let base = embedder();
+    for (a, b, python) in FROM_PYTHON {
+        let cosine = pair_cosine(&tuned, a, b);
+        assert!(
+            (cosine - python).abs() < 0.002,
+            "{a:?} / {b:?}: {cosine} here, {python} in Python"
+        );
+    }
+    // Another country, another line: the pinned model sees the same
+    // words; the tuned one, other work.
+    for (a, b, _) in [FROM_PYTHON[1], FROM_PYTHON[3]] {
+        let before = pair_cosine(base.as_ref(), a, b);
+        let after = pair_cosine(&tuned, a, b);
+        assert!(
+            after < before - 0.05,
+            "{a:?} / {b:?}: {before} before tuning, {after} after"
+        );
+    }
+}
+
+#[test]
+fn a_tuned_encoder_file_that_is_not_the_pinned_one_is_refused_by_its_checksum() {
+    // Without a copy in the model directory, the workspace's is used.
+    let dir = model_dir(&[], &[]);
+    let verified = ModelFiles::verify(dir.path()).expect("the pinned files");
+    let found = verified.tuned_model().expect("the workspace's copy");
+    assert!(found.ends_with(format!("models/tuned-encoder/{}", TUNED_MODEL.name)));
+    // A damaged copy in the model directory is an error naming it, never
+    // passed over for the next place.
+    let copy = dir.path().join(TUNED_MODEL.name);
+    fs::copy(&found, &copy).expect("copy the tuned file");
+    assert_eq!(verified.tuned_model().expect("a good copy"), copy);
+    corrupt(&copy);
+    let err = verified.tuned_model().expect_err("a corrupt copy");
+    assert!(matches!(err, SemanticError::TunedModel { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("not the pinned file at")
+            && message.contains(&copy.display().to_string())
+            && message.contains(TUNED_MODEL.sha256)
+            && message.contains("tuned_encoder = false"),
+        "{message}"
+    );
+    let err = FastEmbedder::tuned(&verified, &FastEmbedderOptions::default())
+        .expect_err("no model from a corrupt file");
+    assert!(err.to_string().contains("not the pinned file"), "{err}");
+}
+
+#[test]
+fn the_texts_it_was_tuned_on_are_train_texts_and_never_test_ones() {
+    let pairs = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/pairs/requests.jsonl"
+    ))
+    .expect("the shipped pairs");
+    let (mut seen_train, mut seen_test, mut train) = (0, 0, 0);
+    for line in pairs.lines().filter(|line| !line.trim().is_empty()) {
+        let pair: serde_json::Value = serde_json::from_str(line).expect("a pair");
+        let seen = [&pair["a"], &pair["b"]]
+            .iter()
+            .any(|text| tuned_encoder_saw(text.as_str().unwrap_or_default()));
+        match pair["split"].as_str() {
+            Some("test") => seen_test += usize::from(seen),
+            _ => {
+                train += 1;
+                seen_train += usize::from(seen);
+            }
+        }
+    }
+    // Half of the train pairs (those sharing a text kept on one side).
+    assert!(
+        seen_train > train / 3 && seen_train < train * 2 / 3,
+        "{seen_train} of {train}"
+    );
+    assert_eq!(seen_test, 0);
+    assert!(!tuned_encoder_saw("a text nobody wrote"));
+}
