@@ -1011,3 +1011,26 @@ fn the_tuned_encoder_is_fitted_only_on_pairs_it_was_not_tuned_on_and_lifts_recal
         (scored["tp"].clone(), scored["fp"].clone())
     );
 }
+
+#[test]
+fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
+    let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
+    for judge in [&["--judge", "cosine"][..], &[]] {
+        let mut args = vec![
+            "tune",
+            "--pairs",
+            pairs.to_str().expect("a UTF-8 path"),
+            "--tuned-encoder",
+        ];
+        args.extend_from_slice(judge);
+        let out = run(args);
+        assert_eq!(out.code, Some(2), "{out:?}");
+        assert!(
+            out.stderr
+                .contains("--tuned-encoder adds a reading to the calibrated judge"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.stdout, "");
+    }
+}

@@ -42,6 +42,14 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              (--embedder lexical is the model-free baseline)"
         );
     }
+    if args.tuned_encoder
+        && (args.judge == Some(TuneJudge::Cosine) || (args.judge.is_none() && !args.eval_only))
+    {
+        bail!(
+            "--tuned-encoder adds a reading to the calibrated judge: add --judge calibrated (or \
+             --eval-only without --judge cosine)"
+        );
+    }
     if args.folds.is_some() && args.judge != Some(TuneJudge::Calibrated) {
         bail!("--folds cross-validates the calibrated judge: add --judge calibrated");
     }
