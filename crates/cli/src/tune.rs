@@ -165,10 +165,11 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
             .and_then(|path| JudgeWeights::from_file(path).ok())
             .is_some_and(|weights| weights.needs_tuned_encoder());
         let judged_by_cosine = args.judge == Some(TuneJudge::Cosine);
-        if (args.tuned_encoder || weights_need_tuned) && !judged_by_cosine {
-            let (set, features) = with_tuned_encoder(&set, features, &provision, &embed)?;
-            return judge::run(args, &config, &set, &features, vectors.model_id()).await;
-        }
+        let (set, features) = if (args.tuned_encoder || weights_need_tuned) && !judged_by_cosine {
+            with_tuned_encoder(&set, features, &provision, &embed)?
+        } else {
+            (set, features)
+        };
         return judge::run(args, &config, &set, &features, vectors.model_id()).await;
     }
 

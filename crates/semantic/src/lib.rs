@@ -19,7 +19,8 @@
 //!   thresholds strictly exceeded ([`SimilarityIndex::best_above`]).
 //! - [`SameRequestJudge`] ([`judge`]): "is this the same request?", by
 //!   cosine or by the calibrated judge (cosine and what the two texts
-//!   differ in, weighed by fitted weights), with an optional
+//!   differ in, weighed by fitted weights; optionally also the cosine of
+//!   an encoder tuned for the question, [`TUNED_MODEL`]), with an optional
 //!   [`SecondOpinion`] on the pairs it is unsure of: an LLM on any
 //!   OpenAI-compatible server ([`LlmSecondOpinion`], cargo feature `llm`,
 //!   on by default).

@@ -22,6 +22,13 @@
 //! [`Pending::finish`] decides with it. [`SameRequestJudge::judge`] does
 //! both with an [`EmbeddingService`] (its cache keeps the short residual
 //! texts).
+//!
+//! With weights that weigh `tuned_cosine` (`[similarity] tuned_encoder =
+//! true`, [`JudgeWeights::needs_tuned_encoder`]), a pair with a cosine of
+//! [`CANDIDATE_FLOOR`] or more also waits for the cosine of its two texts
+//! by the tuned encoder (`FastEmbedder::tuned`), a second service given
+//! with [`SameRequestJudge::with_tuned_encoder`]; a veto then settles the
+//! residuals, not the score.
 
 pub mod lexical;
 pub mod related;
