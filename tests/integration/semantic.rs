@@ -729,3 +729,59 @@ fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
     let judged: Value = serde_json::from_str(&out.stdout).expect("JSON");
     assert_eq!(judged["tuned_cosine"], Value::Null, "{judged}");
 }
+
+#[test]
+fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_message() {
+    // The pinned files, linked into a model directory of its own, with a
+    // damaged copy of the tuned encoder in it (found there first).
+    let files =
+        loopguard_semantic::ModelFiles::ensure_with(&loopguard_semantic::ProvisionOptions::new())
+            .expect("the pinned files");
+    let dir = tempfile::Builder::new()
+        .prefix(".test-tuned-")
+        .tempdir_in(files.dir())
+        .expect("a directory next to the cache");
+    for file in &loopguard_semantic::PINNED_FILES {
+        let (from, to) = (files.dir().join(file.name), dir.path().join(file.name));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).expect("copy a pinned file");
+        }
+    }
+    let tuned = files.tuned_model().expect("the shipped tuned encoder");
+    let mut bytes = std::fs::read(&tuned).expect("read it");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    let copy = dir.path().join(loopguard_semantic::TUNED_MODEL.name);
+    std::fs::write(&copy, bytes).expect("write the damaged copy");
+
+    let config_file = config("similarity_tuned_encoder.toml");
+    let trace_file = trace("semantic_collaboration.jsonl");
+    let out = run_command(
+        loopguard()
+            .env("LOOPGUARD_MODEL_DIR", dir.path())
+            .env("LOOPGUARD_OFFLINE", "1")
+            .args([
+                OsStr::new("replay"),
+                trace_file.as_os_str(),
+                OsStr::new("--config"),
+                config_file.as_os_str(),
+            ]),
+        b"",
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.stdout, "", "no decision without the configured judge");
+    for needle in [
+        "the same-request judge's tuned encoder cannot start",
+        "not the pinned file at",
+        copy.to_str().expect("a UTF-8 path"),
+        "tuned_encoder = false",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
+    }
+    assert_eq!(
+        out.stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
