@@ -230,3 +230,15 @@ def test_semantic_catches_reworded_requests_that_exact_matching_misses():
 
     assert collaboration_lines(loopguard.Guard(semantic=True)) == [2, 3, 4]
     assert collaboration_lines(loopguard.Guard(semantic=False)) == []
+
+
+@pytest.mark.skipif(not SEMANTIC, reason="the embedding model's files are not in models/cache")
+def test_the_tuned_encoder_is_loaded_when_the_config_asks_for_it():
+    guard = loopguard.Guard({"similarity": {"tuned_encoder": True}}, semantic=True)
+    reasons = []
+    for line in read_trace("semantic_collaboration.jsonl"):
+        decision = guard.observe_json(line)
+        if decision.task == "T1":
+            reasons += [d.reason for d in decision.detections if d.kind == "collaboration_loop"]
+    assert len(reasons) == 3, reasons
+    assert all("the shipped judge weights for the tuned encoder" in r for r in reasons), reasons
