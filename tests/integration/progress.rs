@@ -138,16 +138,11 @@ fn the_report_tells_the_progressive_task_from_the_stuck_ones() {
 #[test]
 fn the_llm_judge_is_asked_only_about_the_undecidable_failure() {
     // The fake serves from its runtime's worker thread while the command runs.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+    let (_serving, fake) = FakeLlm::start_in_background(|_, _| {
         FakeAnswer::Content(
             r#"{"verdict":"regressive","reason":"each fix breaks the table header parser"}"#.into(),
         )
-    }));
+    });
     let url = fake.base_url();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let config_path = dir.path().join("llm.toml");

@@ -433,14 +433,10 @@ fn a_second_opinion_asked_in_one_run_is_recalled_by_the_next_on_the_store() {
             ],
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+    // The fake serves from its own runtime (kept alive here) while the commands run.
+    let (_serving, fake) = FakeLlm::start_in_background(|_, _| {
         FakeAnswer::Content(r#"{"same": true, "reason": "the same key rotation"}"#.into())
-    }));
+    });
     let loop_reason = |decisions: &[Value]| {
         of_kind(at(decisions, 2), "collaboration_loop")
             .first()

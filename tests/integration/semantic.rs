@@ -610,12 +610,21 @@ fn judge_weights_that_cannot_be_read_stop_the_command_naming_the_file() {
         OsStr::new("--config"),
         broken.as_os_str(),
     ]);
+    assert_judge_cannot_start(
+        &out,
+        &[
+            "the same-request judge cannot start",
+            "judge_weights_broken.json",
+        ],
+    );
+}
+
+/// The command stopped before any decision, with one message holding
+/// every one of `needles`.
+fn assert_judge_cannot_start(out: &Run, needles: &[&str]) {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert_eq!(out.stdout, "", "no decision without the configured judge");
-    for needle in [
-        "the same-request judge cannot start",
-        "judge_weights_broken.json",
-    ] {
+    for needle in needles {
         assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
     }
     assert_eq!(
@@ -768,20 +777,13 @@ fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_mess
             ]),
         b"",
     );
-    assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(out.stdout, "", "no decision without the configured judge");
-    for needle in [
-        "the same-request judge's tuned encoder cannot start",
-        "not the pinned file at",
-        copy.to_str().expect("a UTF-8 path"),
-        "tuned_encoder = false",
-    ] {
-        assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
-    }
-    assert_eq!(
-        out.stderr.lines().filter(|l| !l.trim().is_empty()).count(),
-        1,
-        "{}",
-        out.stderr
+    assert_judge_cannot_start(
+        &out,
+        &[
+            "the same-request judge's tuned encoder cannot start",
+            "not the pinned file at",
+            copy.to_str().expect("a UTF-8 path"),
+            "tuned_encoder = false",
+        ],
     );
 }

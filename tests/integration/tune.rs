@@ -774,12 +774,7 @@ fn labelling_llm(
         let text = |key: &str| pair[key].as_str().unwrap_or_default().to_owned();
         labels.insert((text("a"), text("b")), pair["same"] == true);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let fake = runtime.block_on(FakeLlm::start(move |_, body| {
+    let (runtime, fake) = FakeLlm::start_in_background(move |_, body| {
         let user = message(body, "user").unwrap_or_default();
         let quoted = |prefix: &str| {
             user.lines()
@@ -791,7 +786,7 @@ fn labelling_llm(
             Some(same) => FakeAnswer::Content(format!(r#"{{"same": {same}, "reason": "label"}}"#)),
             None => FakeAnswer::Content("no idea".into()),
         }
-    }));
+    });
     (runtime, fake)
 }
 

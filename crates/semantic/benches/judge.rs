@@ -184,14 +184,9 @@ fn second_opinion(c: &mut Criterion, judge: &SameRequestJudge) {
     use loopguard_semantic::{Features, JudgeKind, LlmSecondOpinion, SecondOpinionPolicy, Verdict};
     use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|err| panic!("a runtime: {err}"));
-    let fake = runtime.block_on(FakeLlm::start(|_, _| {
+    let (runtime, fake) = FakeLlm::start_in_background(|_, _| {
         FakeAnswer::Content(r#"{"same": true, "reason": "a rewording"}"#.into())
-    }));
+    });
     let opinion = LlmSecondOpinion::new(loopguard_llm_client::LlmSettings {
         base_url: fake.base_url(),
         model: "bench".into(),

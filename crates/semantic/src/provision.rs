@@ -476,7 +476,7 @@ impl ModelFiles {
         let mut stamp = Stamp::load(dir);
         let mut bad = Vec::new();
         for file in &wanted {
-            match check_file(dir, file, &mut stamp, resolved.full_verify)? {
+            match check_file(dir, *file, &mut stamp, resolved.full_verify)? {
                 FileState::Good => {}
                 state => bad.push((*file, state)),
             }
@@ -565,43 +565,29 @@ impl ModelFiles {
     /// `models/tuned-encoder/` ([`tuned_model_dir`]). A wrong copy is an
     /// error, never skipped for the next place.
     pub fn tuned_model(&self) -> Result<PathBuf> {
-        let candidates = [
-            self.dir.join(TUNED_MODEL.name),
-            tuned_model_dir().join(TUNED_MODEL.name),
-        ];
-        let error = |what: String| SemanticError::TunedModel {
-            file: TUNED_MODEL.name,
-            size: TUNED_MODEL.size,
-            sha256: TUNED_MODEL.sha256,
-            what,
-        };
-        for path in &candidates {
-            let Ok(meta) = fs::metadata(path) else {
-                continue;
-            };
-            let sha256 = if meta.len() == TUNED_MODEL.size {
-                hash_file(path)?
-            } else {
-                String::new()
-            };
-            if sha256 != TUNED_MODEL.sha256 {
-                return Err(error(format!(
-                    "not the pinned file at {}: {} bytes{}",
-                    path.display(),
-                    meta.len(),
-                    if sha256.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" with sha256 {sha256}")
-                    }
-                )));
+        let dirs = [self.dir.clone(), tuned_model_dir()];
+        for dir in &dirs {
+            // The `.verified` stamp of that directory, as for the pinned
+            // files: a file checked before is not hashed again.
+            let mut stamp = Stamp::load(dir);
+            let state = check_file(dir, &TUNED_MODEL, &mut stamp, false)?;
+            stamp.save(dir);
+            let path = dir.join(TUNED_MODEL.name);
+            match state {
+                FileState::Good => return Ok(path),
+                FileState::Missing => {}
+                FileState::Wrong { size, sha256 } => {
+                    return Err(tuned_model_error(format!(
+                        "not the pinned file at {}: {size} bytes with sha256 {sha256}",
+                        path.display()
+                    )));
+                }
             }
-            return Ok(path.clone());
         }
-        Err(error(format!(
+        Err(tuned_model_error(format!(
             "missing: looked in {} and {}",
-            candidates[0].display(),
-            candidates[1].display()
+            dirs[0].display(),
+            dirs[1].display()
         )))
     }
 
@@ -645,21 +631,66 @@ fn origin_label(origin: Origin, config_key: &str) -> String {
     }
 }
 
+/// The tuned encoder's file is not usable: `what` says why and where.
+fn tuned_model_error(what: String) -> SemanticError {
+    SemanticError::TunedModel {
+        file: TUNED_MODEL.name,
+        size: TUNED_MODEL.size,
+        sha256: TUNED_MODEL.sha256,
+        what,
+    }
+}
+
+/// A file checked by its size and sha256 before it is used: a file of a
+/// pinned wheel, or the tuned encoder.
+trait Checked {
+    /// Its name in its directory.
+    fn name(&self) -> &'static str;
+    /// Its size in bytes.
+    fn size(&self) -> u64;
+    /// Its sha256, lowercase hex.
+    fn sha256(&self) -> &'static str;
+}
+
+impl Checked for PinnedFile {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn sha256(&self) -> &'static str {
+        self.sha256
+    }
+}
+
+impl Checked for TunedModelFile {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn sha256(&self) -> &'static str {
+        self.sha256
+    }
+}
+
 enum FileState {
     Good,
     Missing,
     Wrong { size: u64, sha256: String },
 }
 
-fn check_file(dir: &Path, file: &PinnedFile, stamp: &mut Stamp, full: bool) -> Result<FileState> {
-    let path = dir.join(file.name);
+fn check_file(dir: &Path, file: &impl Checked, stamp: &mut Stamp, full: bool) -> Result<FileState> {
+    let path = dir.join(file.name());
     let meta = match fs::metadata(&path) {
         Ok(meta) if meta.is_file() => meta,
         Ok(_) => return Ok(FileState::Missing),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FileState::Missing),
         Err(e) => return Err(SemanticError::io("cannot inspect", path, e)),
     };
-    if meta.len() != file.size {
+    if meta.len() != file.size() {
         // A wrong size needs no hashing to be wrong; hash anyway so the
         // error says what is there.
         let sha256 = hash_file(&path)?;
@@ -673,7 +704,7 @@ fn check_file(dir: &Path, file: &PinnedFile, stamp: &mut Stamp, full: bool) -> R
         return Ok(FileState::Good);
     }
     let sha256 = hash_file(&path)?;
-    if sha256 == file.sha256 {
+    if sha256 == file.sha256() {
         stamp.insert(file, key);
         Ok(FileState::Good)
     } else {
@@ -1004,20 +1035,20 @@ impl Stamp {
         }
     }
 
-    fn matches(&self, file: &PinnedFile, key: &StampKey) -> bool {
+    fn matches(&self, file: &impl Checked, key: &StampKey) -> bool {
         self.entries
-            .get(file.name)
-            .is_some_and(|(k, sha)| k == key && sha == file.sha256)
+            .get(file.name())
+            .is_some_and(|(k, sha)| k == key && sha == file.sha256())
     }
 
-    fn insert(&mut self, file: &PinnedFile, key: StampKey) {
+    fn insert(&mut self, file: &impl Checked, key: StampKey) {
         self.entries
-            .insert(file.name.to_string(), (key, file.sha256.to_string()));
+            .insert(file.name().to_string(), (key, file.sha256().to_string()));
         self.dirty = true;
     }
 
-    fn remove(&mut self, file: &PinnedFile) {
-        self.dirty |= self.entries.remove(file.name).is_some();
+    fn remove(&mut self, file: &impl Checked) {
+        self.dirty |= self.entries.remove(file.name()).is_some();
     }
 
     fn record(&mut self, dir: &Path, file: &PinnedFile) {

@@ -85,6 +85,26 @@ impl FakeLlm {
         fake
     }
 
+    /// Starts a server as [`FakeLlm::start`] does, on a runtime of its
+    /// own (one worker thread) that serves while the caller runs something
+    /// else: a `loopguard` command, a benchmark. The server stops when the
+    /// returned runtime is dropped.
+    ///
+    /// # Panics
+    /// When the runtime cannot be built or no loopback port can be bound
+    /// (a broken test machine).
+    pub fn start_in_background(
+        respond: impl Fn(usize, &Value) -> FakeAnswer + Send + Sync + 'static,
+    ) -> (tokio::runtime::Runtime, Arc<FakeLlm>) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|err| panic!("no runtime for the fake LLM: {err}"));
+        let fake = runtime.block_on(FakeLlm::start(respond));
+        (runtime, fake)
+    }
+
     /// Its base URL, `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         self.base_url.lock().clone()

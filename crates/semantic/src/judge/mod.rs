@@ -835,7 +835,7 @@ impl SameRequestJudge {
             threshold,
             features,
             known_residuals: None,
-            wants_tuned: false,
+            wants_tuned,
             texts: (String::new(), String::new()),
             templates: None,
         };
@@ -866,7 +866,6 @@ impl SameRequestJudge {
         {
             return FirstLook::Decided(pending.finish(residuals));
         }
-        pending.wants_tuned = wants_tuned;
         pending.texts = (a.to_owned(), b.to_owned());
         if pending.known_residuals.is_some() {
             return FirstLook::Pending(pending);
