@@ -757,7 +757,7 @@ fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_mess
         }
     }
     let tuned = files.tuned_model().expect("the shipped tuned encoder");
-    let mut bytes = std::fs::read(&tuned).expect("read it");
+    let mut bytes = tuned.bytes().expect("read it");
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x20;
     let copy = dir.path().join(loopguard_semantic::TUNED_MODEL.name);

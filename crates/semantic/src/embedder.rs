@@ -154,7 +154,7 @@ mod fast {
         /// in the process; `ort` keeps the first library it loaded, so a
         /// second `FastEmbedder` reuses it.
         pub fn with_options(files: &ModelFiles, options: &FastEmbedderOptions) -> Result<Self> {
-            Self::load(files, &files.model(), MINILM_MODEL_ID, options)
+            Self::load(files, read(&files.model())?, MINILM_MODEL_ID, options)
         }
 
         /// Loads the tuned encoder ([`crate::TUNED_MODEL`], found and
@@ -162,13 +162,13 @@ mod fast {
         /// tokenizer files of `files`: the calibrated judge's
         /// `tuned_cosine` reading. Its id is [`TUNED_MODEL_ID`].
         pub fn tuned(files: &ModelFiles, options: &FastEmbedderOptions) -> Result<Self> {
-            let path = files.tuned_model()?;
-            Self::load(files, &path, TUNED_MODEL_ID, options)
+            let onnx = files.tuned_model()?.bytes()?;
+            Self::load(files, onnx, TUNED_MODEL_ID, options)
         }
 
         fn load(
             files: &ModelFiles,
-            onnx: &std::path::Path,
+            onnx: Vec<u8>,
             model_id: &'static str,
             options: &FastEmbedderOptions,
         ) -> Result<Self> {
@@ -184,8 +184,8 @@ mod fast {
                 special_tokens_map_file: read(&files.special_tokens_map())?,
                 tokenizer_config_file: read(&files.tokenizer_config())?,
             };
-            let model = UserDefinedEmbeddingModel::new(read(onnx)?, tokenizer_files)
-                .with_pooling(Pooling::Mean);
+            let model =
+                UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
             let mut init = InitOptionsUserDefined::new()
                 .with_environment(ort_environment(files)?)
                 .with_max_length(options.max_length);

@@ -93,8 +93,9 @@ pub use judge::{
 pub use provision::{
     ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,
     ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
-    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, TUNED_MODEL, TUNED_MODEL_ID, TunedModelFile,
-    default_model_dir, hash_file, tuned_encoder_saw, tuned_model_dir,
+    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID,
+    TunedModelFile, TunedModelSource, bundled_tuned_model_sha256, default_model_dir, hash_file,
+    tuned_encoder_saw, tuned_model_dir,
 };
 pub use service::{
     EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,

@@ -148,7 +148,9 @@ pub const PINNED_FILES: [PinnedFile; 6] = [
 /// The encoder tuned for "the same request?" (`models/tuned-encoder/`):
 /// all-MiniLM-L6-v2 fine-tuned on half of the labelled pairs' train split,
 /// int8 weights, read with the pinned tokenizer files. It ships in the
-/// repository rather than in a wheel: no package index carries it.
+/// repository, and, with the feature `bundled-tuned-encoder` (on in the
+/// `loopguard` binary and the Python wheel), inside the build itself: no
+/// package index carries it.
 pub const TUNED_MODEL: TunedModelFile = TunedModelFile {
     name: "model-tuned-int8.onnx",
     size: TUNED_MODEL_SIZE,
@@ -187,6 +189,80 @@ fn trained_on() -> &'static (String, std::collections::HashSet<String>) {
             |read| (read.model_sha256, read.texts_sha256.into_iter().collect()),
         )
     })
+}
+
+/// The tuned encoder's file compiled into this build (feature
+/// `bundled-tuned-encoder`), so a binary or wheel installed away from the
+/// checkout has it.
+#[cfg(feature = "bundled-tuned-encoder")]
+static BUNDLED_TUNED_MODEL: &[u8] =
+    include_bytes!("../../../models/tuned-encoder/model-tuned-int8.onnx");
+
+// A retuned file with an old pin, or the other way round, fails the build
+// (its sha256 is checked by a test: hashing 23 MB at compile time is slow).
+#[cfg(feature = "bundled-tuned-encoder")]
+const _: () = assert!(BUNDLED_TUNED_MODEL.len() as u64 == TUNED_MODEL_SIZE);
+
+/// Where the tuned encoder ([`TUNED_MODEL`]) is read from:
+/// [`ModelFiles::tuned_model`] says which, after checking it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TunedModelSource {
+    /// A copy on disk that matched the pinned size and sha256.
+    File(PathBuf),
+    /// The copy compiled into this build (feature `bundled-tuned-encoder`).
+    Bundled,
+}
+
+impl TunedModelSource {
+    /// The model's bytes, as ONNX Runtime loads them.
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        match self {
+            TunedModelSource::File(path) => {
+                fs::read(path).map_err(|e| SemanticError::io("cannot read", path.clone(), e))
+            }
+            TunedModelSource::Bundled if TUNED_MODEL_BUNDLED => Ok(bundled_tuned_model().to_vec()),
+            TunedModelSource::Bundled => Err(tuned_model_error(
+                "this build carries no copy (feature bundled-tuned-encoder)".to_string(),
+            )),
+        }
+    }
+
+    /// The copy on disk, if it is one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            TunedModelSource::File(path) => Some(path),
+            TunedModelSource::Bundled => None,
+        }
+    }
+}
+
+impl std::fmt::Display for TunedModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TunedModelSource::File(path) => write!(f, "{}", path.display()),
+            TunedModelSource::Bundled => f.write_str("the copy built into loopguard"),
+        }
+    }
+}
+
+/// Whether this build carries the tuned encoder's file itself (feature
+/// `bundled-tuned-encoder`).
+pub const TUNED_MODEL_BUNDLED: bool = cfg!(feature = "bundled-tuned-encoder");
+
+#[cfg(feature = "bundled-tuned-encoder")]
+fn bundled_tuned_model() -> &'static [u8] {
+    BUNDLED_TUNED_MODEL
+}
+
+#[cfg(not(feature = "bundled-tuned-encoder"))]
+fn bundled_tuned_model() -> &'static [u8] {
+    &[]
+}
+
+/// The sha256 of the tuned encoder's file compiled into this build, if it
+/// carries one (lowercase hex; what a test compares with the pin).
+pub fn bundled_tuned_model_sha256() -> Option<String> {
+    TUNED_MODEL_BUNDLED.then(|| hex(&Sha256::digest(bundled_tuned_model())))
 }
 
 /// Whether the tuned encoder ([`TUNED_MODEL`]) was tuned on a pair with
@@ -561,12 +637,16 @@ impl ModelFiles {
 
     /// The tuned encoder's file ([`TUNED_MODEL`]), checked against its
     /// pinned size and sha256: in the model directory if a copy is there
-    /// (an installed binary's place for it), otherwise in the workspace's
-    /// `models/tuned-encoder/` ([`tuned_model_dir`]). A wrong copy is an
-    /// error, never skipped for the next place.
-    pub fn tuned_model(&self) -> Result<PathBuf> {
+    /// (a user's own copy wins), otherwise the copy compiled into this
+    /// build (feature `bundled-tuned-encoder`), otherwise the one in the
+    /// workspace's `models/tuned-encoder/` ([`tuned_model_dir`]). A wrong
+    /// copy is an error, never skipped for the next place.
+    pub fn tuned_model(&self) -> Result<TunedModelSource> {
         let dirs = [self.dir.clone(), tuned_model_dir()];
-        for dir in &dirs {
+        for (place, dir) in dirs.iter().enumerate() {
+            if place == 1 && TUNED_MODEL_BUNDLED {
+                return Ok(TunedModelSource::Bundled);
+            }
             // The `.verified` stamp of that directory, as for the pinned
             // files: a file checked before is not hashed again.
             let mut stamp = Stamp::load(dir);
@@ -574,7 +654,7 @@ impl ModelFiles {
             stamp.save(dir);
             let path = dir.join(TUNED_MODEL.name);
             match state {
-                FileState::Good => return Ok(path),
+                FileState::Good => return Ok(TunedModelSource::File(path)),
                 FileState::Missing => {}
                 FileState::Wrong { size, sha256 } => {
                     return Err(tuned_model_error(format!(

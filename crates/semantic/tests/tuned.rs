@@ -5,7 +5,8 @@ use std::fs;
 
 use loopguard_semantic::{
     Embedder, FastEmbedder, FastEmbedderOptions, ModelFiles, SemanticError, TUNED_MODEL,
-    TUNED_MODEL_ID, cosine, tuned_encoder_saw,
+    TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelSource, bundled_tuned_model_sha256, cosine,
+    tuned_encoder_saw, tuned_model_dir,
 };
 
 use crate::common::{corrupt, embedder, files, model_dir};
@@ -71,16 +72,27 @@ fn the_tuned_encoder_reads_as_it_does_in_python_and_tells_one_word_apart() {
 
 #[test]
 fn a_tuned_encoder_file_that_is_not_the_pinned_one_is_refused_by_its_checksum() {
-    // Without a copy in the model directory, the workspace's is used.
+    // Without a copy in the model directory, the one built in is used
+    // (feature `bundled-tuned-encoder`), else the workspace's.
     let dir = model_dir(&[], &[]);
     let verified = ModelFiles::verify(dir.path()).expect("the pinned files");
-    let found = verified.tuned_model().expect("the workspace's copy");
-    assert!(found.ends_with(format!("models/tuned-encoder/{}", TUNED_MODEL.name)));
-    // A damaged copy in the model directory is an error naming it, never
-    // passed over for the next place.
+    let found = verified
+        .tuned_model()
+        .expect("the built-in or workspace copy");
+    let shipped = tuned_model_dir().join(TUNED_MODEL.name);
+    if TUNED_MODEL_BUNDLED {
+        assert_eq!(found, TunedModelSource::Bundled);
+    } else {
+        assert_eq!(found, TunedModelSource::File(shipped.clone()));
+    }
+    // A copy in the model directory wins; a damaged one is an error naming
+    // it, never passed over for the next place.
     let copy = dir.path().join(TUNED_MODEL.name);
-    fs::copy(&found, &copy).expect("copy the tuned file");
-    assert_eq!(verified.tuned_model().expect("a good copy"), copy);
+    fs::copy(&shipped, &copy).expect("copy the tuned file");
+    assert_eq!(
+        verified.tuned_model().expect("a good copy"),
+        TunedModelSource::File(copy.clone())
+    );
     corrupt(&copy);
     let err = verified.tuned_model().expect_err("a corrupt copy");
     assert!(matches!(err, SemanticError::TunedModel { .. }), "{err:?}");
@@ -95,6 +107,38 @@ fn a_tuned_encoder_file_that_is_not_the_pinned_one_is_refused_by_its_checksum() 
     let err = FastEmbedder::tuned(&verified, &FastEmbedderOptions::default())
         .expect_err("no model from a corrupt file");
     assert!(err.to_string().contains("not the pinned file"), "{err}");
+}
+
+#[test]
+fn the_built_in_copy_is_the_pinned_file_byte_for_byte() {
+    // The build carries the file only with `bundled-tuned-encoder` (on in
+    // the binary and the wheel, so in `cargo test --workspace`).
+    let sha256 = bundled_tuned_model_sha256();
+    assert_eq!(sha256.is_some(), TUNED_MODEL_BUNDLED);
+    match sha256 {
+        Some(sha256) => {
+            assert_eq!(sha256, TUNED_MODEL.sha256);
+            let bytes = TunedModelSource::Bundled
+                .bytes()
+                .expect("the built-in bytes");
+            assert_eq!(bytes.len() as u64, TUNED_MODEL.size);
+            let shipped = fs::read(tuned_model_dir().join(TUNED_MODEL.name)).expect("the file");
+            assert!(
+                bytes == shipped,
+                "the built-in copy differs from the shipped file"
+            );
+        }
+        None => {
+            let err = TunedModelSource::Bundled
+                .bytes()
+                .expect_err("no built-in copy");
+            assert!(err.to_string().contains("bundled-tuned-encoder"), "{err}");
+        }
+    }
+    assert_eq!(
+        TunedModelSource::Bundled.to_string(),
+        "the copy built into loopguard"
+    );
 }
 
 #[test]
