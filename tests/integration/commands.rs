@@ -475,7 +475,7 @@ fn similarity_prints_the_calibrated_judges_verdict_and_every_feature() {
     let lines: Vec<&str> = contrast.lines().collect();
     assert!(
         lines[1].starts_with("same request: no (calibrated judge, score ")
-            && lines[1].contains(" from the shipped judge weights): ")
+            && lines[1].contains(" from the shipped judge weights for the tuned encoder): ")
             && lines[1].contains("412")
             && lines[1].contains("418"),
         "{contrast}"
@@ -523,7 +523,17 @@ fn similarity_prints_the_calibrated_judges_verdict_and_every_feature() {
     let document: Value = serde_json::from_str(&out.stdout).expect("JSON");
     assert_eq!(document["judge"], "calibrated");
     assert_eq!(document["same"], false);
-    assert_eq!(document["threshold_key"], "the shipped judge weights");
+    // The defaults run the tuned encoder (`similarity.tuned_encoder`).
+    assert_eq!(
+        document["threshold_key"],
+        "the shipped judge weights for the tuned encoder"
+    );
+    assert!(
+        document["tuned_cosine"]
+            .as_f64()
+            .is_some_and(|c| (-1.0..=1.0).contains(&c)),
+        "{document}"
+    );
     assert!(
         document["reason"]
             .as_str()

@@ -105,7 +105,25 @@ fn a_reworded_collaboration_loop_escalates_at_the_third_loop() {
 
 #[test]
 fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
-    let decisions = replay_jsonl("semantic_collaboration.jsonl", &[]);
+    // The defaults: the calibrated judge reads the tuned encoder too.
+    catches_the_same_loops(
+        &[],
+        &loopguard_semantic::JudgeWeights::shipped_tuned(),
+        "the shipped judge weights for the tuned encoder",
+    );
+    // Without it, on the 14 readings' own weights: the same loops.
+    let without = config("similarity_without_tuned_encoder.toml");
+    catches_the_same_loops(
+        &["--config", without.to_str().expect("a UTF-8 path")],
+        &loopguard_semantic::JudgeWeights::shipped(),
+        "the shipped judge weights",
+    );
+}
+
+/// The calibrated judge of `args` (on `weights`, whose threshold `key`
+/// names) on the semantic fixtures: the loops caught, and what it says.
+fn catches_the_same_loops(args: &[&str], weights: &loopguard_semantic::JudgeWeights, key: &str) {
+    let decisions = replay_jsonl("semantic_collaboration.jsonl", args);
     assert_eq!(
         lines_with(&decisions, "T1", "collaboration_loop"),
         [2, 3, 4]
@@ -114,7 +132,7 @@ fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
     assert_eq!(first["matched_line"], 1);
     assert_eq!(first["loop_count"], 1);
     assert_close(similarity_of(first), 0.889, "the cosine, for the reader");
-    let shipped = loopguard_semantic::JudgeWeights::shipped().threshold;
+    let shipped = weights.threshold;
     assert_close(
         first["threshold"].as_f64().unwrap_or(0.0),
         f64::from(shipped),
@@ -124,9 +142,7 @@ fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
     assert!(
         reason.starts_with(
             "request from 'planner' to 'coder' is the same as line 1's: same request (score "
-        ) && reason.ends_with(&format!(
-            "(threshold {shipped} from the shipped judge weights)"
-        )),
+        ) && reason.ends_with(&format!("(threshold {shipped} from {key})")),
         "{reason}"
     );
     assert_eq!(at(&decisions, 4)["status"], "escalated");
@@ -144,7 +160,7 @@ fn the_calibrated_judge_catches_the_same_loops_and_says_what_it_judged() {
 
     // Line 2 is the researcher's first answer: news, so line 3 may ask
     // again (ruling 17); line 5 repeats line 3's query with nothing new.
-    let queries = replay_jsonl("repeated_query.jsonl", &[]);
+    let queries = replay_jsonl("repeated_query.jsonl", args);
     assert_eq!(lines_with(&queries, "T1", "repeated_query"), [5, 8]);
     assert_eq!(detection(&queries, 5, "repeated_query")["matched_line"], 3);
     assert_eq!(detection(&queries, 8, "repeated_query")["matched_line"], 7);
@@ -727,16 +743,20 @@ fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
         "{}",
         out.stdout
     );
-    // Without it (the default), nothing is read by it.
-    let out = run([
-        OsStr::new("similarity"),
-        OsStr::new(a),
-        OsStr::new(b),
-        OsStr::new("--format"),
-        OsStr::new("json"),
-    ]);
-    let judged: Value = serde_json::from_str(&out.stdout).expect("JSON");
-    assert_eq!(judged["tuned_cosine"], Value::Null, "{judged}");
+    // The defaults read it too; with `tuned_encoder = false`, nothing is
+    // read by it.
+    let without = config("similarity_without_tuned_encoder.toml");
+    let off: [&OsStr; 2] = [OsStr::new("--config"), without.as_os_str()];
+    for (args, read) in [(&off[..0], true), (&off[..], false)] {
+        let out = run([
+            [OsStr::new("similarity"), OsStr::new(a), OsStr::new(b)].as_slice(),
+            args,
+            &[OsStr::new("--format"), OsStr::new("json")],
+        ]
+        .concat());
+        let judged: Value = serde_json::from_str(&out.stdout).expect("JSON");
+        assert_eq!(judged["tuned_cosine"].is_number(), read, "{judged}");
+    }
 }
 
 #[test]

@@ -1029,3 +1029,69 @@ fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
         assert_eq!(out.stdout, "");
     }
 }
+
+#[test]
+fn eval_only_scores_the_judge_the_config_runs() {
+    let threshold = |document: &Value| document["threshold"].as_f64().unwrap_or(-1.0);
+    let close = |a: f64, b: f32| (a - f64::from(b)).abs() < 1e-4;
+    // The defaults: the calibrated judge with the tuned encoder.
+    let (defaults, default_scored) = tune_shipped_json(&["--eval-only".as_ref()]);
+    assert!(
+        defaults.stderr.contains("tuned-minilm"),
+        "{}",
+        defaults.stderr
+    );
+    assert_eq!(default_scored["judge"], "calibrated");
+    let tuned = loopguard_semantic::JudgeWeights::shipped_tuned().threshold;
+    assert!(close(threshold(&default_scored), tuned), "{default_scored}");
+
+    // A config without it: the 14 readings, on their own weights.
+    let without = config("similarity_without_tuned_encoder.toml");
+    let (plain, plain_scored) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--config".as_ref(),
+        without.as_os_str(),
+    ]);
+    assert!(!plain.stderr.contains("tuned-minilm"), "{}", plain.stderr);
+    let shipped = loopguard_semantic::JudgeWeights::shipped().threshold;
+    assert!(close(threshold(&plain_scored), shipped), "{plain_scored}");
+    assert_ne!(plain_scored["tp"], default_scored["tp"]);
+
+    // The config's judge_threshold and judge kind are the config's too.
+    let dir = TempDir::new().expect("a temporary directory");
+    let moved = dir.path().join("moved.toml");
+    fs::write(
+        &moved,
+        "[similarity]\ntuned_encoder = false\njudge_threshold = 0.9\n",
+    )
+    .expect("write the config");
+    let (_, moved_scored) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--config".as_ref(),
+        moved.as_os_str(),
+    ]);
+    assert!(close(threshold(&moved_scored), 0.9), "{moved_scored}");
+    let cosine = dir.path().join("cosine.toml");
+    fs::write(
+        &cosine,
+        "[similarity]\njudge = \"cosine\"\nrequest_threshold = 0.8\n",
+    )
+    .expect("write the config");
+    let (_, cosine_scored) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--config".as_ref(),
+        cosine.as_os_str(),
+    ]);
+    assert_eq!(cosine_scored["judge"], "cosine");
+    assert!(close(threshold(&cosine_scored), 0.8), "{cosine_scored}");
+    // --judge overrides the config's kind.
+    let (_, overridden) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--config".as_ref(),
+        cosine.as_os_str(),
+    ]);
+    assert_eq!(overridden["judge"], "calibrated");
+    assert!(close(threshold(&overridden), tuned), "{overridden}");
+}

@@ -566,11 +566,12 @@ pub(crate) struct TuneArgs {
     #[arg(long, value_enum, value_name = "JUDGE", requires = "pairs")]
     pub(crate) judge: Option<TuneJudge>,
 
-    /// Score a judge on the pairs, fitting nothing: the judge of --judge
-    /// (default: calibrated) with the weights of --weights (default: the
-    /// shipped ones) at their own threshold (the cosine judge at the
-    /// config's `similarity.request_threshold`), on the test split, or on
-    /// every pair when the file has no `split` field.
+    /// Score a judge on the pairs, fitting nothing: the judge the config
+    /// runs (`similarity.judge`, `judge_weights`, `tuned_encoder`,
+    /// `judge_threshold`; the defaults without --config), or the one
+    /// --judge names, with the weights of --weights at their own threshold
+    /// (the cosine judge at `similarity.request_threshold`), on the test
+    /// split, or on every pair when the file has no `split` field.
     #[arg(long, requires = "pairs")]
     pub(crate) eval_only: bool,
 
@@ -611,8 +612,8 @@ pub(crate) struct TuneArgs {
     /// `tuned_cosine`. Pairs with a text the encoder was tuned on are
     /// left out (its cosine there is what it learned, not what it reads),
     /// and said how many. With --eval-only and no --weights, scores the
-    /// weights shipped for it; a --weights file fitted with it turns it
-    /// on by itself.
+    /// weights shipped for it (what the defaults run anyway); a --weights
+    /// file fitted with it turns it on by itself.
     #[arg(long, requires = "pairs")]
     pub(crate) tuned_encoder: bool,
 }

@@ -306,7 +306,13 @@ async fn judge_pairs(demo: &Setup) -> anyhow::Result<Option<Vec<Judged>>> {
     };
     let detectors = demo.detectors();
     let similarity = &demo.config.similarity;
-    let judges = [JudgeKind::Cosine, JudgeKind::Calibrated].map(SameRequestJudge::of_kind);
+    // The cosine judge next to the calibrated one the defaults run (with
+    // the tuned encoder when they turn it on).
+    let calibrated = match demo.judge.kind() {
+        JudgeKind::Calibrated => demo.judge.clone(),
+        JudgeKind::Cosine => SameRequestJudge::of_kind(JudgeKind::Calibrated),
+    };
+    let judges = [SameRequestJudge::cosine(), calibrated];
     let mut judged = Vec::with_capacity(JUDGE_PAIRS.len());
     for pair in &JUDGE_PAIRS {
         let cosine = detectors

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use loopguard_core_types::Config;
 use loopguard_semantic::{
-    Embedder, Features, JudgeWeights, ProvisionOptions, provision_options, tuned_encoder_saw,
+    Embedder, Features, ProvisionOptions, provision_options, tuned_encoder_saw,
 };
 use loopguard_tune::{
     Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
@@ -159,18 +159,21 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         let features = judge_features(&set, &vectors, embedder.as_ref(), &embed)
             .with_context(|| format!("cannot embed the residual texts with {choice}"))?
             .features;
-        let weights_need_tuned = args
-            .weights
-            .as_deref()
-            .and_then(|path| JudgeWeights::from_file(path).ok())
-            .is_some_and(|weights| weights.needs_tuned_encoder());
-        let judged_by_cosine = args.judge == Some(TuneJudge::Cosine);
-        let (set, features) = if (args.tuned_encoder || weights_need_tuned) && !judged_by_cosine {
+        // --eval-only scores the configured judge, which may read the
+        // tuned encoder; a fit reads it when asked.
+        let eval = args
+            .eval_only
+            .then(|| judge::eval_judge(args, &config))
+            .transpose()?;
+        let needs_tuned = eval
+            .as_ref()
+            .map_or(args.tuned_encoder, |(judge, _)| judge.needs_tuned_encoder());
+        let (set, features) = if needs_tuned {
             with_tuned_encoder(&set, features, &provision, &embed)?
         } else {
             (set, features)
         };
-        return judge::run(args, &config, &set, &features, vectors.model_id()).await;
+        return judge::run(args, &config, &set, &features, vectors.model_id(), eval).await;
     }
 
     let report = match &input {

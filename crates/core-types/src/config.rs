@@ -278,9 +278,11 @@ pub struct SimilarityConfig {
     /// Whether the calibrated judge, on its shipped weights, also reads
     /// the cosine of an encoder tuned for "the same request?"
     /// (`models/tuned-encoder/`, a second model of 23 MB, loaded next to
-    /// the pinned one; default false). A `judge_weights` file decides for
-    /// itself: one fitted with the tuned encoder loads it whatever this
-    /// says.
+    /// the pinned one; default true since session 23: it lifts recall at
+    /// about the same precision on pairs it never saw). `false` keeps the
+    /// judge's 14 readings and their own weights, and one model in
+    /// memory. A `judge_weights` file decides for itself: one fitted with
+    /// the tuned encoder loads it whatever this says.
     pub tuned_encoder: bool,
     /// The cosine judge's same-request threshold for collaboration
     /// requests and repeated queries (default 0.85).
@@ -677,7 +679,7 @@ impl Default for SimilarityConfig {
             judge: JudgeKind::Calibrated,
             judge_weights: None,
             judge_threshold: None,
-            tuned_encoder: false,
+            tuned_encoder: true,
             request_threshold: 0.85,
             topic_threshold: 0.85,
             task_types: BTreeMap::new(),

@@ -13,7 +13,8 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use loopguard_core_types::{Config, Event};
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{
@@ -21,7 +22,7 @@ use loopguard_host::{
 };
 use loopguard_semantic::{
     Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, JudgeKind, ModelFiles,
-    ProvisionOptions, SemanticDetectors, ServiceOptions,
+    ProvisionOptions, SameRequestJudge, SemanticDetectors, SemanticLimits, ServiceOptions,
 };
 
 /// Tasks the events are spread over.
@@ -98,6 +99,25 @@ fn events(texts: &[String], kind: &str) -> Vec<Event> {
         .collect()
 }
 
+/// Benches `detector` on `events` in turn, one event an iteration.
+fn bench_observe(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    detector: &dyn ExtensionDetector,
+    events: &[Event],
+) {
+    let mut n = 0usize;
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            n += 1;
+            let event = &events[n % events.len()];
+            let observed = ObservedEvent::new(n as u64, event);
+            black_box(runtime.block_on(detector.observe(&observed)))
+        });
+    });
+}
+
 fn benches(c: &mut Criterion) {
     let files = ModelFiles::ensure_with(&ProvisionOptions::new())
         .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
@@ -127,52 +147,87 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("per_event_warm_cache");
 
     let collaboration_loop = detectors.collaboration_loop();
-    let mut n = 0usize;
-    group.bench_function("collaboration_loop", |b| {
-        b.iter(|| {
-            n += 1;
-            let event = &collaborations[n % collaborations.len()];
-            let observed = ObservedEvent::new(n as u64, event);
-            black_box(runtime.block_on(collaboration_loop.observe(&observed)))
-        });
-    });
+    bench_observe(
+        &mut group,
+        &runtime,
+        "collaboration_loop",
+        collaboration_loop.as_ref(),
+        &collaborations,
+    );
 
     let repeated_query = detectors.repeated_query();
-    let mut n = 0usize;
-    group.bench_function("repeated_query", |b| {
-        b.iter(|| {
-            n += 1;
-            let event = &handoffs[n % handoffs.len()];
-            let observed = ObservedEvent::new(n as u64, event);
-            black_box(runtime.block_on(repeated_query.observe(&observed)))
-        });
-    });
+    bench_observe(
+        &mut group,
+        &runtime,
+        "repeated_query",
+        repeated_query.as_ref(),
+        &handoffs,
+    );
 
     // The same two detectors with the cosine judge: what the calibrated
-    // judge (the default, above) costs on top.
+    // judge (its 14 readings, above: `with_service` keeps them whatever
+    // the config says) costs on top.
     let mut cosine_config = config.clone();
     cosine_config.similarity.judge = JudgeKind::Cosine;
     let cosine_detectors = SemanticDetectors::with_service(&cosine_config, Arc::clone(&service));
     let cosine_collaboration = cosine_detectors.collaboration_loop();
-    let mut n = 0usize;
-    group.bench_function("collaboration_loop_cosine_judge", |b| {
-        b.iter(|| {
-            n += 1;
-            let event = &collaborations[n % collaborations.len()];
-            let observed = ObservedEvent::new(n as u64, event);
-            black_box(runtime.block_on(cosine_collaboration.observe(&observed)))
-        });
-    });
+    bench_observe(
+        &mut group,
+        &runtime,
+        "collaboration_loop_cosine_judge",
+        cosine_collaboration.as_ref(),
+        &collaborations,
+    );
     let cosine_queries = cosine_detectors.repeated_query();
-    let mut n = 0usize;
-    group.bench_function("repeated_query_cosine_judge", |b| {
-        b.iter(|| {
-            n += 1;
-            let event = &handoffs[n % handoffs.len()];
-            let observed = ObservedEvent::new(n as u64, event);
-            black_box(runtime.block_on(cosine_queries.observe(&observed)))
-        });
-    });
+    bench_observe(
+        &mut group,
+        &runtime,
+        "repeated_query_cosine_judge",
+        cosine_queries.as_ref(),
+        &handoffs,
+    );
+
+    // The same two detectors with the judge the defaults run: the
+    // calibrated one reading the tuned encoder too (its cache warm as
+    // well), next to the 14 readings' judge above.
+    let tuned_model = FastEmbedder::tuned(&files, &FastEmbedderOptions::new().intra_threads(2))
+        .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
+    let tuned_service = Arc::new(
+        EmbeddingService::with_options(
+            Arc::new(tuned_model) as Arc<dyn Embedder>,
+            ServiceOptions::new().cache_capacity(10_000),
+        )
+        .unwrap_or_else(|e| panic!("cannot start the tuned service: {e}")),
+    );
+    runtime
+        .block_on(tuned_service.embed_many(&refs))
+        .unwrap_or_else(|e| panic!("warm-up: {e}"));
+    let default_judge = SameRequestJudge::from_config(&config.similarity)
+        .unwrap_or_else(|e| panic!("the default judge: {e}"))
+        .with_tuned_encoder(tuned_service);
+    assert!(default_judge.needs_tuned_encoder(), "the defaults read it");
+    let tuned_detectors = SemanticDetectors::with_judge(
+        &config,
+        Some(Arc::clone(&service)),
+        SemanticLimits::default(),
+        default_judge,
+    );
+    let tuned_collaboration = tuned_detectors.collaboration_loop();
+    bench_observe(
+        &mut group,
+        &runtime,
+        "collaboration_loop_tuned_encoder",
+        tuned_collaboration.as_ref(),
+        &collaborations,
+    );
+    let tuned_queries = tuned_detectors.repeated_query();
+    bench_observe(
+        &mut group,
+        &runtime,
+        "repeated_query_tuned_encoder",
+        tuned_queries.as_ref(),
+        &handoffs,
+    );
 
     // The tool-argument matcher on a search call whose query is free text.
     let arguments = detectors.arguments().unwrap_or_else(|| panic!("semantic"));

@@ -29,17 +29,18 @@ const DEFAULT_MIN_PRECISION: f64 = 0.9;
 /// Shuffles of `--folds`.
 const CV_REPEATS: usize = 10;
 
-/// Fits (or, with `--eval-only`, only scores) the judge and prints the
-/// result.
+/// Fits the judge and prints the result, or, given `eval` (`--eval-only`:
+/// [`eval_judge`]'s judge and threshold), only scores that judge.
 pub(crate) async fn run(
     args: &TuneArgs,
     config: &Config,
     pairs: &PairSet,
     features: &[Features],
     model: &str,
+    eval: Option<(SameRequestJudge, f32)>,
 ) -> anyhow::Result<Outcome> {
-    if args.eval_only {
-        return eval_only(args, config, pairs, features).await;
+    if let Some((judge, threshold)) = eval {
+        return eval_only(args, config, pairs, features, judge, threshold).await;
     }
     let fitted_on = args
         .pairs
@@ -207,29 +208,63 @@ fn report_json(
     Ok(document)
 }
 
-/// Scores the configured judge (or the one `--judge` names) as it is;
-/// with `--second-opinion` (or the config's second opinion enabled), also
-/// with the LLM's answers on the pairs it is unsure of.
+/// The judge `--eval-only` scores, at its threshold: the one the config
+/// runs (`similarity.judge`, `judge_weights`, `tuned_encoder`,
+/// `judge_threshold`), with `--judge`, `--weights` and `--tuned-encoder`
+/// overriding it. Weights named by `--weights` score at their own
+/// threshold; the config's `judge_threshold` moves only the config's.
+pub(crate) fn eval_judge(
+    args: &TuneArgs,
+    config: &Config,
+) -> anyhow::Result<(SameRequestJudge, f32)> {
+    let similarity = &config.similarity;
+    let kind = match args.judge {
+        Some(TuneJudge::Cosine) => JudgeKind::Cosine,
+        Some(TuneJudge::Calibrated) => JudgeKind::Calibrated,
+        None => similarity.judge,
+    };
+    if kind == JudgeKind::Cosine {
+        if args.tuned_encoder {
+            bail!(
+                "--tuned-encoder adds a reading to the calibrated judge, and the config's \
+                 similarity.judge is \"cosine\": add --judge calibrated"
+            );
+        }
+        return Ok((SameRequestJudge::cosine(), similarity.request_threshold));
+    }
+    if let Some(path) = &args.weights {
+        let weights = JudgeWeights::from_file(path).context("--weights")?;
+        let threshold = weights.threshold;
+        return Ok((SameRequestJudge::calibrated(weights), threshold));
+    }
+    let mut calibrated = similarity.clone();
+    calibrated.judge = JudgeKind::Calibrated;
+    calibrated.tuned_encoder |= args.tuned_encoder;
+    let judge = SameRequestJudge::from_config(&calibrated).with_context(|| {
+        format!(
+            "similarity.judge_weights ({})",
+            calibrated
+                .judge_weights
+                .as_deref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default()
+        )
+    })?;
+    let threshold = judge.threshold_for(&calibrated, None).value;
+    Ok((judge, threshold))
+}
+
+/// Scores `judge` at `threshold` as it is; with `--second-opinion` (or the
+/// config's second opinion enabled), also with the LLM's answers on the
+/// pairs it is unsure of.
 async fn eval_only(
     args: &TuneArgs,
     config: &Config,
     pairs: &PairSet,
     features: &[Features],
+    judge: SameRequestJudge,
+    threshold: f32,
 ) -> anyhow::Result<Outcome> {
-    let judge = match (args.judge, &args.weights) {
-        (Some(TuneJudge::Cosine), _) => SameRequestJudge::cosine(),
-        (_, None) if args.tuned_encoder => {
-            SameRequestJudge::calibrated(JudgeWeights::shipped_tuned())
-        }
-        (_, None) => SameRequestJudge::calibrated(JudgeWeights::shipped()),
-        (_, Some(path)) => {
-            SameRequestJudge::calibrated(JudgeWeights::from_file(path).context("--weights")?)
-        }
-    };
-    let threshold = match judge.kind() {
-        JudgeKind::Cosine => config.similarity.request_threshold,
-        JudgeKind::Calibrated => judge.weights().threshold,
-    };
     if args.second_opinion || config.similarity.second_opinion.enabled {
         return eval_second_opinion(args, config, pairs, features, judge, threshold).await;
     }
