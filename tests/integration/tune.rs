@@ -1094,4 +1094,16 @@ fn eval_only_scores_the_judge_the_config_runs() {
     ]);
     assert_eq!(overridden["judge"], "calibrated");
     assert!(close(threshold(&overridden), tuned), "{overridden}");
+    // So does --weights: they are the calibrated judge's.
+    let weights = workspace("crates/semantic/judge-weights.json");
+    let (_, weighed) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--weights".as_ref(),
+        weights.as_os_str(),
+        "--config".as_ref(),
+        cosine.as_os_str(),
+    ]);
+    assert_eq!(weighed["judge"], "calibrated");
+    assert!(close(threshold(&weighed), shipped), "{weighed}");
+    assert_eq!(weighed["tp"], plain_scored["tp"]);
 }

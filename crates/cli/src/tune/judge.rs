@@ -218,18 +218,16 @@ pub(crate) fn eval_judge(
     config: &Config,
 ) -> anyhow::Result<(SameRequestJudge, f32)> {
     let similarity = &config.similarity;
+    // --weights and --tuned-encoder are the calibrated judge's, so they
+    // choose it over the config's cosine judge (--judge cosine with
+    // --tuned-encoder is refused before any work).
     let kind = match args.judge {
         Some(TuneJudge::Cosine) => JudgeKind::Cosine,
         Some(TuneJudge::Calibrated) => JudgeKind::Calibrated,
+        None if args.weights.is_some() || args.tuned_encoder => JudgeKind::Calibrated,
         None => similarity.judge,
     };
     if kind == JudgeKind::Cosine {
-        if args.tuned_encoder {
-            bail!(
-                "--tuned-encoder adds a reading to the calibrated judge, and the config's \
-                 similarity.judge is \"cosine\": add --judge calibrated"
-            );
-        }
         return Ok((SameRequestJudge::cosine(), similarity.request_threshold));
     }
     if let Some(path) = &args.weights {
@@ -240,16 +238,8 @@ pub(crate) fn eval_judge(
     let mut calibrated = similarity.clone();
     calibrated.judge = JudgeKind::Calibrated;
     calibrated.tuned_encoder |= args.tuned_encoder;
-    let judge = SameRequestJudge::from_config(&calibrated).with_context(|| {
-        format!(
-            "similarity.judge_weights ({})",
-            calibrated
-                .judge_weights
-                .as_deref()
-                .map(|path| path.display().to_string())
-                .unwrap_or_default()
-        )
-    })?;
+    // Only a weights file can fail to load; the shipped weights cannot.
+    let judge = SameRequestJudge::from_config(&calibrated).context("similarity.judge_weights")?;
     let threshold = judge.threshold_for(&calibrated, None).value;
     Ok((judge, threshold))
 }
