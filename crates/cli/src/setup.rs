@@ -14,7 +14,7 @@ use loopguard_core_types::{Config, Isolation, PluginConfig};
 use loopguard_host::{LoopGuard, LoopGuardBuilder, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, OpenAiSettings, ProgressEvaluator};
 use loopguard_semantic::{
-    EmbeddingService, FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits,
+    EmbeddingService, FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits, StartError,
 };
 
 /// The note every report and text header carries when semantic matching is
@@ -153,12 +153,16 @@ impl Setup {
         let judge = SameRequestJudge::from_config_and_llm(&config.similarity, &config.llm)
             .context("the same-request judge cannot start")?;
         let (service, judge) = if config.semantic.enabled {
-            let service = loopguard_semantic::load_service(&config, announce_fetch).context(
-                "semantic matching cannot start (run with --no-semantic, or set \
-                 semantic.enabled = false, to go without it)",
-            )?;
-            let judge = loopguard_semantic::attach_tuned_encoder(&config, judge)
-                .context("the same-request judge's tuned encoder cannot start")?;
+            let (service, judge) =
+                loopguard_semantic::load_service_and_tuned_encoder(&config, judge, announce_fetch)
+                    .map_err(|err| match err {
+                        StartError::Service(err) => anyhow::Error::new(err).context(
+                            "semantic matching cannot start (run with --no-semantic, or set \
+                     semantic.enabled = false, to go without it)",
+                        ),
+                        StartError::TunedEncoder(err) => anyhow::Error::new(err)
+                            .context("the same-request judge's tuned encoder cannot start"),
+                    })?;
             (Some(service), judge)
         } else {
             (None, judge)

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use loopguard_core_types::Config;
 use loopguard_host::{LoopGuard, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, ProgressEvaluator};
-use loopguard_semantic::{FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits};
+use loopguard_semantic::{
+    FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits, StartError,
+};
 use pyo3::prelude::*;
 
 use crate::error::{GuardError, chain};
@@ -103,19 +105,19 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
         // A durable store keeps the second opinion's answers too.
         .with_answers_kept_in(Arc::clone(&store));
     let detectors = if config.semantic.enabled {
-        let service = loopguard_semantic::load_service(&config, announce_fetch).map_err(|err| {
-            GuardError::Start(format!(
-                "semantic matching cannot start (pass semantic=False, or set \
-                 semantic.enabled = false, to go without it): {}",
-                chain(&err)
-            ))
-        })?;
-        let judge = loopguard_semantic::attach_tuned_encoder(&config, judge).map_err(|err| {
-            GuardError::Start(format!(
-                "the same-request judge's tuned encoder cannot start: {}",
-                chain(&err)
-            ))
-        })?;
+        let (service, judge) =
+            loopguard_semantic::load_service_and_tuned_encoder(&config, judge, announce_fetch)
+                .map_err(|err| match err {
+                    StartError::Service(err) => GuardError::Start(format!(
+                        "semantic matching cannot start (pass semantic=False, or set \
+                         semantic.enabled = false, to go without it): {}",
+                        chain(&err)
+                    )),
+                    StartError::TunedEncoder(err) => GuardError::Start(format!(
+                        "the same-request judge's tuned encoder cannot start: {}",
+                        chain(&err)
+                    )),
+                })?;
         SemanticDetectors::with_judge(&config, Some(service), SemanticLimits::default(), judge)
     } else {
         SemanticDetectors::exact(&config)

@@ -80,7 +80,7 @@ pub use engine::{
     SemanticLimits, SemanticTopics, StoreAnswers, ToolArguments, provision_options,
 };
 #[cfg(all(feature = "engine", feature = "fastembed"))]
-pub use engine::{attach_tuned_encoder, load_service};
+pub use engine::{StartError, attach_tuned_encoder, load_service, load_service_and_tuned_encoder};
 pub use error::{Result, SemanticError};
 #[cfg(feature = "llm")]
 pub use judge::second_opinion::{LlmSecondOpinion, SAME_REQUEST_PROMPT};

@@ -3,10 +3,12 @@
 
 use std::fs;
 
+use loopguard_core_types::Config;
 use loopguard_semantic::{
-    Embedder, FastEmbedder, FastEmbedderOptions, ModelFiles, SemanticError, TUNED_MODEL,
-    TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelSource, bundled_tuned_model_sha256, cosine,
-    tuned_encoder_saw, tuned_model_dir,
+    Embedder, FastEmbedder, FastEmbedderOptions, ModelFiles, SameRequestJudge, SemanticError,
+    StartError, TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelSource,
+    bundled_tuned_model_sha256, cosine, load_service_and_tuned_encoder, tuned_encoder_saw,
+    tuned_model_dir,
 };
 
 use crate::common::{corrupt, embedder, files, model_dir};
@@ -169,4 +171,64 @@ fn the_texts_it_was_tuned_on_are_train_texts_and_never_test_ones() {
     );
     assert_eq!(seen_test, 0);
     assert!(!tuned_encoder_saw("a text nobody wrote"));
+}
+
+#[test]
+fn the_model_and_the_tuned_encoder_load_together_and_a_failure_says_which() {
+    let dir = model_dir(&[], &[]);
+    let mut config = Config::default();
+    config.semantic.model_dir = Some(dir.path().to_path_buf());
+    config.semantic.offline = Some(true);
+    // The defaults' judge reads the tuned encoder: both load.
+    let judge = SameRequestJudge::from_config(&config.similarity).expect("the default judge");
+    assert!(judge.needs_tuned_encoder());
+    let (service, judge) =
+        load_service_and_tuned_encoder(&config, judge, |_| {}).expect("both models");
+    let (a, b) = (FROM_PYTHON[1].0, FROM_PYTHON[1].1);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let verdict = runtime.block_on(async {
+        let cosine = cosine(
+            &service.embed(a).await.expect("embedded"),
+            &service.embed(b).await.expect("embedded"),
+        )
+        .expect("a cosine");
+        judge
+            .judge(&service, a, b, cosine, judge.weights().threshold)
+            .await
+            .expect("a verdict")
+    });
+    let tuned = verdict
+        .features
+        .tuned_cosine
+        .expect("the tuned cosine was read");
+    assert!((tuned - FROM_PYTHON[1].2).abs() < 0.002, "{tuned}");
+
+    // Without it, only the pinned model loads and the judge is as it was.
+    config.similarity.tuned_encoder = false;
+    let judge = SameRequestJudge::from_config(&config.similarity).expect("the 14 readings");
+    let (_, judge) = load_service_and_tuned_encoder(&config, judge, |_| {}).expect("one model");
+    assert!(!judge.needs_tuned_encoder());
+
+    // A damaged tuned copy in the model directory is the tuned encoder's
+    // failure, not semantic matching's.
+    config.similarity.tuned_encoder = true;
+    let copy = dir.path().join(TUNED_MODEL.name);
+    fs::copy(tuned_model_dir().join(TUNED_MODEL.name), &copy).expect("copy the tuned file");
+    corrupt(&copy);
+    let judge = SameRequestJudge::from_config(&config.similarity).expect("the default judge");
+    let err = load_service_and_tuned_encoder(&config, judge, |_| {}).expect_err("a damaged copy");
+    assert!(matches!(err, StartError::TunedEncoder(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("the same-request judge's tuned encoder cannot start: "),
+        "{err}"
+    );
+    // A missing pinned file (offline: not fetched) is semantic matching's.
+    fs::remove_file(&copy).expect("remove the damaged copy");
+    fs::remove_file(dir.path().join("model.onnx")).expect("remove the pinned model");
+    let judge = SameRequestJudge::from_config(&config.similarity).expect("the default judge");
+    let err = load_service_and_tuned_encoder(&config, judge, |_| {}).expect_err("no model");
+    assert!(matches!(err, StartError::Service(_)), "{err:?}");
 }
