@@ -1034,6 +1034,13 @@ fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
 fn eval_only_scores_the_judge_the_config_runs() {
     let threshold = |document: &Value| document["threshold"].as_f64().unwrap_or(-1.0);
     let close = |a: f64, b: f32| (a - f64::from(b)).abs() < 1e-4;
+    // `--eval-only --config CONFIG` and `extra`.
+    let eval_with = |config: &Path, extra: &[&OsStr]| {
+        let mut args: Vec<&OsStr> = vec!["--eval-only".as_ref(), "--config".as_ref()];
+        args.push(config.as_os_str());
+        args.extend_from_slice(extra);
+        tune_shipped_json(&args)
+    };
     // The defaults: the calibrated judge with the tuned encoder.
     let (defaults, default_scored) = tune_shipped_json(&["--eval-only".as_ref()]);
     assert!(
@@ -1046,12 +1053,7 @@ fn eval_only_scores_the_judge_the_config_runs() {
     assert!(close(threshold(&default_scored), tuned), "{default_scored}");
 
     // A config without it: the 14 readings, on their own weights.
-    let without = config("similarity_without_tuned_encoder.toml");
-    let (plain, plain_scored) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--config".as_ref(),
-        without.as_os_str(),
-    ]);
+    let (plain, plain_scored) = eval_with(&config("similarity_without_tuned_encoder.toml"), &[]);
     assert!(!plain.stderr.contains("tuned-minilm"), "{}", plain.stderr);
     let shipped = loopguard_semantic::JudgeWeights::shipped().threshold;
     assert!(close(threshold(&plain_scored), shipped), "{plain_scored}");
@@ -1065,11 +1067,7 @@ fn eval_only_scores_the_judge_the_config_runs() {
         "[similarity]\ntuned_encoder = false\njudge_threshold = 0.9\n",
     )
     .expect("write the config");
-    let (_, moved_scored) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--config".as_ref(),
-        moved.as_os_str(),
-    ]);
+    let (_, moved_scored) = eval_with(&moved, &[]);
     assert!(close(threshold(&moved_scored), 0.9), "{moved_scored}");
     let cosine = dir.path().join("cosine.toml");
     fs::write(
@@ -1077,33 +1075,40 @@ fn eval_only_scores_the_judge_the_config_runs() {
         "[similarity]\njudge = \"cosine\"\nrequest_threshold = 0.8\n",
     )
     .expect("write the config");
-    let (_, cosine_scored) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--config".as_ref(),
-        cosine.as_os_str(),
-    ]);
+    let (_, cosine_scored) = eval_with(&cosine, &[]);
     assert_eq!(cosine_scored["judge"], "cosine");
     assert!(close(threshold(&cosine_scored), 0.8), "{cosine_scored}");
     // --judge overrides the config's kind.
-    let (_, overridden) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--config".as_ref(),
-        cosine.as_os_str(),
-    ]);
+    let (_, overridden) = eval_with(&cosine, &["--judge".as_ref(), "calibrated".as_ref()]);
     assert_eq!(overridden["judge"], "calibrated");
     assert!(close(threshold(&overridden), tuned), "{overridden}");
     // So does --weights: they are the calibrated judge's.
     let weights = workspace("crates/semantic/judge-weights.json");
-    let (_, weighed) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--weights".as_ref(),
-        weights.as_os_str(),
-        "--config".as_ref(),
-        cosine.as_os_str(),
-    ]);
+    let (_, weighed) = eval_with(&cosine, &["--weights".as_ref(), weights.as_os_str()]);
     assert_eq!(weighed["judge"], "calibrated");
     assert!(close(threshold(&weighed), shipped), "{weighed}");
     assert_eq!(weighed["tp"], plain_scored["tp"]);
+}
+
+#[test]
+fn a_weights_file_that_cannot_be_read_stops_eval_only_before_anything_is_embedded() {
+    let pairs = workspace("data/pairs/replies.jsonl");
+    let dir = TempDir::new().expect("a temporary directory");
+    let missing = dir.path().join("no-such-weights.json");
+    let out = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--eval-only".as_ref(),
+        "--weights".as_ref(),
+        missing.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("--weights") && out.stderr.contains("no-such-weights.json"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("distinct texts"), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
 }

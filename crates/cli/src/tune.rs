@@ -57,6 +57,12 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         file: args.config.as_deref(),
         ..ConfigSource::default()
     })?;
+    // The judge --eval-only scores, its weights file read: a bad one stops
+    // before anything is embedded.
+    let eval = args
+        .eval_only
+        .then(|| judge::eval_judge(args, &config))
+        .transpose()?;
     let choice = match args.embedder {
         TuneEmbedder::Minilm => EmbedderChoice::MiniLm,
         TuneEmbedder::Lexical => EmbedderChoice::Lexical,
@@ -161,10 +167,6 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
             .features;
         // --eval-only scores the configured judge, which may read the
         // tuned encoder; a fit reads it when asked.
-        let eval = args
-            .eval_only
-            .then(|| judge::eval_judge(args, &config))
-            .transpose()?;
         let needs_tuned = eval
             .as_ref()
             .map_or(args.tuned_encoder, |(judge, _)| judge.needs_tuned_encoder());

@@ -118,11 +118,13 @@ fn bench_observe(
     });
 }
 
-fn benches(c: &mut Criterion) {
-    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
-        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
-    let model = FastEmbedder::with_options(&files, &FastEmbedderOptions::new().intra_threads(2))
-        .unwrap_or_else(|e| panic!("cannot load the model: {e}"));
+/// A service over `model` with every one of `texts` already in its cache,
+/// so each text the benches use is a cache hit.
+fn warm_service(
+    model: FastEmbedder,
+    runtime: &tokio::runtime::Runtime,
+    texts: &[&str],
+) -> Arc<EmbeddingService> {
     let service = Arc::new(
         EmbeddingService::with_options(
             Arc::new(model) as Arc<dyn Embedder>,
@@ -130,15 +132,23 @@ fn benches(c: &mut Criterion) {
         )
         .unwrap_or_else(|e| panic!("cannot start the service: {e}")),
     );
+    runtime
+        .block_on(service.embed_many(texts))
+        .unwrap_or_else(|e| panic!("warm-up: {e}"));
+    service
+}
+
+fn benches(c: &mut Criterion) {
+    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
+        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
     let texts = texts();
-    // Warm the cache: every text below is a cache hit.
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    runtime
-        .block_on(service.embed_many(&refs))
-        .unwrap_or_else(|e| panic!("warm-up: {e}"));
+    let model = FastEmbedder::with_options(&files, &FastEmbedderOptions::new().intra_threads(2))
+        .unwrap_or_else(|e| panic!("cannot load the model: {e}"));
+    let service = warm_service(model, &runtime, &refs);
 
     let config = Config::default();
     let collaborations = events(&texts, "collaboration");
@@ -192,16 +202,7 @@ fn benches(c: &mut Criterion) {
     // well), next to the 14 readings' judge above.
     let tuned_model = FastEmbedder::tuned(&files, &FastEmbedderOptions::new().intra_threads(2))
         .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
-    let tuned_service = Arc::new(
-        EmbeddingService::with_options(
-            Arc::new(tuned_model) as Arc<dyn Embedder>,
-            ServiceOptions::new().cache_capacity(10_000),
-        )
-        .unwrap_or_else(|e| panic!("cannot start the tuned service: {e}")),
-    );
-    runtime
-        .block_on(tuned_service.embed_many(&refs))
-        .unwrap_or_else(|e| panic!("warm-up: {e}"));
+    let tuned_service = warm_service(tuned_model, &runtime, &refs);
     let default_judge = SameRequestJudge::from_config(&config.similarity)
         .unwrap_or_else(|e| panic!("the default judge: {e}"))
         .with_tuned_encoder(tuned_service);

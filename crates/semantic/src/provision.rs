@@ -226,23 +226,6 @@ impl TunedModelSource {
             )),
         }
     }
-
-    /// The copy on disk, if it is one.
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            TunedModelSource::File(path) => Some(path),
-            TunedModelSource::Bundled => None,
-        }
-    }
-}
-
-impl std::fmt::Display for TunedModelSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TunedModelSource::File(path) => write!(f, "{}", path.display()),
-            TunedModelSource::Bundled => f.write_str("the copy built into loopguard"),
-        }
-    }
 }
 
 /// Whether this build carries the tuned encoder's file itself (feature
@@ -642,33 +625,21 @@ impl ModelFiles {
     /// workspace's `models/tuned-encoder/` ([`tuned_model_dir`]). A wrong
     /// copy is an error, never skipped for the next place.
     pub fn tuned_model(&self) -> Result<TunedModelSource> {
-        let dirs = [self.dir.clone(), tuned_model_dir()];
-        for (place, dir) in dirs.iter().enumerate() {
-            if place == 1 && TUNED_MODEL_BUNDLED {
-                return Ok(TunedModelSource::Bundled);
-            }
-            // The `.verified` stamp of that directory, as for the pinned
-            // files: a file checked before is not hashed again.
-            let mut stamp = Stamp::load(dir);
-            let state = check_file(dir, &TUNED_MODEL, &mut stamp, false)?;
-            stamp.save(dir);
-            let path = dir.join(TUNED_MODEL.name);
-            match state {
-                FileState::Good => return Ok(TunedModelSource::File(path)),
-                FileState::Missing => {}
-                FileState::Wrong { size, sha256 } => {
-                    return Err(tuned_model_error(format!(
-                        "not the pinned file at {}: {size} bytes with sha256 {sha256}",
-                        path.display()
-                    )));
-                }
-            }
+        if let Some(path) = tuned_copy_in(&self.dir)? {
+            return Ok(TunedModelSource::File(path));
         }
-        Err(tuned_model_error(format!(
-            "missing: looked in {} and {}",
-            dirs[0].display(),
-            dirs[1].display()
-        )))
+        if TUNED_MODEL_BUNDLED {
+            return Ok(TunedModelSource::Bundled);
+        }
+        let workspace = tuned_model_dir();
+        match tuned_copy_in(&workspace)? {
+            Some(path) => Ok(TunedModelSource::File(path)),
+            None => Err(tuned_model_error(format!(
+                "missing: looked in {} and {}",
+                self.dir.display(),
+                workspace.display()
+            ))),
+        }
     }
 
     /// The ONNX Runtime library to load.
@@ -711,6 +682,25 @@ fn origin_label(origin: Origin, config_key: &str) -> String {
     }
 }
 
+/// The tuned encoder's file in `dir` if it is there and is the pinned
+/// one; a wrong copy is an error. The `.verified` stamp of that directory
+/// is used as for the pinned files: a file checked before is not hashed
+/// again.
+fn tuned_copy_in(dir: &Path) -> Result<Option<PathBuf>> {
+    let mut stamp = Stamp::load(dir);
+    let state = check_file(dir, &TUNED_MODEL, &mut stamp, false)?;
+    stamp.save(dir);
+    let path = dir.join(TUNED_MODEL.name);
+    match state {
+        FileState::Good => Ok(Some(path)),
+        FileState::Missing => Ok(None),
+        FileState::Wrong { size, sha256 } => Err(tuned_model_error(format!(
+            "not the pinned file at {}: {size} bytes with sha256 {sha256}",
+            path.display()
+        ))),
+    }
+}
+
 /// The tuned encoder's file is not usable: `what` says why and where.
 fn tuned_model_error(what: String) -> SemanticError {
     SemanticError::TunedModel {
@@ -732,29 +722,24 @@ trait Checked {
     fn sha256(&self) -> &'static str;
 }
 
-impl Checked for PinnedFile {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn size(&self) -> u64 {
-        self.size
-    }
-    fn sha256(&self) -> &'static str {
-        self.sha256
-    }
+/// [`Checked`] for a type with `name`, `size` and `sha256` fields.
+macro_rules! checked_by_its_fields {
+    ($($file:ty),+) => {$(
+        impl Checked for $file {
+            fn name(&self) -> &'static str {
+                self.name
+            }
+            fn size(&self) -> u64 {
+                self.size
+            }
+            fn sha256(&self) -> &'static str {
+                self.sha256
+            }
+        }
+    )+};
 }
 
-impl Checked for TunedModelFile {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn size(&self) -> u64 {
-        self.size
-    }
-    fn sha256(&self) -> &'static str {
-        self.sha256
-    }
-}
+checked_by_its_fields!(PinnedFile, TunedModelFile);
 
 enum FileState {
     Good,
