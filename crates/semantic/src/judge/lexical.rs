@@ -1974,10 +1974,49 @@ fn american_spelling(word: &str) -> std::borrow::Cow<'_, str> {
     }
     for (british, american) in ENDINGS {
         if let Some(stem) = word.strip_suffix(british) {
+            if spelled_alike_everywhere(stem, british) {
+                return Cow::Borrowed(word);
+            }
             return Cow::Owned(format!("{stem}{american}"));
         }
     }
     Cow::Borrowed(word)
+}
+
+/// Words that end like a British spelling but are spelled so in American
+/// English too ("promise", "enterprise", "raising", "advertised",
+/// "detour"): left as written, so a differing word is never a misspelling
+/// ("promizes") that WordNet and the embedding model do not know.
+fn spelled_alike_everywhere(stem: &str, british: &str) -> bool {
+    // Each the word before its "-ise" ("prom" of "promise").
+    const BEFORE_ISE: [&str; 44] = [
+        "adv", "advert", "appra", "ar", "bru", "chast", "circumc", "clockw", "compr", "comprom",
+        "conc", "cru", "dem", "desp", "dev", "disgu", "enterpr", "exc", "exerc", "expert",
+        "franch", "gu", "improv", "inc", "likew", "merchand", "no", "otherw", "parad", "po", "pra",
+        "prec", "prem", "prom", "r", "ra", "repr", "rev", "superv", "surm", "surpr", "telev",
+        "treat", "w",
+    ];
+    // Each the word before its "-our" ("det" of "detour").
+    const BEFORE_OUR: [&str; 7] = ["am", "cont", "det", "dev", "param", "troubad", "vel"];
+    let before = match british {
+        "our" => &BEFORE_OUR[..],
+        "ise" | "ises" | "ised" | "ising" | "iser" | "isers" => &BEFORE_ISE[..],
+        _ => return false,
+    };
+    before
+        .iter()
+        .any(|root| stem.ends_with(root) && (stem.len() == root.len() || prefixed(stem, root)))
+}
+
+/// Whether `stem` is `root` after a prefix that keeps it one word
+/// ("unprom" is not a word, "unrev" of "unrevised" is): a prefix of
+/// "un", "re", "pre", "over", "under", "mis", "dis", "self" or "non".
+fn prefixed(stem: &str, root: &str) -> bool {
+    const PREFIXES: [&str; 9] = [
+        "un", "re", "pre", "over", "under", "mis", "dis", "self", "non",
+    ];
+    let head = &stem[..stem.len() - root.len()];
+    PREFIXES.contains(&head)
 }
 
 /// Words joined by a slash ("and/or", "read/write"): not a path.
@@ -3906,6 +3945,47 @@ mod tests {
         );
         assert!(
             !compare("the SQL in get_orders", "Speed up the SQL in get_orders").intent_mismatch
+        );
+    }
+
+    #[test]
+    fn british_spellings_read_the_american_way_and_words_spelled_alike_stay_as_written() {
+        for (british, american) in [
+            ("summarise", "summarize"),
+            ("prioritising", "prioritizing"),
+            ("localisation", "localization"),
+            ("analysed", "analyzed"),
+            ("behaviour", "behavior"),
+            ("optimisers", "optimizers"),
+        ] {
+            assert_eq!(american_spelling(british), american, "{british}");
+        }
+        for word in [
+            "promises",
+            "enterprise",
+            "raising",
+            "advertised",
+            "advisers",
+            "premises",
+            "compromised",
+            "exercise",
+            "otherwise",
+            "unrevised",
+            "detour",
+            "contour",
+            "noise",
+        ] {
+            assert_eq!(american_spelling(word), word, "{word}");
+        }
+        // So the differing words are English ones the model and WordNet know.
+        let found = compare(
+            "Rewrite fs-watcher.js so it uses promises with async/await",
+            "Can you convert the callbacks in fs-watcher.js to async/await?",
+        );
+        assert!(
+            found.only_a.iter().any(|word| word == "promises"),
+            "{:?}",
+            found.only_a
         );
     }
 
