@@ -509,6 +509,115 @@ fn eval_only_json(pairs: &Path, judge: &[&OsStr]) -> Run {
 }
 
 #[test]
+fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
+    let dir = TempDir::new().expect("a temporary directory");
+    // No split: every pair is scored.
+    let unsplit: String = JUDGE_PAIRS.replace(r#", "split": "test""#, "");
+    let pairs = pair_file(&dir, &unsplit);
+    let out = dir.path().join("eval");
+    let threshold = "0.7";
+    let config = dir.path().join("cosine.toml");
+    fs::write(
+        &config,
+        format!("[similarity]\njudge = \"cosine\"\nrequest_threshold = {threshold}\n"),
+    )
+    .expect("write the config");
+    let text = tune_lexical(
+        &pairs,
+        &[
+            "--eval-only".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+    );
+    assert_eq!(text.code, Some(0), "{text:?}");
+    let eval_json = out.join("eval.json");
+    let pairs_jsonl = out.join("pairs.jsonl");
+    assert!(
+        text.stdout.contains(&eval_json.display().to_string())
+            && text.stdout.contains(&pairs_jsonl.display().to_string()),
+        "{}",
+        text.stdout
+    );
+
+    // Every pair, in the file's order, with its verdict at the threshold.
+    let judged: Vec<Value> = fs::read_to_string(&pairs_jsonl)
+        .expect("pairs.jsonl written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let lines: Vec<u64> = judged.iter().filter_map(|p| p["line"].as_u64()).collect();
+    assert_eq!(lines, [1, 2, 3, 4, 5, 6]);
+    let number = |value: &Value, key: &str| value[key].as_f64().unwrap_or(f64::NAN);
+    for pair in &judged {
+        let said = pair["said_same"].as_bool().expect("said_same");
+        assert_eq!(said, number(pair, "score") > 0.7, "{pair}");
+        assert_eq!(number(pair, "score"), number(pair, "cosine"), "{pair}");
+        assert!(
+            pair["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("threshold 0.7")),
+            "{pair}"
+        );
+    }
+
+    // eval.json: the counts --format json prints, and the mistakes.
+    let eval: Value =
+        serde_json::from_str(&fs::read_to_string(&eval_json).expect("eval.json written"))
+            .expect("JSON");
+    let printed = eval_only_json(&pairs, &["--config".as_ref(), config.as_os_str()]);
+    let printed: Value = serde_json::from_str(printed.stdout.trim()).expect("one JSON object");
+    for key in ["judge", "threshold", "tp", "fp", "fn", "tn", "f1"] {
+        assert_eq!(eval[key], printed[key], "{key}");
+    }
+    let wrong: Vec<&Value> = judged
+        .iter()
+        .filter(|p| p["said_same"] != p["same"])
+        .collect();
+    let count = |key: &str| eval[key].as_u64().unwrap_or(u64::MAX);
+    assert_eq!(wrong.len() as u64, count("fp") + count("fn"));
+    assert!(
+        !wrong.is_empty(),
+        "a pair the cosine gets wrong: {judged:?}"
+    );
+    let mistakes = eval["mistakes"].as_array().expect("mistakes");
+    assert_eq!(mistakes.len(), wrong.len());
+    let distances: Vec<f64> = mistakes
+        .iter()
+        .map(|m| (number(m, "score") - 0.7).abs())
+        .collect();
+    assert!(
+        distances.windows(2).all(|w| w[0] >= w[1]),
+        "worst first: {distances:?}"
+    );
+    for mistake in mistakes {
+        assert!(wrong.contains(&mistake), "{mistake}");
+    }
+
+    // A place that cannot be a directory is one clear error.
+    let blocked = dir.path().join("a-file");
+    fs::write(&blocked, "").expect("write a file");
+    let failed = tune_lexical(
+        &pairs,
+        &[
+            "--eval-only".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--out".as_ref(),
+            blocked.as_os_str(),
+        ],
+    );
+    assert_eq!(failed.code, Some(2), "{failed:?}");
+    assert!(
+        failed.stderr.contains(&blocked.display().to_string()),
+        "{}",
+        failed.stderr
+    );
+}
+
+#[test]
 fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = pair_file(&dir, JUDGE_PAIRS);
@@ -807,13 +916,21 @@ fn eval_only_with_a_second_opinion_scores_the_judge_alone_and_with_it() {
     assert_eq!(plain.code, Some(0), "{plain:?}");
     let plain: Value = serde_json::from_str(plain.stdout.trim()).expect("one JSON object");
 
+    let dir = TempDir::new().expect("a temporary directory");
     let mut command = loopguard();
     command
         .env("LOOPGUARD_LLM_BASE_URL", fake.base_url())
         .env("LOOPGUARD_LLM_MODEL", "labels")
         .args(["tune", "--pairs"])
         .arg(&pairs)
-        .args(["--eval-only", "--second-opinion", "--format", "json"]);
+        .args([
+            "--eval-only",
+            "--second-opinion",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(dir.path());
     let judged = run_command(&mut command, b"");
     assert_eq!(judged.code, Some(0), "{judged:?}");
     let judged: Value = serde_json::from_str(judged.stdout.trim()).expect("one JSON object");
@@ -843,6 +960,32 @@ fn eval_only_with_a_second_opinion_scores_the_judge_alone_and_with_it() {
         count(&judged, "tp") + count(&judged, "fn"),
         count(&plain, "tp") + count(&plain, "fn")
     );
+
+    // --out: every pair's final verdict, and who decided it.
+    let written: Value = serde_json::from_str(
+        &fs::read_to_string(dir.path().join("eval.json")).expect("eval.json written"),
+    )
+    .expect("JSON");
+    assert_eq!(written["second_opinion"], judged["second_opinion"]);
+    assert_eq!(
+        written["mistakes"].as_array().map(Vec::len),
+        Some(mistakes(&judged) as usize)
+    );
+    let lines: Vec<Value> = fs::read_to_string(dir.path().join("pairs.jsonl"))
+        .expect("pairs.jsonl written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 48);
+    let decided_by_it = lines
+        .iter()
+        .filter(|p| {
+            p["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("LLM labels says"))
+        })
+        .count();
+    assert_eq!(decided_by_it as u64, asked);
 }
 
 #[test]

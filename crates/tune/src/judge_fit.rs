@@ -314,23 +314,48 @@ pub struct JudgeScore {
     pub curve: Vec<(f32, f64, f64)>,
 }
 
-/// A pair the calibrated judge got wrong.
+/// One labelled pair as a judge saw it: its verdict, its score and what
+/// decided.
 #[derive(Debug, Clone, Serialize)]
-pub struct JudgeMistake {
+pub struct JudgedPair {
     /// Its line in the pairs file.
     pub line: u64,
-    /// The texts.
+    /// The first text.
     pub a: String,
     /// The second text.
     pub b: String,
     /// The label.
     pub same: bool,
-    /// The calibrated score.
+    /// The judge's verdict: the same request.
+    pub said_same: bool,
+    /// The judge's score (the cosine, for the cosine judge).
     pub score: f32,
     /// The cosine.
     pub cosine: f32,
     /// What the judge saw, in words.
     pub reason: String,
+}
+
+impl JudgedPair {
+    /// Whether the verdict is not the label.
+    pub fn is_mistake(&self) -> bool {
+        self.same != self.said_same
+    }
+}
+
+/// The mistakes among `judged`, worst first: the farthest from
+/// `threshold` (a confident mistake before a near miss).
+pub fn mistakes_worst_first<'a>(
+    judged: impl IntoIterator<Item = &'a JudgedPair>,
+    threshold: f32,
+) -> Vec<&'a JudgedPair> {
+    let mut mistakes: Vec<&JudgedPair> = judged
+        .into_iter()
+        .filter(|pair| pair.is_mistake())
+        .collect();
+    let distance = |pair: &JudgedPair| (pair.score - threshold).abs();
+    mistakes.sort_by(|x, y| distance(y).total_cmp(&distance(x)));
+    mistakes
 }
 
 /// The outcome of `loopguard tune --judge`.
@@ -345,7 +370,7 @@ pub struct JudgeReport {
     /// The feature names, in the weights' order.
     pub feature_names: Vec<&'static str>,
     /// The calibrated judge's mistakes on the test split, worst first.
-    pub mistakes: Vec<JudgeMistake>,
+    pub mistakes: Vec<JudgedPair>,
     /// Every pair's line, label, split and features, for analysis.
     pub pairs: Vec<(u64, bool, bool, Vec<f32>)>,
     /// Train pair count.
@@ -532,28 +557,20 @@ pub fn fit_and_score(
         curve,
     };
     let judge = SameRequestJudge::calibrated(fitted.clone());
-    let mut mistakes: Vec<JudgeMistake> = pairs
+    let judged: Vec<JudgedPair> = pairs
         .pairs
         .iter()
         .zip(features)
         .zip(&calibrated_scores)
-        .filter(|((pair, _), score)| {
-            pair.split == Split::Test && (**score > calibrated_threshold) != pair.same
-        })
-        .map(|((pair, features), score)| JudgeMistake {
-            line: pair.line,
-            a: pair.a.clone(),
-            b: pair.b.clone(),
-            same: pair.same,
-            score: *score,
-            cosine: features.cosine,
-            reason: judge_reason(&judge, features, *score, calibrated_threshold),
+        .filter(|((pair, _), _)| pair.split == Split::Test)
+        .map(|((pair, features), score)| {
+            judged_pair(pair, features, &judge, *score, calibrated_threshold)
         })
         .collect();
-    mistakes.sort_by(|x, y| {
-        let distance = |m: &JudgeMistake| (m.score - calibrated_threshold).abs();
-        distance(y).total_cmp(&distance(x))
-    });
+    let mistakes = mistakes_worst_first(&judged, calibrated_threshold)
+        .into_iter()
+        .cloned()
+        .collect();
     let analysed = pairs
         .pairs
         .iter()
@@ -595,6 +612,26 @@ pub fn fit_and_score(
     })
 }
 
+/// `pair` as `judge` scored it: `score` against `threshold`.
+fn judged_pair(
+    pair: &crate::Pair,
+    features: &Features,
+    judge: &SameRequestJudge,
+    score: f32,
+    threshold: f32,
+) -> JudgedPair {
+    JudgedPair {
+        line: pair.line,
+        a: pair.a.clone(),
+        b: pair.b.clone(),
+        same: pair.same,
+        said_same: score > threshold,
+        score,
+        cosine: features.cosine,
+        reason: judge_reason(judge, features, score, threshold),
+    }
+}
+
 /// The judge's reason for a pair it scored `score`.
 fn judge_reason(
     judge: &SameRequestJudge,
@@ -602,14 +639,23 @@ fn judge_reason(
     score: f32,
     threshold: f32,
 ) -> String {
-    let verdict = loopguard_semantic::Verdict {
+    reason_in_full(&loopguard_semantic::Verdict {
         judge: judge.kind(),
         same: score > threshold,
         score,
         threshold,
         features: features.clone(),
         second_opinion: None,
-    };
+    })
+}
+
+/// A verdict's reason and, for the calibrated judge, the residual and the
+/// differing words it weighed.
+pub(crate) fn reason_in_full(verdict: &loopguard_semantic::Verdict) -> String {
+    if verdict.judge == JudgeKind::Cosine {
+        return verdict.reason();
+    }
+    let features = &verdict.features;
     let residual = features.residuals.map_or_else(
         || "-".to_owned(),
         |r| format!("{:.2} (cross {:.2} {:.2})", r.between, r.a_to_b, r.b_to_a),
@@ -620,6 +666,31 @@ fn judge_reason(
         features.contrast.only_a,
         features.contrast.only_b
     )
+}
+
+/// Every pair [`evaluate`] scores (the test split, or every pair when the
+/// set has no test rows), in the file's order, as `judge` at `threshold`
+/// sees it: verdict, score and reason.
+pub fn judged_pairs(
+    pairs: &PairSet,
+    features: &[Features],
+    judge: &SameRequestJudge,
+    threshold: f32,
+) -> Vec<JudgedPair> {
+    let has_test = pairs.pairs.iter().any(|p| p.split == Split::Test);
+    pairs
+        .pairs
+        .iter()
+        .zip(features)
+        .filter(|(pair, _)| !has_test || pair.split == Split::Test)
+        .map(|(pair, features)| {
+            let score = match judge.kind() {
+                JudgeKind::Cosine => features.cosine,
+                JudgeKind::Calibrated => judge.weights().score(features),
+            };
+            judged_pair(pair, features, judge, score, threshold)
+        })
+        .collect()
 }
 
 /// Scores `judge` at `threshold` on `pairs`, fitting nothing: on the test

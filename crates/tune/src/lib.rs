@@ -81,8 +81,9 @@ pub use embedders::EmbedderChoice;
 pub use error::{LineIssue, Result, TuneError};
 pub use judge_curve::{CurvePoint, JudgeCurve, JudgeCurves, judge_curves, pr_curve, pr_point};
 pub use judge_fit::{
-    CrossValidation, HardCaseScore, JudgeReport, JudgeScore, PairFeatures, add_tuned_cosines,
-    cross_validate, evaluate, fit_and_score, fit_logistic, judge_features,
+    CrossValidation, HardCaseScore, JudgeReport, JudgeScore, JudgedPair, PairFeatures,
+    add_tuned_cosines, cross_validate, evaluate, fit_and_score, fit_logistic, judge_features,
+    judged_pairs, mistakes_worst_first,
 };
 pub use lexical::{LEXICAL_DIMENSION, LEXICAL_MODEL_ID, LexicalEmbedder};
 pub use output::write_outputs;

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use loopguard_semantic::{Features, JudgeKind, SameRequestJudge, SecondOpinionStats, Verdict};
 use serde::Serialize;
 
-use crate::{Confusion, PairSet, Split};
+use crate::{Confusion, JudgedPair, PairSet, Split};
 
 /// Second opinions asked at once.
 const CONCURRENT_ASKS: usize = 4;
@@ -29,6 +29,10 @@ pub struct SecondOpinionScore {
     pub stats: SecondOpinionStats,
     /// The first failure's message, when any pair got no answer.
     pub first_error: Option<String>,
+    /// Every pair scored, in the file's order, with the final verdict and
+    /// its reason (which names who decided and what the judge had said).
+    #[serde(skip)]
+    pub judged: Vec<JudgedPair>,
 }
 
 /// Scores `judge` (which has a second opinion, and is calibrated) at
@@ -65,10 +69,10 @@ pub async fn evaluate_with_second_opinion(
         async move {
             let alone = verdict.same;
             let reviewed = judge.review(&pair.a, &pair.b, verdict).await;
-            (pair.same, alone, reviewed)
+            (pair, alone, reviewed)
         }
     });
-    let results: Vec<(bool, bool, Verdict)> = futures_util::stream::iter(reviews)
+    let results: Vec<(&crate::Pair, bool, Verdict)> = futures_util::stream::iter(reviews)
         .buffered(CONCURRENT_ASKS)
         .collect()
         .await;
@@ -78,9 +82,9 @@ pub async fn evaluate_with_second_opinion(
     };
     let mut with_second_opinion = judge_alone;
     let mut first_error = None;
-    for (label, alone, reviewed) in &results {
-        count(&mut judge_alone, *label, *alone);
-        count(&mut with_second_opinion, *label, reviewed.same);
+    for (pair, alone, reviewed) in &results {
+        count(&mut judge_alone, pair.same, *alone);
+        count(&mut with_second_opinion, pair.same, reviewed.same);
         if let Some(loopguard_semantic::SecondOpinionOutcome::Failed { error, .. }) =
             &reviewed.second_opinion
         {
@@ -97,6 +101,19 @@ pub async fn evaluate_with_second_opinion(
         with_second_opinion,
         stats: judge.second_opinion_stats().unwrap_or_default(),
         first_error,
+        judged: results
+            .iter()
+            .map(|(pair, _, reviewed)| JudgedPair {
+                line: pair.line,
+                a: pair.a.clone(),
+                b: pair.b.clone(),
+                same: pair.same,
+                said_same: reviewed.same,
+                score: reviewed.score,
+                cosine: reviewed.features.cosine,
+                reason: crate::judge_fit::reason_in_full(reviewed),
+            })
+            .collect(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! plain cosine, or score the configured judge as it is.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
@@ -14,9 +14,9 @@ use loopguard_semantic::{
     Features, JudgeKind, JudgeWeights, LlmSecondOpinion, SameRequestJudge, SecondOpinionPolicy,
 };
 use loopguard_tune::{
-    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, PairSet, SecondOpinionScore,
-    cross_validate, evaluate, evaluate_with_second_opinion, fit_and_score, judge_curves,
-    write_judge_plot,
+    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, JudgedPair, PairSet,
+    SecondOpinionScore, cross_validate, evaluate, evaluate_with_second_opinion, fit_and_score,
+    judge_curves, judged_pairs, mistakes_worst_first, write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -259,16 +259,88 @@ async fn eval_only(
         return eval_second_opinion(args, config, pairs, features, judge, threshold).await;
     }
     let score = evaluate(pairs, features, &judge, threshold);
+    let document = eval_json(&score);
+    let written = match &args.out {
+        Some(dir) => {
+            let judged = judged_pairs(pairs, features, &judge, threshold);
+            Some(write_eval_files(dir, &document, &judged, threshold)?)
+        }
+        None => None,
+    };
     let mut out = io::stdout().lock();
     match args.format {
         TuneFormat::Json => {
-            serde_json::to_writer(&mut out, &eval_json(&score))?;
+            serde_json::to_writer(&mut out, &document)?;
             writeln!(out)?;
         }
-        TuneFormat::Text => writeln!(out, "{}", row(&score))?,
+        TuneFormat::Text => {
+            writeln!(out, "{}", row(&score))?;
+            if let Some(written) = &written {
+                writeln!(out, "{written}")?;
+            }
+        }
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// What `--eval-only --out DIR` wrote, for the text output.
+struct EvalFiles {
+    eval_json: PathBuf,
+    pairs_jsonl: PathBuf,
+    false_repeats: usize,
+    missed_repeats: usize,
+}
+
+impl std::fmt::Display for EvalFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\n{} mistakes ({} false repeats, {} missed repeats), worst first, in {}\n\
+             every pair's verdict, score and reason in {}",
+            self.false_repeats + self.missed_repeats,
+            self.false_repeats,
+            self.missed_repeats,
+            self.eval_json.display(),
+            self.pairs_jsonl.display()
+        )
+    }
+}
+
+/// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
+/// prints them plus `mistakes` (the pairs the judge got wrong, worst
+/// first: the farthest from the threshold), and `DIR/pairs.jsonl`, every
+/// pair scored, in the file's order, with its label, verdict, score,
+/// cosine and reason.
+fn write_eval_files(
+    dir: &Path,
+    document: &serde_json::Value,
+    judged: &[JudgedPair],
+    threshold: f32,
+) -> anyhow::Result<EvalFiles> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mistakes = mistakes_worst_first(judged, threshold);
+    let mut eval = document.clone();
+    // Through text, so a score reads as in pairs.jsonl ("0.857143", not
+    // the f32 widened to 0.857142984867096).
+    eval["mistakes"] = serde_json::from_str(&serde_json::to_string(&mistakes)?)?;
+    let eval_json = dir.join("eval.json");
+    std::fs::write(&eval_json, serde_json::to_string_pretty(&eval)? + "\n")
+        .with_context(|| format!("cannot write {}", eval_json.display()))?;
+    let mut lines = String::new();
+    for pair in judged {
+        lines.push_str(&serde_json::to_string(pair)?);
+        lines.push('\n');
+    }
+    let pairs_jsonl = dir.join("pairs.jsonl");
+    std::fs::write(&pairs_jsonl, lines)
+        .with_context(|| format!("cannot write {}", pairs_jsonl.display()))?;
+    Ok(EvalFiles {
+        eval_json,
+        pairs_jsonl,
+        false_repeats: mistakes.iter().filter(|pair| pair.said_same).count(),
+        missed_repeats: mistakes.iter().filter(|pair| !pair.said_same).count(),
+    })
 }
 
 /// `--eval-only --second-opinion`: the judge alone and with the LLM's
@@ -305,23 +377,28 @@ async fn eval_second_opinion(
             result.stats.failed + result.stats.skipped
         );
     }
+    let alone = JudgeScore {
+        judge: JudgeKind::Calibrated,
+        threshold,
+        train: None,
+        test: result.judge_alone,
+        curve: Vec::new(),
+    };
+    let with = JudgeScore {
+        test: result.with_second_opinion,
+        ..alone.clone()
+    };
+    let mut document = eval_json(&with);
+    document["judge_alone"] = eval_json(&alone);
+    document["second_opinion"] = second_opinion_json(&result);
+    let written = args
+        .out
+        .as_ref()
+        .map(|dir| write_eval_files(dir, &document, &result.judged, threshold))
+        .transpose()?;
     let mut out = io::stdout().lock();
     match args.format {
         TuneFormat::Json => {
-            let alone = JudgeScore {
-                judge: JudgeKind::Calibrated,
-                threshold,
-                train: None,
-                test: result.judge_alone,
-                curve: Vec::new(),
-            };
-            let with = JudgeScore {
-                test: result.with_second_opinion,
-                ..alone.clone()
-            };
-            let mut document = eval_json(&with);
-            document["judge_alone"] = eval_json(&alone);
-            document["second_opinion"] = second_opinion_json(&result);
             serde_json::to_writer(&mut out, &document)?;
             writeln!(out)?;
         }
@@ -352,6 +429,9 @@ async fn eval_second_opinion(
                 stats.skipped,
                 stats.overturned
             )?;
+            if let Some(written) = &written {
+                writeln!(out, "{written}")?;
+            }
         }
     }
     out.flush()?;
