@@ -3,7 +3,10 @@
 //! outside it (the contract lives in `docs/spec/`).
 //!
 //! The walk starts at the workspace root and skips `target`, `.git`,
-//! `models/cache` (downloaded, not in git) and any `*-target` directory.
+//! `models/cache` (downloaded, not in git), any `*-target` directory and,
+//! in a git checkout, what git ignores (a maintainer's Python environment
+//! under `models/tuned-encoder/`, say): files nobody commits are not the
+//! repository's. Files not yet added to git are read.
 
 use std::fs;
 use std::path::{Component, Path, PathBuf};
@@ -20,39 +23,68 @@ fn root() -> PathBuf {
     fs::canonicalize(&root).unwrap_or_else(|err| panic!("{}: {err}", root.display()))
 }
 
+/// What git ignores under `root` (directories and files, relative to it),
+/// or nothing when `root` is not a git checkout or git cannot run.
+fn ignored_by_git(root: &Path) -> Vec<PathBuf> {
+    let listed = std::process::Command::new("git")
+        .current_dir(root)
+        .args([
+            "ls-files",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+            "-z",
+        ])
+        .output();
+    match listed {
+        Ok(output) if output.status.success() => output
+            .stdout
+            .split(|byte| *byte == 0)
+            .filter(|path| !path.is_empty())
+            .map(|path| root.join(String::from_utf8_lossy(path).trim_end_matches('/')))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Every file of the repository that the checks read, sorted.
 fn files(root: &Path) -> Vec<PathBuf> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries = fs::read_dir(dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
-        for entry in entries {
-            let entry = entry.unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // `symlink_metadata`: a link to a directory is not followed, so
-            // the walk cannot loop or leave the repository.
-            let Ok(meta) = fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if meta.is_dir() {
-                let skipped = name == "target"
-                    || name == ".git"
-                    || name.ends_with("-target")
-                    || path
-                        .strip_prefix(root)
-                        .is_ok_and(|rel| rel == Path::new("models/cache"));
-                if !skipped {
-                    walk(root, &path, out);
-                }
-            } else if meta.is_file() && name != ".git" {
-                // (In a git worktree `.git` is a file.)
-                out.push(path);
-            }
-        }
-    }
+    let ignored = ignored_by_git(root);
     let mut out = Vec::new();
-    walk(root, root, &mut out);
+    walk(root, root, &ignored, &mut out);
     out.sort();
     out
+}
+
+/// The files under `dir`, less the skipped directories and what git
+/// ignores (`ignored`), into `out`.
+fn walk(root: &Path, dir: &Path, ignored: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let entries = fs::read_dir(dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `symlink_metadata`: a link to a directory is not followed, so
+        // the walk cannot loop or leave the repository.
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            let skipped = name == "target"
+                || name == ".git"
+                || name.ends_with("-target")
+                || path
+                    .strip_prefix(root)
+                    .is_ok_and(|rel| rel == Path::new("models/cache"));
+            if !skipped && !ignored.contains(&path) {
+                walk(root, &path, ignored, out);
+            }
+        } else if meta.is_file() && name != ".git" && !ignored.contains(&path) {
+            // (In a git worktree `.git` is a file.)
+            out.push(path);
+        }
+    }
 }
 
 /// A path relative to the root, for messages.
