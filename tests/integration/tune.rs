@@ -511,8 +511,12 @@ fn eval_only_json(pairs: &Path, judge: &[&OsStr]) -> Run {
 #[test]
 fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     let dir = TempDir::new().expect("a temporary directory");
-    // No split: every pair is scored.
-    let unsplit: String = JUDGE_PAIRS.replace(r#", "split": "test""#, "");
+    // No split: every pair is scored; the first two are a hard case.
+    let unsplit: String = JUDGE_PAIRS.replace(r#", "split": "test""#, "").replacen(
+        r#""same": false}"#,
+        r#""same": false, "hard": "values"}"#,
+        2,
+    );
     let pairs = pair_file(&dir, &unsplit);
     let out = dir.path().join("eval");
     let threshold = "0.7";
@@ -538,6 +542,22 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     assert!(
         text.stdout.contains(&eval_json.display().to_string())
             && text.stdout.contains(&pairs_jsonl.display().to_string()),
+        "{}",
+        text.stdout
+    );
+
+    // The table by hard case: the two marked pairs, and the rest.
+    let rows: Vec<Vec<&str>> = text
+        .stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("by hard case"))
+        .skip(2)
+        .take_while(|line| !line.is_empty())
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows.iter().map(|row| (row[0], row[1])).collect::<Vec<_>>(),
+        [("-", "4"), ("values", "2")],
         "{}",
         text.stdout
     );
@@ -576,6 +596,18 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
         .iter()
         .filter(|p| p["said_same"] != p["same"])
         .collect();
+    let hard: Vec<&Value> = judged.iter().map(|p| &p["hard"]).collect();
+    assert_eq!(
+        hard[..3],
+        [&Value::from("values"), &Value::from("values"), &Value::Null]
+    );
+    // eval.json's counts by hard case add up to the whole.
+    let by_hard = eval["by_hard"].as_array().expect("by_hard");
+    assert_eq!(by_hard.len(), 2);
+    for key in ["tp", "fp", "fn", "tn"] {
+        let sum: u64 = by_hard.iter().filter_map(|row| row[key].as_u64()).sum();
+        assert_eq!(Some(sum), eval[key].as_u64(), "{key}");
+    }
     let count = |key: &str| eval[key].as_u64().unwrap_or(u64::MAX);
     assert_eq!(wrong.len() as u64, count("fp") + count("fn"));
     assert!(

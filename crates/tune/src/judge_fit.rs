@@ -326,6 +326,9 @@ pub struct JudgedPair {
     pub b: String,
     /// The label.
     pub same: bool,
+    /// The pair's hard case (its `hard` field), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hard: Option<String>,
     /// The judge's verdict: the same request.
     pub said_same: bool,
     /// The judge's score (the cosine, for the cosine judge).
@@ -341,6 +344,36 @@ impl JudgedPair {
     pub fn is_mistake(&self) -> bool {
         self.same != self.said_same
     }
+}
+
+/// The counts of `judged`, hard case by hard case (the pairs' `hard`
+/// field, `-` for pairs without one, first): empty when no pair has one.
+pub fn judged_by_hard(judged: &[JudgedPair]) -> Vec<(String, Confusion)> {
+    if judged.iter().all(|pair| pair.hard.is_none()) {
+        return Vec::new();
+    }
+    let mut groups: std::collections::BTreeMap<&str, Confusion> = std::collections::BTreeMap::new();
+    for pair in judged {
+        let counts = groups
+            .entry(pair.hard.as_deref().unwrap_or("-"))
+            .or_insert(Confusion {
+                tn: Some(0),
+                ..Confusion::default()
+            });
+        match (pair.same, pair.said_same) {
+            (true, true) => counts.tp += 1,
+            (false, true) => counts.fp += 1,
+            (true, false) => counts.fn_ += 1,
+            (false, false) => counts.tn = Some(counts.tn.unwrap_or(0) + 1),
+        }
+    }
+    let mut found: Vec<(String, Confusion)> = groups
+        .into_iter()
+        .map(|(hard, counts)| (hard.to_owned(), counts))
+        .collect();
+    // The pairs without a hard case first.
+    found.sort_by_key(|(hard, _)| hard != "-");
+    found
 }
 
 /// The mistakes among `judged`, worst first: the farthest from
@@ -625,6 +658,7 @@ fn judged_pair(
         a: pair.a.clone(),
         b: pair.b.clone(),
         same: pair.same,
+        hard: pair.hard.clone(),
         said_same: score > threshold,
         score,
         cosine: features.cosine,

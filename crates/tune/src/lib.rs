@@ -83,7 +83,7 @@ pub use judge_curve::{CurvePoint, JudgeCurve, JudgeCurves, judge_curves, pr_curv
 pub use judge_fit::{
     CrossValidation, HardCaseScore, JudgeReport, JudgeScore, JudgedPair, PairFeatures,
     add_tuned_cosines, cross_validate, evaluate, fit_and_score, fit_logistic, judge_features,
-    judged_pairs, mistakes_worst_first,
+    judged_by_hard, judged_pairs, mistakes_worst_first,
 };
 pub use lexical::{LEXICAL_DIMENSION, LEXICAL_MODEL_ID, LexicalEmbedder};
 pub use output::write_outputs;

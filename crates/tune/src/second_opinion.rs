@@ -108,6 +108,7 @@ pub async fn evaluate_with_second_opinion(
                 a: pair.a.clone(),
                 b: pair.b.clone(),
                 same: pair.same,
+                hard: pair.hard.clone(),
                 said_same: reviewed.same,
                 score: reviewed.score,
                 cosine: reviewed.features.cosine,

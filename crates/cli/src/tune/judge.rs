@@ -16,7 +16,7 @@ use loopguard_semantic::{
 use loopguard_tune::{
     Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, JudgedPair, PairSet,
     SecondOpinionScore, cross_validate, evaluate, evaluate_with_second_opinion, fit_and_score,
-    judge_curves, judged_pairs, mistakes_worst_first, write_judge_plot,
+    judge_curves, judged_by_hard, judged_pairs, mistakes_worst_first, write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -260,13 +260,12 @@ async fn eval_only(
     }
     let score = evaluate(pairs, features, &judge, threshold);
     let document = eval_json(&score);
-    let written = match &args.out {
-        Some(dir) => {
-            let judged = judged_pairs(pairs, features, &judge, threshold);
-            Some(write_eval_files(dir, &document, &judged, threshold)?)
-        }
-        None => None,
-    };
+    let judged = judged_pairs(pairs, features, &judge, threshold);
+    let written = args
+        .out
+        .as_ref()
+        .map(|dir| write_eval_files(dir, &document, &judged, threshold))
+        .transpose()?;
     let mut out = io::stdout().lock();
     match args.format {
         TuneFormat::Json => {
@@ -275,6 +274,7 @@ async fn eval_only(
         }
         TuneFormat::Text => {
             writeln!(out, "{}", row(&score))?;
+            write!(out, "{}", hard_case_table(&judged))?;
             if let Some(written) = &written {
                 writeln!(out, "{written}")?;
             }
@@ -282,6 +282,50 @@ async fn eval_only(
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// The judged pairs' scores hard case by hard case, as a text table
+/// (empty when no pair has a `hard` field).
+fn hard_case_table(judged: &[JudgedPair]) -> String {
+    let by_hard = judged_by_hard(judged);
+    if by_hard.is_empty() {
+        return String::new();
+    }
+    let mut table = format!(
+        "\nby hard case (- is no hard case):\n{:<11} {:>5} {:>6}  {:>30}\n",
+        "hard", "pairs", "wrong", "P / R / F1"
+    );
+    for (hard, counts) in &by_hard {
+        let pairs = counts.tp + counts.fp + counts.fn_ + counts.tn.unwrap_or(0);
+        let wrong = counts.fp + counts.fn_;
+        table.push_str(&format!(
+            "{hard:<11} {pairs:>5} {wrong:>6}  {:>30}\n",
+            prf(counts)
+        ));
+    }
+    table
+}
+
+/// `[{"hard", "pairs", "tp", "fp", "fn", "tn", "precision", "recall",
+/// "f1"}]`, hard case by hard case; empty when no pair has one.
+fn hard_case_json(judged: &[JudgedPair]) -> serde_json::Value {
+    judged_by_hard(judged)
+        .into_iter()
+        .map(|(hard, counts)| {
+            let metrics = counts.metrics();
+            serde_json::json!({
+                "hard": hard,
+                "pairs": counts.tp + counts.fp + counts.fn_ + counts.tn.unwrap_or(0),
+                "tp": counts.tp,
+                "fp": counts.fp,
+                "fn": counts.fn_,
+                "tn": counts.tn,
+                "precision": metrics.precision,
+                "recall": metrics.recall,
+                "f1": metrics.f1,
+            })
+        })
+        .collect()
 }
 
 /// What `--eval-only --out DIR` wrote, for the text output.
@@ -309,7 +353,9 @@ impl std::fmt::Display for EvalFiles {
 
 /// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
 /// prints them plus `mistakes` (the pairs the judge got wrong, worst
-/// first: the farthest from the threshold), and `DIR/pairs.jsonl`, every
+/// first: the farthest from the threshold) and, when the pairs have a
+/// `hard` field, `by_hard` (the counts of each hard case), and
+/// `DIR/pairs.jsonl`, every
 /// pair scored, in the file's order, with its label, verdict, score,
 /// cosine and reason.
 fn write_eval_files(
@@ -324,6 +370,10 @@ fn write_eval_files(
     // Through text, so a score reads as in pairs.jsonl ("0.857143", not
     // the f32 widened to 0.857142984867096).
     eval["mistakes"] = serde_json::from_str(&serde_json::to_string(&mistakes)?)?;
+    let by_hard = hard_case_json(judged);
+    if by_hard.as_array().is_some_and(|rows| !rows.is_empty()) {
+        eval["by_hard"] = by_hard;
+    }
     let eval_json = dir.join("eval.json");
     std::fs::write(&eval_json, serde_json::to_string_pretty(&eval)? + "\n")
         .with_context(|| format!("cannot write {}", eval_json.display()))?;
@@ -429,6 +479,7 @@ async fn eval_second_opinion(
                 stats.skipped,
                 stats.overturned
             )?;
+            write!(out, "{}", hard_case_table(&result.judged))?;
             if let Some(written) = &written {
                 writeln!(out, "{written}")?;
             }
