@@ -531,9 +531,10 @@ pub(crate) struct TuneArgs {
     /// Write sweep.csv, sweep.json, pr_curve.png/.svg and
     /// histogram.png/.svg into DIR (created if missing). With --judge
     /// calibrated: judge.json, judge-weights.json and the judges' PR
-    /// curves. With --eval-only: eval.json (the counts and the pairs the
-    /// judge got wrong, worst first, each with its reason) and pairs.jsonl
-    /// (every pair scored: label, verdict, score, cosine, reason).
+    /// curves. With --eval-only: eval.json (the counts, by hard case too,
+    /// and the pairs the judge got wrong, worst first, each with its
+    /// reason) and pairs.jsonl (every pair scored: label, hard case,
+    /// verdict, score, cosine, reason).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
 

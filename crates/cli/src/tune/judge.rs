@@ -354,10 +354,9 @@ impl std::fmt::Display for EvalFiles {
 /// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
 /// prints them plus `mistakes` (the pairs the judge got wrong, worst
 /// first: the farthest from the threshold) and, when the pairs have a
-/// `hard` field, `by_hard` (the counts of each hard case), and
-/// `DIR/pairs.jsonl`, every
-/// pair scored, in the file's order, with its label, verdict, score,
-/// cosine and reason.
+/// `hard` field, `by_hard` (the counts of each hard case); and
+/// `DIR/pairs.jsonl`, every pair scored, in the file's order, with its
+/// label, hard case, verdict, score, cosine and reason.
 fn write_eval_files(
     dir: &Path,
     document: &serde_json::Value,
