@@ -487,6 +487,13 @@ const JUDGE_PAIRS: &str = r#"{"a": "Review PR #412 for the login bug.", "b": "Re
 {"a": "Check the disk usage on db-1.", "b": "check the disk usage on db-1 again", "same": true, "split": "test"}
 "#;
 
+/// `text` written to `dir/name`, a config for `--config`.
+fn write_config(dir: &TempDir, name: &str, text: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    fs::write(&path, text).expect("write the config");
+    path
+}
+
 /// `tune --pairs PAIRS --embedder lexical EXTRA`.
 fn tune_lexical(pairs: &Path, extra: &[&OsStr]) -> Run {
     let mut args: Vec<&OsStr> = vec![
@@ -519,13 +526,12 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     );
     let pairs = pair_file(&dir, &unsplit);
     let out = dir.path().join("eval");
-    let threshold = "0.7";
-    let config = dir.path().join("cosine.toml");
-    fs::write(
-        &config,
-        format!("[similarity]\njudge = \"cosine\"\nrequest_threshold = {threshold}\n"),
-    )
-    .expect("write the config");
+    let threshold = 0.7;
+    let config = write_config(
+        &dir,
+        "cosine.toml",
+        &format!("[similarity]\njudge = \"cosine\"\nrequest_threshold = {threshold}\n"),
+    );
     let text = tune_lexical(
         &pairs,
         &[
@@ -573,12 +579,12 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     let number = |value: &Value, key: &str| value[key].as_f64().unwrap_or(f64::NAN);
     for pair in &judged {
         let said = pair["said_same"].as_bool().expect("said_same");
-        assert_eq!(said, number(pair, "score") > 0.7, "{pair}");
+        assert_eq!(said, number(pair, "score") > threshold, "{pair}");
         assert_eq!(number(pair, "score"), number(pair, "cosine"), "{pair}");
         assert!(
             pair["reason"]
                 .as_str()
-                .is_some_and(|r| r.contains("threshold 0.7")),
+                .is_some_and(|r| r.contains(&format!("threshold {threshold:.2}"))),
             "{pair}"
         );
     }
@@ -618,7 +624,7 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     assert_eq!(mistakes.len(), wrong.len());
     let distances: Vec<f64> = mistakes
         .iter()
-        .map(|m| (number(m, "score") - 0.7).abs())
+        .map(|m| (number(m, "score") - threshold).abs())
         .collect();
     assert!(
         distances.windows(2).all(|w| w[0] >= w[1]),
@@ -1236,20 +1242,18 @@ fn eval_only_scores_the_judge_the_config_runs() {
 
     // The config's judge_threshold and judge kind are the config's too.
     let dir = TempDir::new().expect("a temporary directory");
-    let moved = dir.path().join("moved.toml");
-    fs::write(
-        &moved,
+    let moved = write_config(
+        &dir,
+        "moved.toml",
         "[similarity]\ntuned_encoder = false\njudge_threshold = 0.9\n",
-    )
-    .expect("write the config");
+    );
     let (_, moved_scored) = eval_with(&moved, &[]);
     assert!(close(threshold(&moved_scored), 0.9), "{moved_scored}");
-    let cosine = dir.path().join("cosine.toml");
-    fs::write(
-        &cosine,
+    let cosine = write_config(
+        &dir,
+        "cosine.toml",
         "[similarity]\njudge = \"cosine\"\nrequest_threshold = 0.8\n",
-    )
-    .expect("write the config");
+    );
     let (_, cosine_scored) = eval_with(&cosine, &[]);
     assert_eq!(cosine_scored["judge"], "cosine");
     assert!(close(threshold(&cosine_scored), 0.8), "{cosine_scored}");

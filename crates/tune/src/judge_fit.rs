@@ -354,18 +354,10 @@ pub fn judged_by_hard(judged: &[JudgedPair]) -> Vec<(String, Confusion)> {
     }
     let mut groups: std::collections::BTreeMap<&str, Confusion> = std::collections::BTreeMap::new();
     for pair in judged {
-        let counts = groups
+        groups
             .entry(pair.hard.as_deref().unwrap_or("-"))
-            .or_insert(Confusion {
-                tn: Some(0),
-                ..Confusion::default()
-            });
-        match (pair.same, pair.said_same) {
-            (true, true) => counts.tp += 1,
-            (false, true) => counts.fp += 1,
-            (true, false) => counts.fn_ += 1,
-            (false, false) => counts.tn = Some(counts.tn.unwrap_or(0) + 1),
-        }
+            .or_insert_with(Confusion::of_pairs)
+            .record(pair.same, pair.said_same);
     }
     let mut found: Vec<(String, Confusion)> = groups
         .into_iter()
@@ -480,21 +472,10 @@ fn scores(features: &[Features], weights: &JudgeWeights) -> (Vec<f32>, Vec<f32>)
 
 /// Counts at `threshold` (strictly exceeded) over the pairs `keep` selects.
 fn confusion(scores: &[f32], labels: &[bool], keep: &[bool], threshold: f32) -> Confusion {
-    let mut counts = Confusion {
-        tp: 0,
-        fp: 0,
-        tn: Some(0),
-        fn_: 0,
-    };
+    let mut counts = Confusion::of_pairs();
     for ((score, label), keep) in scores.iter().zip(labels).zip(keep) {
-        if !keep {
-            continue;
-        }
-        match (*score > threshold, *label) {
-            (true, true) => counts.tp += 1,
-            (true, false) => counts.fp += 1,
-            (false, true) => counts.fn_ += 1,
-            (false, false) => counts.tn = counts.tn.map(|tn| tn + 1),
+        if *keep {
+            counts.record(*label, *score > threshold);
         }
     }
     counts
@@ -595,7 +576,9 @@ pub fn fit_and_score(
         .iter()
         .zip(features)
         .zip(&calibrated_scores)
-        .filter(|((pair, _), _)| pair.split == Split::Test)
+        .filter(|((pair, _), score)| {
+            pair.split == Split::Test && (**score > calibrated_threshold) != pair.same
+        })
         .map(|((pair, features), score)| {
             judged_pair(pair, features, &judge, *score, calibrated_threshold)
         })
@@ -702,9 +685,9 @@ pub(crate) fn reason_in_full(verdict: &loopguard_semantic::Verdict) -> String {
     )
 }
 
-/// Every pair [`evaluate`] scores (the test split, or every pair when the
+/// The pairs an evaluation scores (the test split, or every pair when the
 /// set has no test rows), in the file's order, as `judge` at `threshold`
-/// sees it: verdict, score and reason.
+/// sees them: verdict, score and reason. [`judged_score`] counts them.
 pub fn judged_pairs(
     pairs: &PairSet,
     features: &[Features],
@@ -727,30 +710,18 @@ pub fn judged_pairs(
         .collect()
 }
 
-/// Scores `judge` at `threshold` on `pairs`, fitting nothing: on the test
-/// split, or on every pair when the set has no test rows.
-pub fn evaluate(
-    pairs: &PairSet,
-    features: &[Features],
-    judge: &SameRequestJudge,
-    threshold: f32,
-) -> JudgeScore {
-    let labels: Vec<bool> = pairs.pairs.iter().map(|pair| pair.same).collect();
-    let has_test = pairs.pairs.iter().any(|p| p.split == Split::Test);
-    let keep: Vec<bool> = pairs
-        .pairs
-        .iter()
-        .map(|p| !has_test || p.split == Split::Test)
-        .collect();
-    let scores: Vec<f32> = match judge.kind() {
-        JudgeKind::Cosine => features.iter().map(|f| f.cosine).collect(),
-        JudgeKind::Calibrated => features.iter().map(|f| judge.weights().score(f)).collect(),
-    };
+/// The score of `judge` at `threshold` over the pairs it judged
+/// ([`judged_pairs`]), fitting nothing.
+pub fn judged_score(judge: JudgeKind, threshold: f32, judged: &[JudgedPair]) -> JudgeScore {
+    let mut test = Confusion::of_pairs();
+    for pair in judged {
+        test.record(pair.same, pair.said_same);
+    }
     JudgeScore {
-        judge: judge.kind(),
+        judge,
         threshold,
         train: None,
-        test: confusion(&scores, &labels, &keep, threshold),
+        test,
         curve: Vec::new(),
     }
 }

@@ -82,8 +82,8 @@ pub use error::{LineIssue, Result, TuneError};
 pub use judge_curve::{CurvePoint, JudgeCurve, JudgeCurves, judge_curves, pr_curve, pr_point};
 pub use judge_fit::{
     CrossValidation, HardCaseScore, JudgeReport, JudgeScore, JudgedPair, PairFeatures,
-    add_tuned_cosines, cross_validate, evaluate, fit_and_score, fit_logistic, judge_features,
-    judged_by_hard, judged_pairs, mistakes_worst_first,
+    add_tuned_cosines, cross_validate, fit_and_score, fit_logistic, judge_features, judged_by_hard,
+    judged_pairs, judged_score, mistakes_worst_first,
 };
 pub use lexical::{LEXICAL_DIMENSION, LEXICAL_MODEL_ID, LexicalEmbedder};
 pub use output::write_outputs;

@@ -76,15 +76,12 @@ pub async fn evaluate_with_second_opinion(
         .buffered(CONCURRENT_ASKS)
         .collect()
         .await;
-    let mut judge_alone = Confusion {
-        tn: Some(0),
-        ..Confusion::default()
-    };
+    let mut judge_alone = Confusion::of_pairs();
     let mut with_second_opinion = judge_alone;
     let mut first_error = None;
     for (pair, alone, reviewed) in &results {
-        count(&mut judge_alone, pair.same, *alone);
-        count(&mut with_second_opinion, pair.same, reviewed.same);
+        judge_alone.record(pair.same, *alone);
+        with_second_opinion.record(pair.same, reviewed.same);
         if let Some(loopguard_semantic::SecondOpinionOutcome::Failed { error, .. }) =
             &reviewed.second_opinion
         {
@@ -115,15 +112,5 @@ pub async fn evaluate_with_second_opinion(
                 reason: crate::judge_fit::reason_in_full(reviewed),
             })
             .collect(),
-    }
-}
-
-/// One labelled pair's prediction added to `counts`.
-fn count(counts: &mut Confusion, label: bool, predicted: bool) {
-    match (label, predicted) {
-        (true, true) => counts.tp += 1,
-        (false, true) => counts.fp += 1,
-        (true, false) => counts.fn_ += 1,
-        (false, false) => counts.tn = Some(counts.tn.unwrap_or(0) + 1),
     }
 }

@@ -146,6 +146,31 @@ pub struct Confusion {
 }
 
 impl Confusion {
+    /// No labelled pair counted yet (negatives are counted: `tn` is
+    /// `Some(0)`).
+    pub fn of_pairs() -> Confusion {
+        Confusion {
+            tn: Some(0),
+            ..Confusion::default()
+        }
+    }
+
+    /// Counts one labelled pair: its label `same` and the verdict
+    /// `said_same`.
+    pub fn record(&mut self, same: bool, said_same: bool) {
+        match (same, said_same) {
+            (true, true) => self.tp += 1,
+            (false, true) => self.fp += 1,
+            (true, false) => self.fn_ += 1,
+            (false, false) => self.tn = Some(self.tn.unwrap_or(0) + 1),
+        }
+    }
+
+    /// How many pairs are counted (`tn` included when there is one).
+    pub fn total(&self) -> u64 {
+        self.tp + self.fp + self.fn_ + self.tn.unwrap_or(0)
+    }
+
     /// Precision, recall, F1 and the false-positive rate of these counts.
     pub fn metrics(&self) -> Metrics {
         let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);

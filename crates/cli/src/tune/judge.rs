@@ -15,8 +15,8 @@ use loopguard_semantic::{
 };
 use loopguard_tune::{
     Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, JudgedPair, PairSet,
-    SecondOpinionScore, cross_validate, evaluate, evaluate_with_second_opinion, fit_and_score,
-    judge_curves, judged_by_hard, judged_pairs, mistakes_worst_first, write_judge_plot,
+    SecondOpinionScore, cross_validate, evaluate_with_second_opinion, fit_and_score, judge_curves,
+    judged_by_hard, judged_pairs, judged_score, mistakes_worst_first, write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -258,9 +258,9 @@ async fn eval_only(
     if args.second_opinion || config.similarity.second_opinion.enabled {
         return eval_second_opinion(args, config, pairs, features, judge, threshold).await;
     }
-    let score = evaluate(pairs, features, &judge, threshold);
-    let document = eval_json(&score);
     let judged = judged_pairs(pairs, features, &judge, threshold);
+    let score = judged_score(judge.kind(), threshold, &judged);
+    let document = eval_json(&score);
     let written = args
         .out
         .as_ref()
@@ -296,10 +296,10 @@ fn hard_case_table(judged: &[JudgedPair]) -> String {
         "hard", "pairs", "wrong", "P / R / F1"
     );
     for (hard, counts) in &by_hard {
-        let pairs = counts.tp + counts.fp + counts.fn_ + counts.tn.unwrap_or(0);
-        let wrong = counts.fp + counts.fn_;
         table.push_str(&format!(
-            "{hard:<11} {pairs:>5} {wrong:>6}  {:>30}\n",
+            "{hard:<11} {:>5} {:>6}  {:>30}\n",
+            counts.total(),
+            counts.fp + counts.fn_,
             prf(counts)
         ));
     }
@@ -315,7 +315,7 @@ fn hard_case_json(judged: &[JudgedPair]) -> serde_json::Value {
             let metrics = counts.metrics();
             serde_json::json!({
                 "hard": hard,
-                "pairs": counts.tp + counts.fp + counts.fn_ + counts.tn.unwrap_or(0),
+                "pairs": counts.total(),
                 "tp": counts.tp,
                 "fp": counts.fp,
                 "fn": counts.fn_,

@@ -478,11 +478,7 @@ pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<
     }
     let resolved = provision_options(&config.semantic).resolve();
     let files = crate::ModelFiles::ensure_resolved_notify(&resolved, |_| {})?;
-    let tuned = service_over(
-        config,
-        crate::FastEmbedder::tuned(&files, &crate::FastEmbedderOptions::default()),
-    )?;
-    Ok(judge.with_tuned_encoder(tuned))
+    Ok(judge.with_tuned_encoder(tuned_service(config, &files)?))
 }
 
 /// Which half of [`load_service_and_tuned_encoder`] failed: the pinned
@@ -539,12 +535,18 @@ pub fn load_service_and_tuned_encoder(
     if !judge.needs_tuned_encoder() {
         return Ok((service, judge));
     }
-    let tuned = service_over(
-        config,
-        crate::FastEmbedder::tuned(&files, &crate::FastEmbedderOptions::default()),
-    )
-    .map_err(StartError::TunedEncoder)?;
+    let tuned = tuned_service(config, &files).map_err(StartError::TunedEncoder)?;
     Ok((service, judge.with_tuned_encoder(tuned)))
+}
+
+/// A service over the tuned encoder, with the pinned tokenizer files of
+/// `files` and its own file ([`crate::ModelFiles::tuned_model`]).
+#[cfg(feature = "fastembed")]
+fn tuned_service(config: &Config, files: &crate::ModelFiles) -> Result<Arc<EmbeddingService>> {
+    service_over(
+        config,
+        crate::FastEmbedder::tuned(files, &crate::FastEmbedderOptions::default()),
+    )
 }
 
 /// A service with `semantic.cache_capacity` over a loaded embedder.

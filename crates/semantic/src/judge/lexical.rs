@@ -2003,20 +2003,15 @@ fn spelled_alike_everywhere(stem: &str, british: &str) -> bool {
         "ise" | "ises" | "ised" | "ising" | "iser" | "isers" => &BEFORE_ISE[..],
         _ => return false,
     };
-    before
-        .iter()
-        .any(|root| stem.ends_with(root) && (stem.len() == root.len() || prefixed(stem, root)))
-}
-
-/// Whether `stem` is `root` after a prefix that keeps it one word
-/// ("unprom" is not a word, "unrev" of "unrevised" is): a prefix of
-/// "un", "re", "pre", "over", "under", "mis", "dis", "self" or "non".
-fn prefixed(stem: &str, root: &str) -> bool {
-    const PREFIXES: [&str; 9] = [
-        "un", "re", "pre", "over", "under", "mis", "dis", "self", "non",
+    // The root alone, or after a prefix that keeps it one word ("unrev" of
+    // "unrevised"; "unprom" is no word).
+    const PREFIXES: [&str; 10] = [
+        "", "un", "re", "pre", "over", "under", "mis", "dis", "self", "non",
     ];
-    let head = &stem[..stem.len() - root.len()];
-    PREFIXES.contains(&head)
+    before.iter().any(|root| {
+        stem.strip_suffix(root)
+            .is_some_and(|head| PREFIXES.contains(&head))
+    })
 }
 
 /// Words joined by a slash ("and/or", "read/write"): not a path.
