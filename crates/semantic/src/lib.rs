@@ -67,6 +67,11 @@
 //! ```
 //!
 //! With the real model, see [`FastEmbedder`].
+//!
+//! Also here: [`lowrank`], which rebuilds a tuned encoder from a base
+//! model's weights and a low-rank update (the first part of shipping the
+//! larger encoder measured in `docs/tuning.md`, "Session 25"; not yet used
+//! by an embedder).
 #![deny(missing_docs)]
 
 pub use embedder::Embedder;
@@ -108,6 +113,7 @@ mod embedder;
 pub mod engine;
 mod error;
 pub mod judge;
+pub mod lowrank;
 mod provision;
 mod service;
 mod similarity;

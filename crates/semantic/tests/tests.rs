@@ -22,6 +22,8 @@ mod golden_state;
 #[cfg(feature = "engine")]
 mod limits;
 #[cfg(feature = "fastembed")]
+mod lowrank;
+#[cfg(feature = "fastembed")]
 mod model;
 #[cfg(feature = "fastembed")]
 mod provisioning;
