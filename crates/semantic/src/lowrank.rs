@@ -143,6 +143,8 @@ const MODEL_GRAPH: u32 = 7;
 const GRAPH_INITIALIZER: u32 = 5;
 /// `TensorProto.dims`.
 const TENSOR_DIMS: u32 = 1;
+/// `TensorProto.data_type`.
+const TENSOR_DATA_TYPE: u32 = 2;
 /// `TensorProto.name`.
 const TENSOR_NAME: u32 = 8;
 /// `TensorProto.raw_data`.
@@ -160,6 +162,7 @@ fn with_data(
 ) -> Result<Vec<u8>, LowRankError> {
     let mut name = None;
     let mut dims = Vec::new();
+    let mut data_type = None;
     let mut has_data = false;
     for field in fields(tensor)? {
         match (field.number, field.payload) {
@@ -173,6 +176,7 @@ fn with_data(
                 }
             }
             (TENSOR_DIMS, None) => dims.push(read_varint(field.written, 1)?.0),
+            (TENSOR_DATA_TYPE, None) => data_type = Some(read_varint(field.written, 1)?.0),
             (number, _) if number == TENSOR_RAW_DATA || TENSOR_DATA_FIELDS.contains(&number) => {
                 has_data = true
             }
@@ -188,7 +192,7 @@ fn with_data(
     let entry = by_name
         .get(name.as_str())
         .ok_or_else(|| LowRankError::NotInManifest { name: name.clone() })?;
-    let (shape, data) = weight(entry, base, factors)?;
+    let (shape, dtype, data) = weight(entry, base, factors)?;
     let expected: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     if expected != dims {
         return Err(LowRankError::Mismatch {
@@ -198,18 +202,47 @@ fn with_data(
             ),
         });
     }
+    if data_type.is_none() || onnx_data_type(dtype) != data_type {
+        return Err(LowRankError::Mismatch {
+            name,
+            detail: format!(
+                "the graph wants ONNX data type {}, the manifest's source is {dtype:?}",
+                data_type.map_or("(none)".to_string(), |t| t.to_string())
+            ),
+        });
+    }
     let mut filled = tensor.to_vec();
     write_length_delimited(&mut filled, TENSOR_RAW_DATA, &data);
     write_length_delimited(&mut out, GRAPH_INITIALIZER, &filled);
     Ok(out)
 }
 
-/// A weight's shape and little-endian bytes, as the graph stores it.
+/// ONNX's `TensorProto.DataType` for a safetensors type, if it has one.
+fn onnx_data_type(dtype: Dtype) -> Option<u64> {
+    Some(match dtype {
+        Dtype::F32 => 1,
+        Dtype::U8 => 2,
+        Dtype::I8 => 3,
+        Dtype::U16 => 4,
+        Dtype::I16 => 5,
+        Dtype::I32 => 6,
+        Dtype::I64 => 7,
+        Dtype::BOOL => 9,
+        Dtype::F16 => 10,
+        Dtype::F64 => 11,
+        Dtype::U32 => 12,
+        Dtype::U64 => 13,
+        Dtype::BF16 => 16,
+        _ => return None,
+    })
+}
+
+/// A weight's shape, type and little-endian bytes, as the graph stores it.
 fn weight(
     entry: &WeightSource,
     base: &SafeTensors<'_>,
     factors: &SafeTensors<'_>,
-) -> Result<(Vec<usize>, Vec<u8>), LowRankError> {
+) -> Result<(Vec<usize>, Dtype, Vec<u8>), LowRankError> {
     let view = base
         .tensor(&entry.source)
         .map_err(|_| LowRankError::MissingTensor {
@@ -218,7 +251,7 @@ fn weight(
             name: entry.name.clone(),
         })?;
     if !entry.low_rank && !entry.transpose {
-        return Ok((view.shape().to_vec(), view.data().to_vec()));
+        return Ok((view.shape().to_vec(), view.dtype(), view.data().to_vec()));
     }
     let mismatch = |detail: String| LowRankError::Mismatch {
         name: entry.name.clone(),
@@ -275,7 +308,7 @@ fn weight(
         .iter()
         .flat_map(|value| value.to_le_bytes())
         .collect();
-    Ok((shape, bytes))
+    Ok((shape, Dtype::F32, bytes))
 }
 
 /// Little-endian F16 or F32 bytes as floats (other types are never
@@ -603,6 +636,16 @@ pub(crate) mod tests {
         assert!(
             error.to_string().contains("\"dense.weight.lora_b\""),
             "{error}"
+        );
+
+        // The graph's w is FLOAT; a half-precision base tensor of its shape,
+        // copied as it is, would be read as other numbers.
+        let half_base = safetensors_of(&[("w.half", Dtype::F16, vec![3, 2], vec![1.0; 6])]);
+        let copied = read_manifest(br#"[{"name": "w", "source": "w.half"}]"#).expect("a manifest");
+        let error = rebuild(&graph, &copied, &half_base, &factors).expect_err("wrong type");
+        assert_eq!(
+            error.to_string(),
+            "the graph's weight \"w\": the graph wants ONNX data type 1, the manifest's source is F16"
         );
     }
 
