@@ -25,26 +25,29 @@ INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 
 
 class LastHidden(torch.nn.Module):
-    def __init__(self, model):
+    """The model's last hidden state, its inputs passed in `inputs`' order."""
+
+    def __init__(self, model, inputs):
         super().__init__()
         self.model = model
+        self.inputs = inputs
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
+    def forward(self, *tensors):
+        return self.model(**dict(zip(self.inputs, tensors))).last_hidden_state
 
 
-def export(folder, path):
+def export(folder, path, inputs=INPUTS):
+    """Exports OUT.model/ to ONNX with `inputs` (MiniLM's three by default;
+    lowrank.py passes MPNet's two, which has no token types)."""
     model = AutoModel.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     sample = tokenizer(["a sample", "a second, longer sample text"], padding=True, return_tensors="pt")
-    axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS + ["last_hidden_state"]}
+    axes = {name: {0: "batch", 1: "sequence"} for name in inputs + ["last_hidden_state"]}
     torch.onnx.export(
-        LastHidden(model),
-        tuple(sample[name] for name in INPUTS),
+        LastHidden(model, inputs),
+        tuple(sample[name] for name in inputs),
         path,
-        input_names=INPUTS,
+        input_names=inputs,
         output_names=["last_hidden_state"],
         dynamic_axes=axes,
         opset_version=17,

@@ -35,36 +35,17 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 from transformers import AutoModel, AutoTokenizer
 
+from export import export
+
 INPUTS = ["input_ids", "attention_mask"]
-
-
-class LastHidden(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def split(folder, base_dir, rank, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     tuned = AutoModel.from_pretrained(folder).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
     own = {name: value.detach().numpy().copy() for name, value in tuned.state_dict().items()}
-    sample = tokenizer(["a sample", "a second, longer sample text"], padding=True, return_tensors="pt")
     path = os.path.join(out_dir, "full.onnx")
-    axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS + ["last_hidden_state"]}
-    torch.onnx.export(
-        LastHidden(tuned),
-        tuple(sample[name] for name in INPUTS),
-        path,
-        input_names=INPUTS,
-        output_names=["last_hidden_state"],
-        dynamic_axes=axes,
-        opset_version=17,
-        dynamo=False,
-    )
+    export(folder, path, INPUTS)
     graph_model = onnx.load(path)
     base = safe_open(os.path.join(base_dir, "model.safetensors"), "np")
     manifest, factors = [], {}

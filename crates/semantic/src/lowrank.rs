@@ -415,14 +415,14 @@ fn write_length_delimited(out: &mut Vec<u8>, number: u32, payload: &[u8]) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use safetensors::tensor::TensorView;
 
     /// A tiny ONNX model, `y = x · w` with `w` a 3x2 weight left out
     /// (and a 1-element weight `keep` that carries its own data), as
     /// `lowrank.py split` would write one.
-    pub(crate) fn matmul_graph() -> Vec<u8> {
+    fn matmul_graph() -> Vec<u8> {
         let string = |number, text: &str| {
             let mut out = Vec::new();
             write_length_delimited(&mut out, number, text.as_bytes());
@@ -494,7 +494,7 @@ pub(crate) mod tests {
     }
 
     /// Safetensors bytes of named F32 or F16 matrices.
-    pub(crate) fn safetensors_of(tensors: &[(&str, Dtype, Vec<usize>, Vec<f32>)]) -> Vec<u8> {
+    fn safetensors_of(tensors: &[(&str, Dtype, Vec<usize>, Vec<f32>)]) -> Vec<u8> {
         let bytes: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors
             .iter()
             .map(|(name, dtype, shape, values)| {
@@ -520,7 +520,7 @@ pub(crate) mod tests {
 
     /// The linear layer's weight as the base stores it (out 2, in 3), and
     /// a rank-1 update: the graph wants (W + b·a) transposed.
-    pub(crate) fn base_and_factors() -> (Vec<u8>, Vec<u8>) {
+    fn base_and_factors() -> (Vec<u8>, Vec<u8>) {
         let base = safetensors_of(&[(
             "dense.weight",
             Dtype::F32,
@@ -544,7 +544,7 @@ pub(crate) mod tests {
         (base, factors)
     }
 
-    pub(crate) fn manifest() -> Vec<WeightSource> {
+    fn manifest() -> Vec<WeightSource> {
         read_manifest(
             br#"[{"name": "w", "source": "dense.weight", "transpose": true, "low_rank": true}]"#,
         )
