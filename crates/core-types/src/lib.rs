@@ -24,7 +24,7 @@ pub use config::{
     Config, ConfigError, ConfigLocation, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig,
     EngineConfig, EntropyConfig, FailureConfig, GateConfig, JudgeKind, OscillationConfig,
     PhaseConfig, SecondOpinionConfig, SemanticConfig, SimilarityConfig, TaskTypeThresholds,
-    TextPosition, Threshold,
+    TextPosition, Threshold, TunedEncoder,
 };
 pub use config::{EMBEDDING_INPUT_BYTES, LimitsConfig, truncate_to_char_boundary};
 pub use config::{Isolation, PluginConfig, PluginHostConfig, ServeConfig};

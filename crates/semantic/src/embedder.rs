@@ -57,7 +57,7 @@ mod fast {
 
     use super::Embedder;
     use crate::error::{Result, SemanticError};
-    use crate::provision::{ModelFiles, TUNED_MODEL_ID};
+    use crate::provision::{MPNET_TUNED_MODEL_ID, ModelFiles, MpnetBase, TUNED_MODEL_ID};
 
     /// The id [`FastEmbedder`] reports for the pinned model.
     pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
@@ -166,6 +166,31 @@ mod fast {
             Self::load(files, onnx, TUNED_MODEL_ID, options)
         }
 
+        /// Loads the larger tuned encoder (`[similarity] tuned_encoder =
+        /// "mpnet"`): all-mpnet-base-v2's weights from `base` with the
+        /// low-rank update that ships in this build
+        /// ([`crate::MPNET_UPDATE`]), rebuilt into one model in memory
+        /// ([`MpnetBase::tuned_model`]), read with all-mpnet-base-v2's
+        /// tokenizer files; ONNX Runtime from `files`. Its id is
+        /// [`MPNET_TUNED_MODEL_ID`]; its vectors have 768 dimensions.
+        pub fn tuned_mpnet(
+            files: &ModelFiles,
+            base: &MpnetBase,
+            options: &FastEmbedderOptions,
+        ) -> Result<Self> {
+            load_runtime(files)?;
+            let tokenizer_files = tokenizer_files(base.dir())?;
+            let onnx = base.tuned_model()?;
+            Self::load_with(
+                files,
+                base.dir(),
+                onnx,
+                tokenizer_files,
+                MPNET_TUNED_MODEL_ID,
+                options,
+            )
+        }
+
         fn load(
             files: &ModelFiles,
             onnx: Vec<u8>,
@@ -173,16 +198,23 @@ mod fast {
             options: &FastEmbedderOptions,
         ) -> Result<Self> {
             load_runtime(files)?;
-            let dir = files.dir();
+            let tokenizer_files = tokenizer_files(files.dir())?;
+            Self::load_with(files, files.dir(), onnx, tokenizer_files, model_id, options)
+        }
+
+        /// Loads `onnx` with `tokenizer_files` (read from `dir`, which an
+        /// error names) on the runtime of `files`.
+        fn load_with(
+            files: &ModelFiles,
+            dir: &Path,
+            onnx: Vec<u8>,
+            tokenizer_files: TokenizerFiles,
+            model_id: &'static str,
+            options: &FastEmbedderOptions,
+        ) -> Result<Self> {
             let model_error = |detail: String| SemanticError::ModelLoad {
                 dir: dir.to_path_buf(),
                 detail,
-            };
-            let tokenizer_files = TokenizerFiles {
-                tokenizer_file: read(&files.tokenizer())?,
-                config_file: read(&files.config())?,
-                special_tokens_map_file: read(&files.special_tokens_map())?,
-                tokenizer_config_file: read(&files.tokenizer_config())?,
             };
             let model =
                 UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
@@ -259,6 +291,18 @@ mod fast {
             })?;
         *slot = Some(environment.clone());
         Ok(environment)
+    }
+
+    /// The four tokenizer files a model directory holds under their usual
+    /// names (`tokenizer.json`, `config.json`, `special_tokens_map.json`,
+    /// `tokenizer_config.json`).
+    fn tokenizer_files(dir: &Path) -> Result<TokenizerFiles> {
+        Ok(TokenizerFiles {
+            tokenizer_file: read(&dir.join("tokenizer.json"))?,
+            config_file: read(&dir.join("config.json"))?,
+            special_tokens_map_file: read(&dir.join("special_tokens_map.json"))?,
+            tokenizer_config_file: read(&dir.join("tokenizer_config.json"))?,
+        })
     }
 
     fn read(path: &Path) -> Result<Vec<u8>> {

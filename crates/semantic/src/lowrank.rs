@@ -11,8 +11,8 @@
 //! has an update, transposed when the graph stores it so, appended to its
 //! place in the graph's protobuf as `raw_data`.
 //!
-//! Not yet used by an embedder: this is the first part of shipping that
-//! encoder (`docs/tuning.md`, "Session 25"). The protobuf is walked, not
+//! `FastEmbedder::tuned_mpnet` loads the larger tuned encoder this way
+//! (`docs/tuning.md`, "Session 26"). The protobuf is walked, not
 //! decoded: fields other than the graph's weights are copied byte for
 //! byte, so nothing of the graph is lost or reordered.
 
@@ -63,7 +63,7 @@ pub enum LowRankError {
     /// A tensor the manifest names is not in the file it should be in.
     #[error("{file} has no tensor {tensor:?} (for the graph's weight {name:?})")]
     MissingTensor {
-        /// "the base" or "the low-rank factors".
+        /// "the base" or "the low-rank update".
         file: &'static str,
         /// The tensor looked for.
         tensor: String,
@@ -81,7 +81,7 @@ pub enum LowRankError {
     /// A safetensors file could not be read.
     #[error("{file} is not a readable safetensors file: {detail}")]
     Safetensors {
-        /// "the base" or "the low-rank factors".
+        /// "the base" or "the low-rank update".
         file: &'static str,
         /// The reader's message.
         detail: String,
@@ -112,7 +112,7 @@ pub fn rebuild(
         detail: e.to_string(),
     })?;
     let factors = SafeTensors::deserialize(factors).map_err(|e| LowRankError::Safetensors {
-        file: "the low-rank factors",
+        file: "the low-rank update",
         detail: e.to_string(),
     })?;
     let by_name: HashMap<&str, &WeightSource> = manifest
@@ -274,7 +274,7 @@ fn weight(
             let view = factors
                 .tensor(&tensor)
                 .map_err(|_| LowRankError::MissingTensor {
-                    file: "the low-rank factors",
+                    file: "the low-rank update",
                     tensor: tensor.clone(),
                     name: entry.name.clone(),
                 })?;

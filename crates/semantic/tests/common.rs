@@ -125,3 +125,29 @@ pub(crate) fn leftovers(dir: &Path) -> Vec<String> {
         .filter(|n| n.starts_with(".fetch-") || (n.starts_with('.') && n != ".verified"))
         .collect()
 }
+
+/// The tuned cosine `judge` reads for `a` and `b`, judged as an engine
+/// would: both texts embedded by `service`, their cosine, the verdict.
+#[cfg(feature = "engine")]
+pub(crate) fn judged_tuned_cosine(
+    service: &loopguard_semantic::EmbeddingService,
+    judge: &loopguard_semantic::SameRequestJudge,
+    a: &str,
+    b: &str,
+) -> Option<f32> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let verdict = runtime.block_on(async {
+        let cosine = loopguard_semantic::cosine(
+            &service.embed(a).await.expect("embedded"),
+            &service.embed(b).await.expect("embedded"),
+        )
+        .expect("a cosine");
+        judge
+            .judge(service, a, b, cosine, judge.weights().threshold)
+            .await
+            .expect("a verdict")
+    });
+    verdict.features.tuned_cosine
+}

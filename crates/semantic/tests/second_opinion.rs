@@ -527,7 +527,7 @@ mod through_the_engine {
     /// pair the 14 readings' judge misses and is unsure of.
     fn defaults() -> Config {
         let mut config = Config::default();
-        config.similarity.tuned_encoder = false;
+        config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
         config
     }
 

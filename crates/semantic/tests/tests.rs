@@ -36,3 +36,5 @@ mod second_opinion;
 mod service;
 #[cfg(feature = "fastembed")]
 mod tuned;
+#[cfg(all(feature = "fastembed", feature = "engine"))]
+mod tuned_mpnet;

@@ -11,7 +11,7 @@ use loopguard_semantic::{
     tuned_model_dir,
 };
 
-use crate::common::{corrupt, embedder, files, model_dir};
+use crate::common::{corrupt, embedder, files, judged_tuned_cosine, model_dir};
 
 /// Pairs of the unseen batches (`data/pairs/unseen-batches-16-18.jsonl`,
 /// which neither the encoder nor the weights saw), with the cosine
@@ -181,35 +181,18 @@ fn the_model_and_the_tuned_encoder_load_together_and_a_failure_says_which() {
     let (service, judge) =
         load_service_and_tuned_encoder(&config, judge, |_| {}).expect("both models");
     let (a, b) = (FROM_PYTHON[1].0, FROM_PYTHON[1].1);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a runtime");
-    let verdict = runtime.block_on(async {
-        let cosine = cosine(
-            &service.embed(a).await.expect("embedded"),
-            &service.embed(b).await.expect("embedded"),
-        )
-        .expect("a cosine");
-        judge
-            .judge(&service, a, b, cosine, judge.weights().threshold)
-            .await
-            .expect("a verdict")
-    });
-    let tuned = verdict
-        .features
-        .tuned_cosine
-        .expect("the tuned cosine was read");
+    let tuned = judged_tuned_cosine(&service, &judge, a, b).expect("the tuned cosine was read");
     assert!((tuned - FROM_PYTHON[1].2).abs() < 0.002, "{tuned}");
 
     // Without it, only the pinned model loads and the judge is as it was.
-    config.similarity.tuned_encoder = false;
+    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
     let judge = SameRequestJudge::from_config(&config.similarity).expect("the 14 readings");
     let (_, judge) = load_service_and_tuned_encoder(&config, judge, |_| {}).expect("one model");
     assert!(!judge.needs_tuned_encoder());
 
     // A damaged tuned copy in the model directory is the tuned encoder's
     // failure, not semantic matching's.
-    config.similarity.tuned_encoder = true;
+    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::MiniLm;
     let copy = dir.path().join(TUNED_MODEL.name);
     fs::copy(tuned_model_dir().join(TUNED_MODEL.name), &copy).expect("copy the tuned file");
     corrupt(&copy);

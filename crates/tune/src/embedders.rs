@@ -4,8 +4,11 @@ use std::sync::{Arc, OnceLock};
 
 use loopguard_semantic::{
     Embedder, FastEmbedder, FastEmbedderOptions, FetchPlan, MINILM_DIMENSION, MINILM_MODEL_ID,
-    ModelFiles, ProvisionOptions, SemanticError, TUNED_MODEL_ID,
+    MPNET_TUNED_MODEL_ID, ModelFiles, MpnetBase, ProvisionOptions, SemanticError, TUNED_MODEL_ID,
 };
+
+/// all-mpnet-base-v2's vector length.
+const MPNET_DIMENSION: usize = 768;
 
 use crate::lexical::LexicalEmbedder;
 
@@ -26,14 +29,19 @@ pub enum EmbedderChoice {
     /// The encoder tuned for "the same request?" (`FastEmbedder::tuned`,
     /// `models/tuned-encoder/`): the calibrated judge's `tuned_cosine`.
     TunedMiniLm,
+    /// The larger encoder tuned for "the same request?"
+    /// (`FastEmbedder::tuned_mpnet`: all-mpnet-base-v2, fetched from PyPI,
+    /// with the low-rank update in `models/tuned-encoder/mpnet-lora16/`).
+    TunedMpnet,
 }
 
 impl EmbedderChoice {
     /// Every choice.
-    pub const ALL: [EmbedderChoice; 3] = [
+    pub const ALL: [EmbedderChoice; 4] = [
         EmbedderChoice::MiniLm,
         EmbedderChoice::Lexical,
         EmbedderChoice::TunedMiniLm,
+        EmbedderChoice::TunedMpnet,
     ];
 
     /// The name it is chosen by: `minilm`, `lexical`.
@@ -42,6 +50,7 @@ impl EmbedderChoice {
             EmbedderChoice::MiniLm => "minilm",
             EmbedderChoice::Lexical => "lexical",
             EmbedderChoice::TunedMiniLm => "tuned-minilm",
+            EmbedderChoice::TunedMpnet => "tuned-mpnet",
         }
     }
 
@@ -63,6 +72,10 @@ impl EmbedderChoice {
                 "all-MiniLM-L6-v2 tuned for \"the same request?\": the calibrated judge's \
                  tuned_cosine"
             }
+            EmbedderChoice::TunedMpnet => {
+                "all-mpnet-base-v2 with a low-rank update tuned for \"the same request?\": the \
+                 calibrated judge's tuned_cosine with tuned_encoder = \"mpnet\""
+            }
         }
     }
 
@@ -70,7 +83,9 @@ impl EmbedderChoice {
     /// the lexical baseline is faster to compute than to read back.
     pub fn caches(self) -> bool {
         match self {
-            EmbedderChoice::MiniLm | EmbedderChoice::TunedMiniLm => true,
+            EmbedderChoice::MiniLm | EmbedderChoice::TunedMiniLm | EmbedderChoice::TunedMpnet => {
+                true
+            }
             EmbedderChoice::Lexical => false,
         }
     }
@@ -84,70 +99,86 @@ impl EmbedderChoice {
         provision: &ProvisionOptions,
         before_fetch: fn(&FetchPlan),
     ) -> Arc<dyn Embedder> {
+        let lazy = |model| {
+            Arc::new(LazyModel {
+                provision: provision.clone(),
+                before_fetch,
+                loaded: OnceLock::new(),
+                model,
+            })
+        };
         match self {
-            EmbedderChoice::MiniLm => Arc::new(LazyMiniLm {
-                provision: provision.clone(),
-                before_fetch,
-                model: OnceLock::new(),
-                tuned: false,
-            }),
-            EmbedderChoice::TunedMiniLm => Arc::new(LazyMiniLm {
-                provision: provision.clone(),
-                before_fetch,
-                model: OnceLock::new(),
-                tuned: true,
-            }),
+            EmbedderChoice::MiniLm => lazy(Model::MiniLm),
+            EmbedderChoice::TunedMiniLm => lazy(Model::TunedMiniLm),
+            EmbedderChoice::TunedMpnet => lazy(Model::TunedMpnet),
             EmbedderChoice::Lexical => Arc::new(LexicalEmbedder::new()),
         }
     }
 }
 
-/// all-MiniLM-L6-v2 (or its tuned copy), provisioned and loaded on the
-/// first inference.
-struct LazyMiniLm {
-    provision: ProvisionOptions,
-    before_fetch: fn(&FetchPlan),
-    model: OnceLock<FastEmbedder>,
-    /// The tuned encoder rather than the pinned model.
-    tuned: bool,
+/// Which model a [`LazyModel`] loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    /// The pinned all-MiniLM-L6-v2.
+    MiniLm,
+    /// Its tuned copy.
+    TunedMiniLm,
+    /// The larger tuned encoder.
+    TunedMpnet,
 }
 
-impl LazyMiniLm {
+/// A model, provisioned and loaded on the first inference.
+struct LazyModel {
+    provision: ProvisionOptions,
+    before_fetch: fn(&FetchPlan),
+    loaded: OnceLock<FastEmbedder>,
+    model: Model,
+}
+
+impl LazyModel {
     fn model(&self) -> loopguard_semantic::Result<&FastEmbedder> {
-        if let Some(model) = self.model.get() {
+        if let Some(model) = self.loaded.get() {
             return Ok(model);
         }
         let resolved = self.provision.resolve();
         let files = ModelFiles::ensure_resolved_notify(&resolved, self.before_fetch)?;
-        let model = if self.tuned {
-            FastEmbedder::tuned(&files, &FastEmbedderOptions::default())?
-        } else {
-            FastEmbedder::new(&files)?
+        let options = FastEmbedderOptions::default();
+        let model = match self.model {
+            Model::MiniLm => FastEmbedder::new(&files)?,
+            Model::TunedMiniLm => FastEmbedder::tuned(&files, &options)?,
+            Model::TunedMpnet => {
+                let base = MpnetBase::ensure_resolved_notify(&resolved, self.before_fetch)?;
+                FastEmbedder::tuned_mpnet(&files, &base, &options)?
+            }
         };
-        if model.dimension() != MINILM_DIMENSION {
+        if model.dimension() != self.dimension() {
             return Err(SemanticError::BadEmbedding {
                 model: self.model_id().to_owned(),
                 detail: format!(
-                    "the model gives {} dimensions, not {MINILM_DIMENSION}",
-                    model.dimension()
+                    "the model gives {} dimensions, not {}",
+                    model.dimension(),
+                    self.dimension()
                 ),
             });
         }
-        Ok(self.model.get_or_init(|| model))
+        Ok(self.loaded.get_or_init(|| model))
     }
 }
 
-impl Embedder for LazyMiniLm {
+impl Embedder for LazyModel {
     fn model_id(&self) -> &str {
-        if self.tuned {
-            TUNED_MODEL_ID
-        } else {
-            MINILM_MODEL_ID
+        match self.model {
+            Model::MiniLm => MINILM_MODEL_ID,
+            Model::TunedMiniLm => TUNED_MODEL_ID,
+            Model::TunedMpnet => MPNET_TUNED_MODEL_ID,
         }
     }
 
     fn dimension(&self) -> usize {
-        MINILM_DIMENSION
+        match self.model {
+            Model::MiniLm | Model::TunedMiniLm => MINILM_DIMENSION,
+            Model::TunedMpnet => MPNET_DIMENSION,
+        }
     }
 
     fn embed_batch(&self, texts: &[&str]) -> loopguard_semantic::Result<Vec<Vec<f32>>> {

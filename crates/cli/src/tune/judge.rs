@@ -37,6 +37,7 @@ pub(crate) async fn run(
     pairs: &PairSet,
     features: &[Features],
     model: &str,
+    tuned_encoder: Option<&str>,
     eval: Option<(SameRequestJudge, f32)>,
 ) -> anyhow::Result<Outcome> {
     if let Some((judge, threshold)) = eval {
@@ -56,13 +57,18 @@ pub(crate) async fn run(
             }
         })
         .unwrap_or_default();
-    let report = fit_and_score(
+    let mut report = fit_and_score(
         pairs,
         features,
         model,
         &fitted_on,
         args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
     )?;
+    // The fit names an encoder when it weighs `tuned_cosine`: the one
+    // that read it.
+    if report.weights.tuned_encoder.is_some() {
+        report.weights.tuned_encoder = tuned_encoder.map(str::to_owned);
+    }
     // Before anything is written: a cross-validation that cannot be done
     // (too few pairs for the folds) ends the command with nothing half
     // written.
@@ -224,7 +230,7 @@ pub(crate) fn eval_judge(
     let kind = match args.judge {
         Some(TuneJudge::Cosine) => JudgeKind::Cosine,
         Some(TuneJudge::Calibrated) => JudgeKind::Calibrated,
-        None if args.weights.is_some() || args.tuned_encoder => JudgeKind::Calibrated,
+        None if args.weights.is_some() || args.tuned_encoder.is_some() => JudgeKind::Calibrated,
         None => similarity.judge,
     };
     if kind == JudgeKind::Cosine {
@@ -237,7 +243,9 @@ pub(crate) fn eval_judge(
     }
     let mut calibrated = similarity.clone();
     calibrated.judge = JudgeKind::Calibrated;
-    calibrated.tuned_encoder |= args.tuned_encoder;
+    if let Some(encoder) = args.tuned_encoder {
+        calibrated.tuned_encoder = encoder;
+    }
     // Only a weights file can fail to load; the shipped weights cannot.
     let judge = SameRequestJudge::from_config(&calibrated).context("similarity.judge_weights")?;
     let threshold = judge.threshold_for(&calibrated, None).value;

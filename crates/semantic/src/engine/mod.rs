@@ -243,7 +243,7 @@ impl SemanticDetectors {
     #[cfg(feature = "fastembed")]
     pub fn from_config_notify(
         config: &Config,
-        before_fetch: impl FnOnce(&crate::FetchPlan),
+        before_fetch: impl Fn(&crate::FetchPlan),
     ) -> Result<SemanticDetectors> {
         if !config.semantic.enabled {
             return Ok(SemanticDetectors::exact(config));
@@ -466,11 +466,14 @@ pub fn load_service(
 
 /// `judge` with its tuned encoder loaded and attached when its weights
 /// need it ([`SameRequestJudge::needs_tuned_encoder`]); as it is
-/// otherwise, loading nothing. The tuned encoder reads the pinned
-/// tokenizer files of the model directory `config.semantic` names (call
-/// [`load_service`] first: it provisions them), its own file found and
-/// checked by [`crate::ModelFiles::tuned_model`], and caches
-/// `semantic.cache_capacity` texts of its own.
+/// otherwise, loading nothing. The tuned encoder is the one the weights
+/// name ([`SameRequestJudge::tuned_encoder_needed`]): the smaller reads
+/// the pinned tokenizer files of the model directory `config.semantic`
+/// names (call [`load_service`] first: it provisions them), its own file
+/// found and checked by [`crate::ModelFiles::tuned_model`]; the larger
+/// is fetched into that directory when it is not there
+/// ([`crate::MpnetBase`]). It caches `semantic.cache_capacity` texts of
+/// its own.
 #[cfg(feature = "fastembed")]
 pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<SameRequestJudge> {
     if !judge.needs_tuned_encoder() {
@@ -478,7 +481,9 @@ pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<
     }
     let resolved = provision_options(&config.semantic).resolve();
     let files = crate::ModelFiles::ensure_resolved_notify(&resolved, |_| {})?;
-    Ok(judge.with_tuned_encoder(tuned_service(config, &files)?))
+    let base = larger_base(&resolved, &judge, &|_| {})?;
+    let tuned = tuned_service(config, &files, base.as_ref())?;
+    Ok(judge.with_tuned_encoder(tuned))
 }
 
 /// Which half of [`load_service_and_tuned_encoder`] failed: the pinned
@@ -489,7 +494,8 @@ pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<
 pub enum StartError {
     /// Provisioning the files or loading the pinned model failed.
     Service(SemanticError),
-    /// Loading the tuned encoder the judge's weights need failed.
+    /// Provisioning or loading the tuned encoder the judge's weights
+    /// need failed.
     TunedEncoder(SemanticError),
 }
 
@@ -514,38 +520,64 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 /// [`load_service`] and [`attach_tuned_encoder`] in one: the files are
-/// provisioned once (a download, if any, happens before either model
-/// loads), then the pinned model and, when `judge`'s weights need it, the
-/// tuned encoder are loaded one after the other. Loading them on two
-/// threads starts faster (0.40 s against about 0.6 s for `loopguard
-/// similarity` on two cores) but peaks 100 to 140 MB higher, which is what
-/// a long-running sidecar's memory limit has to allow for; so they load in
+/// provisioned first (a download, if any, happens before either model
+/// loads; `before_fetch` hears of each: the pinned files, then the larger
+/// tuned encoder's base when the judge needs it and it is not there),
+/// then the pinned model and, when `judge`'s weights need it, the tuned
+/// encoder are loaded one after the other. Loading them on two threads
+/// starts faster (0.40 s against about 0.6 s for `loopguard similarity`
+/// on two cores) but peaks 100 to 140 MB higher, which is what a
+/// long-running sidecar's memory limit has to allow for; so they load in
 /// turn.
 #[cfg(feature = "fastembed")]
 pub fn load_service_and_tuned_encoder(
     config: &Config,
     judge: SameRequestJudge,
-    before_fetch: impl FnOnce(&crate::FetchPlan),
+    before_fetch: impl Fn(&crate::FetchPlan),
 ) -> std::result::Result<(Arc<EmbeddingService>, SameRequestJudge), StartError> {
     let resolved = provision_options(&config.semantic).resolve();
-    let files = crate::ModelFiles::ensure_resolved_notify(&resolved, before_fetch)
+    let files = crate::ModelFiles::ensure_resolved_notify(&resolved, &before_fetch)
         .map_err(StartError::Service)?;
+    let base = larger_base(&resolved, &judge, &before_fetch).map_err(StartError::TunedEncoder)?;
     let service =
         service_over(config, crate::FastEmbedder::new(&files)).map_err(StartError::Service)?;
     if !judge.needs_tuned_encoder() {
         return Ok((service, judge));
     }
-    let tuned = tuned_service(config, &files).map_err(StartError::TunedEncoder)?;
+    let tuned = tuned_service(config, &files, base.as_ref()).map_err(StartError::TunedEncoder)?;
     Ok((service, judge.with_tuned_encoder(tuned)))
 }
 
-/// A service over the tuned encoder, with the pinned tokenizer files of
+/// The larger tuned encoder's base model, provisioned, when `judge`'s
+/// weights name that encoder; `None` otherwise.
+#[cfg(feature = "fastembed")]
+fn larger_base(
+    resolved: &crate::Resolved,
+    judge: &SameRequestJudge,
+    before_fetch: &impl Fn(&crate::FetchPlan),
+) -> Result<Option<crate::MpnetBase>> {
+    if judge.tuned_encoder_needed() != Some(crate::MPNET_TUNED_MODEL_ID) {
+        return Ok(None);
+    }
+    crate::MpnetBase::ensure_resolved_notify(resolved, before_fetch).map(Some)
+}
+
+/// A service over the tuned encoder: the larger one over `base` when it
+/// is given, otherwise the smaller one with the pinned tokenizer files of
 /// `files` and its own file ([`crate::ModelFiles::tuned_model`]).
 #[cfg(feature = "fastembed")]
-fn tuned_service(config: &Config, files: &crate::ModelFiles) -> Result<Arc<EmbeddingService>> {
+fn tuned_service(
+    config: &Config,
+    files: &crate::ModelFiles,
+    base: Option<&crate::MpnetBase>,
+) -> Result<Arc<EmbeddingService>> {
+    let options = crate::FastEmbedderOptions::default();
     service_over(
         config,
-        crate::FastEmbedder::tuned(files, &crate::FastEmbedderOptions::default()),
+        match base {
+            Some(base) => crate::FastEmbedder::tuned_mpnet(files, base, &options),
+            None => crate::FastEmbedder::tuned(files, &options),
+        },
     )
 }
 

