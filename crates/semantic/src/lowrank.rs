@@ -125,17 +125,33 @@ pub fn rebuild(
             model.extend_from_slice(field.written);
             continue;
         };
-        let mut rebuilt = Vec::new();
+        // The graph's length goes before it but is known only once it is
+        // written: room for the longest length, the graph, then the length
+        // and the graph moved up to it in place, so the model (hundreds of
+        // MB) is never held twice.
+        write_varint(&mut model, u64::from(MODEL_GRAPH) << 3 | 2);
+        let length_at = model.len();
+        model.extend_from_slice(&[0; MAX_VARINT_BYTES]);
+        let start = model.len();
         for inner in fields(payload)? {
             match inner.payload.filter(|_| inner.number == GRAPH_INITIALIZER) {
-                Some(tensor) => rebuilt.extend(with_data(tensor, &by_name, &base, &factors)?),
-                None => rebuilt.extend_from_slice(inner.written),
+                Some(tensor) => model.extend(with_data(tensor, &by_name, &base, &factors)?),
+                None => model.extend_from_slice(inner.written),
             }
         }
-        write_length_delimited(&mut model, MODEL_GRAPH, &rebuilt);
+        let length = model.len() - start;
+        let mut varint = Vec::with_capacity(MAX_VARINT_BYTES);
+        write_varint(&mut varint, length as u64);
+        let graph_at = length_at + varint.len();
+        model[length_at..graph_at].copy_from_slice(&varint);
+        model.copy_within(start.., graph_at);
+        model.truncate(graph_at + length);
     }
     Ok(model)
 }
+
+/// The longest varint: 64 bits, 7 a byte.
+const MAX_VARINT_BYTES: usize = 10;
 
 /// `ModelProto.graph`.
 const MODEL_GRAPH: u32 = 7;

@@ -242,3 +242,24 @@ def test_the_tuned_encoder_is_loaded_when_the_config_asks_for_it():
             reasons += [d.reason for d in decision.detections if d.kind == "collaboration_loop"]
     assert len(reasons) == 3, reasons
     assert all("the shipped judge weights for the tuned encoder" in r for r in reasons), reasons
+
+
+def test_the_tuned_encoder_is_named_and_a_wrong_name_is_a_config_error():
+    with pytest.raises(loopguard.ConfigError, match="similarity.tuned_encoder"):
+        loopguard.Guard({"similarity": {"tuned_encoder": "bert"}}, semantic=False)
+
+
+@pytest.mark.skipif(not SEMANTIC, reason="the embedding model's files are not in models/cache")
+def test_the_larger_tuned_encoder_is_loaded_when_the_config_names_it():
+    # Its base is fetched into the model directory on first use (the Rust
+    # tests have usually fetched it by now).
+    guard = loopguard.Guard({"similarity": {"tuned_encoder": "mpnet"}}, semantic=True)
+    reasons = []
+    for line in read_trace("semantic_collaboration.jsonl"):
+        decision = guard.observe_json(line)
+        if decision.task == "T1":
+            reasons += [d.reason for d in decision.detections if d.kind == "collaboration_loop"]
+    assert len(reasons) == 3, reasons
+    assert all(
+        "the shipped judge weights for the larger tuned encoder" in r for r in reasons
+    ), reasons
