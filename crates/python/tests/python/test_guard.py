@@ -232,14 +232,20 @@ def test_semantic_catches_reworded_requests_that_exact_matching_misses():
     assert collaboration_lines(loopguard.Guard(semantic=False)) == []
 
 
-@pytest.mark.skipif(not SEMANTIC, reason="the embedding model's files are not in models/cache")
-def test_the_tuned_encoder_is_loaded_when_the_config_asks_for_it():
-    guard = loopguard.Guard({"similarity": {"tuned_encoder": True}}, semantic=True)
+def t1_collaboration_reasons(guard):
+    """The reasons of task T1's collaboration loops in the semantic trace."""
     reasons = []
     for line in read_trace("semantic_collaboration.jsonl"):
         decision = guard.observe_json(line)
         if decision.task == "T1":
             reasons += [d.reason for d in decision.detections if d.kind == "collaboration_loop"]
+    return reasons
+
+
+@pytest.mark.skipif(not SEMANTIC, reason="the embedding model's files are not in models/cache")
+def test_the_tuned_encoder_is_loaded_when_the_config_asks_for_it():
+    guard = loopguard.Guard({"similarity": {"tuned_encoder": True}}, semantic=True)
+    reasons = t1_collaboration_reasons(guard)
     assert len(reasons) == 3, reasons
     assert all("the shipped judge weights for the tuned encoder" in r for r in reasons), reasons
 
@@ -254,11 +260,7 @@ def test_the_larger_tuned_encoder_is_loaded_when_the_config_names_it():
     # Its base is fetched into the model directory on first use (the Rust
     # tests have usually fetched it by now).
     guard = loopguard.Guard({"similarity": {"tuned_encoder": "mpnet"}}, semantic=True)
-    reasons = []
-    for line in read_trace("semantic_collaboration.jsonl"):
-        decision = guard.observe_json(line)
-        if decision.task == "T1":
-            reasons += [d.reason for d in decision.detections if d.kind == "collaboration_loop"]
+    reasons = t1_collaboration_reasons(guard)
     assert len(reasons) == 3, reasons
     assert all(
         "the shipped judge weights for the larger tuned encoder" in r for r in reasons
