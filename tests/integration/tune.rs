@@ -1189,6 +1189,82 @@ fn the_tuned_encoder_is_fitted_only_on_pairs_it_was_not_tuned_on_and_lifts_recal
 }
 
 #[test]
+fn the_larger_tuned_encoder_is_fitted_on_pairs_it_did_not_see_and_its_weights_name_it() {
+    // A slice of the shipped pairs: train pairs of both labels the larger
+    // encoder was not tuned on, six it was, and held-out pairs.
+    let text = fs::read_to_string(workspace("data/pairs/requests.jsonl")).expect("the pairs");
+    let (mut unseen, mut seen, mut test) = (Vec::new(), Vec::new(), Vec::new());
+    let mut labels = [0usize; 2];
+    for line in text.lines() {
+        let pair: Value = serde_json::from_str(line).expect("a pair");
+        let (a, b) = (
+            pair["a"].as_str().unwrap_or(""),
+            pair["b"].as_str().unwrap_or(""),
+        );
+        let same = usize::from(pair["same"] == true);
+        let saw =
+            loopguard_semantic::mpnet_encoder_saw(a) || loopguard_semantic::mpnet_encoder_saw(b);
+        match (pair["split"].as_str(), saw) {
+            (Some("train"), true) if seen.len() < 6 => seen.push(line),
+            (Some("train"), false) if labels[same] < 20 => {
+                labels[same] += 1;
+                unseen.push(line);
+            }
+            (Some("test"), _) if test.len() < 20 => test.push(line),
+            _ => {}
+        }
+    }
+    assert_eq!((labels, seen.len(), test.len()), ([20, 20], 6, 20));
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = dir.path().join("pairs.jsonl");
+    fs::write(&pairs, [unseen, seen, test].concat().join("\n") + "\n").expect("write the pairs");
+    let weights = dir.path().join("mpnet.json");
+    let fit = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--tuned-encoder".as_ref(),
+        "mpnet".as_ref(),
+        "--weights-out".as_ref(),
+        weights.as_os_str(),
+    ] as [&OsStr; 9]);
+    assert_eq!(fit.code, Some(0), "{fit:?}");
+    assert!(
+        fit.stderr.contains(
+            "loopguard: 6 of 66 pairs left out: the tuned encoder was tuned on their texts"
+        ),
+        "{}",
+        fit.stderr
+    );
+    assert!(fit.stderr.contains("by tuned-mpnet"), "{}", fit.stderr);
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
+            .expect("JSON");
+    assert_eq!(
+        written["tuned_encoder"].as_str(),
+        Some(loopguard_semantic::MPNET_TUNED_MODEL_ID),
+        "{written}"
+    );
+    assert!(
+        written["weights"][14].as_f64().is_some_and(|w| w != 0.0),
+        "{written}"
+    );
+    // Scored as written: the file asks for the larger encoder by itself.
+    let eval = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--eval-only".as_ref(),
+        "--weights".as_ref(),
+        weights.as_os_str(),
+    ] as [&OsStr; 6]);
+    assert_eq!(eval.code, Some(0), "{eval:?}");
+    assert!(eval.stderr.contains("by tuned-mpnet"), "{}", eval.stderr);
+}
+
+#[test]
 fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
     let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
     for judge in [&["--judge", "cosine"][..], &[]] {
