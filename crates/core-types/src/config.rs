@@ -300,7 +300,7 @@ impl std::str::FromStr for TunedEncoder {
         match name {
             "true" | "minilm" => Ok(TunedEncoder::MiniLm),
             "mpnet" => Ok(TunedEncoder::Mpnet),
-            "false" | "off" => Ok(TunedEncoder::Off),
+            "false" => Ok(TunedEncoder::Off),
             other => Err(format!(
                 "unknown tuned encoder {other:?}: expected true, false, \"minilm\" or \"mpnet\""
             )),
@@ -1990,9 +1990,9 @@ mod tests {
             let back = Config::from_toml_str(&text).expect("reads back");
             assert_eq!(back.similarity.tuned_encoder, encoder, "{text}");
         }
-        for name in ["true", "minilm", "mpnet", "false", "off"] {
+        for name in ["true", "minilm", "mpnet", "false"] {
             let parsed: TunedEncoder = name.parse().expect(name);
-            assert_eq!(parsed.is_on(), !matches!(name, "false" | "off"));
+            assert_eq!(parsed.is_on(), name != "false");
         }
         assert!("bert".parse::<TunedEncoder>().is_err());
     }

