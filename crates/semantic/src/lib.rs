@@ -94,7 +94,7 @@ pub use judge::{
     AnswerArchive, CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
     FirstLook, JudgeKind, JudgeWeights, Opinion, OpinionError, Pending, Residuals,
     SameRequestJudge, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats,
-    TUNED_FEATURE, TUNED_WEIGHTS_JSON, Verdict,
+    TUNED_CANDIDATE_FLOOR, TUNED_FEATURE, TUNED_WEIGHTS_JSON, Verdict,
 };
 pub use provision::{
     ArchivePart, ArchivedFile, ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON,

@@ -75,7 +75,21 @@ pub const MPNET_WEIGHTS_JSON: &str = include_str!("../../judge-weights-mpnet.jso
 /// with `cycles.repeats_only`: a real task has far fewer rewordings at a
 /// low cosine than the labelled pairs, and far more different steps
 /// (docs/tuning.md, session 12).
+///
+/// With weights that weigh `tuned_cosine`, the floor is on the nearer of
+/// the two cosines, the pinned model's and the tuned encoder's: a
+/// rewording only the tuned encoder reads as one ("migrating CI to
+/// self-hosted runners" / "moving our pipelines onto our own runner
+/// machines": 0.40 by the pinned model, 0.68 by the larger tuned encoder)
+/// is judged (docs/tuning.md, session 27). The pairs asked about are then
+/// those above [`TUNED_CANDIDATE_FLOOR`].
 pub const CANDIDATE_FLOOR: f32 = 0.5;
+
+/// With weights that weigh `tuned_cosine`, the pinned model's cosine below
+/// which a pair is not asked about, whatever the tuned encoder would say:
+/// it bounds how many of a detector's earlier texts the tuned encoder's
+/// cosine is read for.
+pub const TUNED_CANDIDATE_FLOOR: f32 = 0.3;
 
 /// Below this cosine no residual is computed: the texts are about
 /// different things whatever their differing words are.
@@ -242,6 +256,16 @@ impl JudgeWeights {
         self.weights.get(TUNED_FEATURE).is_some_and(|w| *w != 0.0)
     }
 
+    /// The cosine [`CANDIDATE_FLOOR`] is compared with: the pinned model's,
+    /// or, when these weights weigh `tuned_cosine` and it was read, the
+    /// higher of it and the tuned encoder's.
+    pub fn floored_cosine(&self, features: &Features) -> f32 {
+        match features.tuned_cosine {
+            Some(_) if self.needs_tuned_encoder() => features.nearest_cosine(),
+            _ => features.cosine,
+        }
+    }
+
     /// Reads weights from their JSON text, checking their shape.
     pub fn from_json(text: &str) -> Result<JudgeWeights> {
         let mut weights: JudgeWeights =
@@ -305,9 +329,11 @@ impl JudgeWeights {
 
     /// The score of `features`: the logistic of the weighted sum; 0 when
     /// their cosine is below [`CANDIDATE_FLOOR`] (texts that far apart are
-    /// never one request, whatever their words).
+    /// never one request, whatever their words). With weights that weigh
+    /// `tuned_cosine`, the floor is on the nearer of the two cosines
+    /// ([`JudgeWeights::floored_cosine`]).
     pub fn score(&self, features: &Features) -> f32 {
-        if features.cosine < CANDIDATE_FLOOR {
+        if self.floored_cosine(features) < CANDIDATE_FLOOR {
             return 0.0;
         }
         let sum: f32 = self.bias
@@ -338,6 +364,13 @@ pub struct Features {
 }
 
 impl Features {
+    /// The nearer of the two readings of the pair: the higher of the
+    /// pinned model's cosine and the tuned encoder's, when read.
+    pub fn nearest_cosine(&self) -> f32 {
+        self.tuned_cosine
+            .map_or(self.cosine, |tuned| self.cosine.max(tuned))
+    }
+
     /// The numeric features, in the order of [`FEATURE_NAMES`].
     pub fn vector(&self) -> [f32; FEATURES] {
         let flag = |on: bool| f32::from(u8::from(on));
@@ -453,9 +486,18 @@ impl Verdict {
                 format!("same request (score {:.2}, cosine {cosine:.2})", self.score)
             }
             (JudgeKind::Calibrated, false) => match &self.features.contrast.veto {
-                _ if cosine < CANDIDATE_FLOOR => format!(
-                    "too far apart to be one request (cosine {cosine:.2} below {CANDIDATE_FLOOR:.2})"
-                ),
+                _ if self.features.nearest_cosine() < CANDIDATE_FLOOR => {
+                    match self.features.tuned_cosine {
+                        Some(tuned) => format!(
+                            "too far apart to be one request (cosine {cosine:.2}, tuned \
+                             {tuned:.2}, both below {CANDIDATE_FLOOR:.2})"
+                        ),
+                        None => format!(
+                            "too far apart to be one request (cosine {cosine:.2} below \
+                             {CANDIDATE_FLOOR:.2})"
+                        ),
+                    }
+                }
                 Some(veto) => format!("{veto} (score {:.2}, cosine {cosine:.2})", self.score),
                 None if self.features.contrast.report_vs_request => format!(
                     "a report, not the request (score {:.2}, cosine {cosine:.2})",
@@ -811,10 +853,13 @@ impl SameRequestJudge {
     /// The cosine below which a pair is never the same request, so need
     /// not be judged: the cosine judge's threshold for it, the calibrated
     /// judge's [`CANDIDATE_FLOOR`] (whatever the words say, texts further
-    /// apart than that are not one request).
+    /// apart than that are not one request), or [`TUNED_CANDIDATE_FLOOR`]
+    /// when its weights weigh the tuned encoder's cosine (which may lift
+    /// the pair over the floor).
     pub fn candidate_floor(&self, cosine_threshold: f32) -> f32 {
         match self.kind {
             JudgeKind::Cosine => cosine_threshold,
+            JudgeKind::Calibrated if self.needs_tuned_encoder() => TUNED_CANDIDATE_FLOOR,
             JudgeKind::Calibrated => CANDIDATE_FLOOR,
         }
     }
@@ -869,9 +914,10 @@ impl SameRequestJudge {
             residuals: None,
             tuned_cosine: None,
         };
-        // The tuned encoder is asked only when its cosine can change the
-        // score: not below the candidate floor (the score is 0 there).
-        let wants_tuned = self.needs_tuned_encoder() && cosine >= CANDIDATE_FLOOR;
+        // The tuned encoder is asked about every candidate: its cosine
+        // weighs in the score, and lifts a pair below the candidate floor
+        // over it when it reads the texts as nearer.
+        let wants_tuned = self.needs_tuned_encoder() && cosine >= TUNED_CANDIDATE_FLOOR;
         let mut pending = Pending {
             judge: self.clone(),
             threshold,
@@ -1466,6 +1512,46 @@ mod tests {
         let old = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("shipped");
         assert_eq!(old.weights.len(), FEATURES);
         assert!(!old.needs_tuned_encoder());
+    }
+
+    #[test]
+    fn with_the_tuned_encoder_the_floor_is_on_the_nearer_cosine() {
+        let judge = SameRequestJudge::calibrated(tuned_weights());
+        assert_eq!(judge.candidate_floor(0.85), TUNED_CANDIDATE_FLOOR);
+        let shipped = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        assert_eq!(shipped.candidate_floor(0.85), CANDIDATE_FLOOR);
+        // Between the two floors the tuned encoder is asked, and lifts a
+        // rewording it reads as one over the floor.
+        let (a, b) = (
+            "migrating CI to self-hosted runners",
+            "moving our pipelines onto our own runner machines",
+        );
+        let look = |cosine| match judge.first_look(a, b, cosine, 0.5) {
+            FirstLook::Pending(pending) => pending,
+            FirstLook::Decided(verdict) => panic!("the tuned cosine is wanted: {verdict:?}"),
+        };
+        assert!(look(0.4).needs_tuned_cosine());
+        let lifted = look(0.4).finish_with(None, Some(0.99));
+        assert!(lifted.same && lifted.score > 0.5, "{lifted:?}");
+        let far = look(0.4).finish_with(None, Some(0.45));
+        assert_eq!((far.same, far.score), (false, 0.0), "{far:?}");
+        assert_eq!(
+            far.reason(),
+            "too far apart to be one request (cosine 0.40, tuned 0.45, both below 0.50)"
+        );
+        // Below the tuned floor nothing is asked.
+        let FirstLook::Decided(below) = judge.first_look(a, b, TUNED_CANDIDATE_FLOOR - 0.01, 0.5)
+        else {
+            panic!("decided below the tuned floor");
+        };
+        assert_eq!((below.same, below.score), (false, 0.0));
+        // Weights that do not weigh the tuned cosine keep the floor on the
+        // pinned model's cosine, whatever tuned cosine a pair carries.
+        let mut features = lifted.features.clone();
+        features.cosine = 0.4;
+        assert_eq!(JudgeWeights::shipped().floored_cosine(&features), 0.4);
+        assert_eq!(JudgeWeights::shipped().score(&features), 0.0);
+        assert_eq!(tuned_weights().floored_cosine(&features), 0.99);
     }
 
     #[test]
