@@ -103,6 +103,21 @@ pub(crate) async fn judge_candidates<K>(
                 && judge.read(earlier).reads_as_statement())
         })
         .collect();
+    // With a tuned encoder the candidates reach down to its floor; those
+    // it does not lift over the judge's floor are dropped before their
+    // words are compared (they could only be "different").
+    let over = {
+        let earlier: Vec<(&str, f32)> = candidates
+            .iter()
+            .map(|(_, cosine, earlier)| (&**earlier, *cosine))
+            .collect();
+        judge.over_the_floor(text, &earlier).await?
+    };
+    let candidates: Vec<Candidate<K>> = candidates
+        .into_iter()
+        .zip(over)
+        .filter_map(|(candidate, over)| over.then_some(candidate))
+        .collect();
     let earlier: Vec<(&str, f32)> = candidates
         .iter()
         .map(|(_, cosine, earlier)| (&**earlier, *cosine))

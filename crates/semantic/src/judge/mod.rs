@@ -1080,6 +1080,61 @@ impl SameRequestJudge {
 }
 
 impl SameRequestJudge {
+    /// Which of `earlier` (each an earlier text and its pinned cosine with
+    /// `text`) can be the same request as `text`, in order: a pinned
+    /// cosine of [`CANDIDATE_FLOOR`] or more; with weights that weigh the
+    /// tuned encoder's cosine, also a pinned one of
+    /// [`TUNED_CANDIDATE_FLOOR`] or more that the tuned encoder lifts over
+    /// the floor. The tuned encoder reads only the texts of the pairs
+    /// between the two floors (its service caches them): a detector then
+    /// judges, words and residuals, only the pairs the floor does not rule
+    /// out.
+    pub async fn over_the_floor(&self, text: &str, earlier: &[(&str, f32)]) -> Result<Vec<bool>> {
+        let mut over: Vec<bool> = earlier
+            .iter()
+            .map(|&(_, cosine)| cosine >= CANDIDATE_FLOOR)
+            .collect();
+        if self.kind != JudgeKind::Calibrated || !self.needs_tuned_encoder() {
+            return Ok(over);
+        }
+        let between: Vec<usize> = earlier
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, cosine))| (TUNED_CANDIDATE_FLOOR..CANDIDATE_FLOOR).contains(cosine))
+            .map(|(index, _)| index)
+            .collect();
+        if between.is_empty() {
+            return Ok(over);
+        }
+        let Some(tuned) = &self.tuned else {
+            return Err(self.missing_tuned_encoder());
+        };
+        let mut wanted: Vec<&str> = Vec::with_capacity(between.len() + 1);
+        wanted.push(text);
+        wanted.extend(between.iter().map(|&index| earlier[index].0));
+        let vectors = tuned.embed_many(&wanted).await?;
+        let Some((new, before)) = vectors.split_first() else {
+            return Err(SemanticError::Judge(
+                "the tuned encoder returned no vectors".into(),
+            ));
+        };
+        for (&index, vector) in between.iter().zip(before) {
+            over[index] = cosine(new, vector)? >= CANDIDATE_FLOOR;
+        }
+        Ok(over)
+    }
+
+    /// The error of weights that weigh `tuned_cosine` when the judge was not
+    /// given the tuned encoder.
+    fn missing_tuned_encoder(&self) -> SemanticError {
+        SemanticError::Judge(format!(
+            "the judge weights weigh tuned_cosine, but the tuned encoder ({}) was not loaded",
+            self.weights
+                .tuned_encoder_needed()
+                .unwrap_or(crate::TUNED_MODEL_ID)
+        ))
+    }
+
     /// The tuned encoder's cosine of each pending look that wants it, in
     /// order: every text embedded in one call (the service's cache keeps
     /// them). An error when the weights need the tuned encoder and the
@@ -1099,13 +1154,7 @@ impl SameRequestJudge {
             return Ok(Vec::new());
         }
         let Some(tuned) = &self.tuned else {
-            return Err(SemanticError::Judge(format!(
-                "the judge weights weigh tuned_cosine, but the tuned encoder ({}) was not \
-                 loaded",
-                self.weights
-                    .tuned_encoder_needed()
-                    .unwrap_or(crate::TUNED_MODEL_ID)
-            )));
+            return Err(self.missing_tuned_encoder());
         };
         let vectors = tuned.embed_many(&wanted).await?;
         vectors
@@ -1661,6 +1710,59 @@ mod tests {
         assert_eq!(verdicts[2].features.tuned_cosine, None, "below the floor");
         // Three distinct texts were embedded by the tuned encoder, once each.
         assert_eq!(tuned.stats().texts_embedded, 3);
+    }
+
+    /// A toy encoder that puts the texts containing its word at one point
+    /// and every other text at a right angle to it.
+    struct Apart(&'static str);
+
+    impl crate::Embedder for Apart {
+        fn model_id(&self) -> &str {
+            "apart"
+        }
+        fn dimension(&self) -> usize {
+            2
+        }
+        fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    if t.contains(self.0) {
+                        vec![1.0, 0.0]
+                    } else {
+                        vec![0.0, 1.0]
+                    }
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn between_the_floors_the_tuned_encoder_says_which_pairs_are_candidates() {
+        let tuned = Arc::new(EmbeddingService::new(Arc::new(Apart("runner"))).expect("service"));
+        let text = "moving our pipelines onto our own runner machines";
+        let earlier = [
+            ("migrating CI to self-hosted runners", 0.4),
+            ("Book a flight to Oslo", 0.4),
+            ("Write the plan", TUNED_CANDIDATE_FLOOR - 0.01),
+            ("Restart redis", CANDIDATE_FLOOR),
+        ];
+        let without = SameRequestJudge::calibrated(tuned_weights());
+        let err = without
+            .over_the_floor(text, &earlier)
+            .await
+            .expect_err("no tuned encoder");
+        assert!(err.to_string().contains("tuned encoder"), "{err}");
+        let judge = without.with_tuned_encoder(Arc::clone(&tuned));
+        let over = judge.over_the_floor(text, &earlier).await.expect("read");
+        assert_eq!(over, [true, false, false, true]);
+        // The new text and the two between the floors, nothing else.
+        assert_eq!(tuned.stats().texts_embedded, 3);
+        // Weights that do not weigh the tuned cosine: the pinned floor
+        // alone, and no encoder asked.
+        let shipped = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        let over = shipped.over_the_floor(text, &earlier).await.expect("read");
+        assert_eq!(over, [false, false, false, true]);
     }
 
     #[test]
