@@ -25,10 +25,13 @@
 //!
 //! With weights that weigh `tuned_cosine` (`[similarity] tuned_encoder =
 //! true`, [`JudgeWeights::needs_tuned_encoder`]), a pair with a cosine of
-//! [`CANDIDATE_FLOOR`] or more also waits for the cosine of its two texts
-//! by the tuned encoder (`FastEmbedder::tuned`), a second service given
-//! with [`SameRequestJudge::with_tuned_encoder`]; a veto then settles the
-//! residuals, not the score.
+//! [`TUNED_CANDIDATE_FLOOR`] or more also waits for the cosine of its two
+//! texts by the tuned encoder (`FastEmbedder::tuned`), a second service
+//! given with [`SameRequestJudge::with_tuned_encoder`]; a veto then
+//! settles the residuals, not the score. The [`CANDIDATE_FLOOR`] is then
+//! on the nearer of the two cosines, and a detector asks
+//! [`SameRequestJudge::over_the_floor`] which of its candidates between
+//! the two floors the tuned encoder lifts over it before judging them.
 
 pub mod lexical;
 pub mod related;
@@ -914,9 +917,9 @@ impl SameRequestJudge {
             residuals: None,
             tuned_cosine: None,
         };
-        // The tuned encoder is asked about every candidate: its cosine
-        // weighs in the score, and lifts a pair below the candidate floor
-        // over it when it reads the texts as nearer.
+        // The tuned encoder is asked about every pair from its floor up:
+        // its cosine weighs in the score, and lifts a pair below the
+        // candidate floor over it when it reads the texts as nearer.
         let wants_tuned = self.needs_tuned_encoder() && cosine >= TUNED_CANDIDATE_FLOOR;
         let mut pending = Pending {
             judge: self.clone(),
