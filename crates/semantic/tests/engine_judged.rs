@@ -287,3 +287,59 @@ async fn every_candidates_residual_texts_are_embedded_in_one_inference() {
         assert!(verdict.features.residuals.is_some(), "{before:?}");
     }
 }
+
+/// A rewording the pinned model puts below the judge's floor of 0.5 and
+/// the tuned encoder above it (a held-out pair of `data/pairs`): with the
+/// defaults (the tuned encoder on) the floor is on the nearer cosine and
+/// the judge calls it the same request; without the tuned encoder it is
+/// too far apart to be asked about.
+#[tokio::test]
+async fn a_rewording_only_the_tuned_encoder_reads_as_near_is_a_loop() {
+    let (a, b) = (
+        "choosing, through a formal bid, which travel agency books trips for US employees once the current contract ends",
+        "running the RFP to pick a new corporate travel management company for our US offices",
+    );
+    let dir = crate::common::model_dir(&[], &[]);
+    let mut config = Config::default();
+    config.semantic.model_dir = Some(dir.path().to_path_buf());
+    config.semantic.offline = Some(true);
+    let guard_with = |config: Config| {
+        let judge = loopguard_semantic::SameRequestJudge::from_config(&config.similarity)
+            .unwrap_or_else(|e| panic!("the judge: {e}"));
+        let (service, judge) =
+            loopguard_semantic::load_service_and_tuned_encoder(&config, judge, |_| {})
+                .unwrap_or_else(|e| panic!("the models: {e}"));
+        SemanticDetectors::with_judge(
+            &config,
+            Some(service),
+            loopguard_semantic::SemanticLimits::default(),
+            judge,
+        )
+        .install(LoopGuard::builder(config))
+        .build()
+        .unwrap_or_else(|e| panic!("engine: {e}"))
+    };
+    let events = [collab("T", a), collab("T", b)];
+    let decisions = replay(&guard_with(config.clone()), &events).await;
+    let found = of_kind(&decisions[1], "collaboration_loop").expect("a loop at line 2");
+    assert_eq!(found.matched_line, Some(1));
+    let pinned = found.similarity.expect("the pinned cosine");
+    assert!(
+        (loopguard_semantic::TUNED_CANDIDATE_FLOOR..loopguard_semantic::CANDIDATE_FLOOR)
+            .contains(&pinned),
+        "{pinned}: between the floors"
+    );
+    assert!(
+        found.reason.contains("same request (score"),
+        "{}",
+        found.reason
+    );
+
+    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
+    let decisions = replay(&guard_with(config), &events).await;
+    assert!(
+        of_kind(&decisions[1], "collaboration_loop").is_none(),
+        "{:?}",
+        decisions[1]
+    );
+}
