@@ -1658,7 +1658,9 @@ mod tests {
 
     /// Two "topics" by a word, for the services of the tests below (no
     /// model: the plumbing is what is tested).
-    struct Toy(&'static str);
+    /// A toy encoder: the texts containing its word at (1, 0), every other
+    /// text at its second field.
+    struct Toy(&'static str, [f32; 2]);
 
     impl crate::Embedder for Toy {
         fn model_id(&self) -> &str {
@@ -1674,7 +1676,7 @@ mod tests {
                     if t.contains(self.0) {
                         vec![1.0, 0.0]
                     } else {
-                        vec![0.6, 0.8]
+                        self.1.to_vec()
                     }
                 })
                 .collect())
@@ -1683,8 +1685,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_tuned_encoder_is_asked_once_a_text_and_its_absence_is_an_error() {
-        let service = EmbeddingService::new(Arc::new(Toy("zzz"))).expect("service");
-        let tuned = Arc::new(EmbeddingService::new(Arc::new(Toy("#418"))).expect("service"));
+        let service = EmbeddingService::new(Arc::new(Toy("zzz", [0.6, 0.8]))).expect("service");
+        let tuned =
+            Arc::new(EmbeddingService::new(Arc::new(Toy("#418", [0.6, 0.8]))).expect("service"));
         let without = SameRequestJudge::calibrated(tuned_weights());
         let err = without
             .judge(&service, "Review PR #412", "Review PR #418", 0.95, 0.5)
@@ -1715,34 +1718,10 @@ mod tests {
         assert_eq!(tuned.stats().texts_embedded, 3);
     }
 
-    /// A toy encoder that puts the texts containing its word at one point
-    /// and every other text at a right angle to it.
-    struct Apart(&'static str);
-
-    impl crate::Embedder for Apart {
-        fn model_id(&self) -> &str {
-            "apart"
-        }
-        fn dimension(&self) -> usize {
-            2
-        }
-        fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-            Ok(texts
-                .iter()
-                .map(|t| {
-                    if t.contains(self.0) {
-                        vec![1.0, 0.0]
-                    } else {
-                        vec![0.0, 1.0]
-                    }
-                })
-                .collect())
-        }
-    }
-
     #[tokio::test]
     async fn between_the_floors_the_tuned_encoder_says_which_pairs_are_candidates() {
-        let tuned = Arc::new(EmbeddingService::new(Arc::new(Apart("runner"))).expect("service"));
+        let tuned =
+            Arc::new(EmbeddingService::new(Arc::new(Toy("runner", [0.0, 1.0]))).expect("service"));
         let text = "moving our pipelines onto our own runner machines";
         let earlier = [
             ("migrating CI to self-hosted runners", 0.4),
