@@ -598,6 +598,36 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     for key in ["judge", "threshold", "tp", "fp", "fn", "tn", "f1"] {
         assert_eq!(eval[key], printed[key], "{key}");
     }
+    // And the average precision of the scores in pairs.jsonl, recomputed
+    // here: each same pair, highest score first, at the precision of the
+    // pairs scored at least as high.
+    let labelled: Vec<(f64, bool)> = judged
+        .iter()
+        .map(|p| (number(p, "score"), p["same"] == true))
+        .collect();
+    let same_pairs = labelled.iter().filter(|(_, same)| *same).count() as f64;
+    let expected: f64 = labelled
+        .iter()
+        .filter(|(_, same)| *same)
+        .map(|(score, _)| {
+            let above: Vec<&(f64, bool)> = labelled.iter().filter(|(s, _)| s >= score).collect();
+            let found = above.iter().filter(|(_, same)| *same).count() as f64;
+            found / above.len() as f64 / same_pairs
+        })
+        .sum();
+    let ranking = eval["average_precision"]
+        .as_f64()
+        .expect("average_precision");
+    assert!((ranking - expected).abs() < 1e-9, "{ranking} vs {expected}");
+    assert!(
+        text.stdout.contains(&format!(
+            "average precision (every threshold): {expected:.3}"
+        )),
+        "{}",
+        text.stdout
+    );
+    // Not in what --format json prints: its keys are the issue's.
+    assert!(printed.get("average_precision").is_none(), "{printed}");
     let wrong: Vec<&Value> = judged
         .iter()
         .filter(|p| p["said_same"] != p["same"])
@@ -673,6 +703,14 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     assert!(fitted.stdout.contains("calibrated"), "{}", fitted.stdout);
     assert!(
         fitted.stdout.contains("residual_cosine"),
+        "{}",
+        fitted.stdout
+    );
+    // Both judges' ranking of the held-out pairs, whatever their thresholds.
+    assert!(
+        fitted
+            .stdout
+            .contains("held-out average precision (every threshold): cosine "),
         "{}",
         fitted.stdout
     );
@@ -782,6 +820,28 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         text.stdout
     );
     assert!(text.stdout.contains(", at thresholds "), "{}", text.stdout);
+    // Each shuffle's average precision of its out-of-fold scores, and
+    // their mean, in the JSON and the text.
+    let ranking = cv["average_precision"]
+        .as_array()
+        .expect("one average precision per shuffle");
+    assert_eq!(ranking.len(), 10);
+    let values: Vec<f64> = ranking.iter().filter_map(Value::as_f64).collect();
+    assert!(
+        values.len() == 10 && values.iter().all(|v| (0.0..=1.0).contains(v)),
+        "{cv}"
+    );
+    let ranking_mean = cv["average_precision_mean"].as_f64().expect("a mean");
+    assert!(
+        (ranking_mean - values.iter().sum::<f64>() / 10.0).abs() < 1e-9,
+        "{cv}"
+    );
+    assert!(
+        text.stdout
+            .contains(&format!("; average precision {ranking_mean:.3}")),
+        "{}",
+        text.stdout
+    );
     // Without the calibrated judge there is nothing to cross-validate.
     let alone = folds("2", &[]);
     assert_eq!(alone.code, Some(2), "{alone:?}");
@@ -892,6 +952,12 @@ fn the_judge_fit_draws_both_judges_curves_in_one_picture() {
     );
     assert!((operating - fitted).abs() < 1e-6, "{operating} vs {fitted}");
     for judge in ["cosine", "calibrated"] {
+        // Two held-out pairs, one of each label: the same pair ranked
+        // first gives 1, last 1/2 (or 1/2 when both score alike).
+        let ranking = curves[judge]["average_precision"]
+            .as_f64()
+            .expect("an average precision");
+        assert!(ranking == 1.0 || ranking == 0.5, "{judge}: {curves}");
         let points = curves[judge]["points"].as_array().expect("points");
         assert!(!points.is_empty(), "{judge}: {curves}");
         assert!(

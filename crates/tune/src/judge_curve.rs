@@ -33,6 +33,10 @@ pub struct JudgeCurve {
     pub operating: Option<CurvePoint>,
     /// The curve, by rising threshold.
     pub points: Vec<CurvePoint>,
+    /// The area under the curve as [`average_precision`] takes it: how
+    /// well the judge ranks the pairs, whatever threshold it runs at
+    /// (`None` when no pair is labelled the same).
+    pub average_precision: Option<f64>,
 }
 
 /// Both judges' curves on one set of pairs.
@@ -99,6 +103,47 @@ pub fn pr_curve(scores: &[f32], labels: &[bool]) -> Vec<CurvePoint> {
         .collect()
 }
 
+/// The average precision of `scores` against `labels`: the precision
+/// reached at each distinct score, taken as the lowest score flagged,
+/// weighted by the share of the same pairs it adds (pairs of equal score
+/// enter together). 1.0 when every same pair scores above every other
+/// one; the share of same pairs when the scores tell nothing. It does not
+/// depend on a threshold, so two judges, or two feature sets, compare by
+/// it without the luck of where each one's threshold fell. The same
+/// figure as scikit-learn's `average_precision_score`. A score that is
+/// not a number counts as the lowest. `None` when no pair is the same.
+pub fn average_precision(scores: &[f32], labels: &[bool]) -> Option<f64> {
+    let same = labels.iter().filter(|same| **same).count();
+    if same == 0 {
+        return None;
+    }
+    let score = |at: usize| {
+        let score = scores[at];
+        if score.is_nan() {
+            f32::NEG_INFINITY
+        } else {
+            score
+        }
+    };
+    let mut order: Vec<usize> = (0..scores.len().min(labels.len())).collect();
+    order.sort_by(|&x, &y| score(y).total_cmp(&score(x)));
+    let (mut flagged, mut found, mut sum) = (0usize, 0usize, 0.0f64);
+    let mut at = 0;
+    while at < order.len() {
+        let mut next = at;
+        let mut found_here = 0;
+        while next < order.len() && score(order[next]) == score(order[at]) {
+            found_here += usize::from(labels[order[next]]);
+            next += 1;
+        }
+        flagged += next - at;
+        found += found_here;
+        sum += found_here as f64 * (found as f64 / flagged as f64);
+        at = next;
+    }
+    Some(sum / same as f64)
+}
+
 /// Both judges' curves on the test split of `pairs` (every pair when none
 /// is held out): the cosine judge operating at `cosine_threshold`, the
 /// calibrated one scoring with `weights` at their own threshold.
@@ -123,6 +168,7 @@ pub fn judge_curves(
         threshold,
         operating: pr_point(&scores, &labels, threshold),
         points: pr_curve(&scores, &labels),
+        average_precision: average_precision(&scores, &labels),
     };
     JudgeCurves {
         split: if has_test { "test" } else { "all" },
@@ -206,6 +252,52 @@ mod tests {
         assert_eq!((operating.precision, operating.recall), (1.0, 1.0));
         assert_eq!(curves.calibrated.threshold, weights.threshold);
         assert_eq!(curves.calibrated.judge, JudgeKind::Calibrated);
+        // The same pair has the higher cosine of the two held out.
+        assert_eq!(curves.cosine.average_precision, Some(1.0));
+    }
+
+    #[test]
+    fn average_precision_weighs_each_precision_by_the_recall_it_adds() {
+        // Ranked: same, different, same, different. The first same pair
+        // is found at precision 1, the second at 2/3: (1 + 2/3) / 2.
+        let scores = [0.9, 0.8, 0.7, 0.6];
+        let labels = [true, false, true, false];
+        let ap = average_precision(&scores, &labels).expect("same pairs");
+        assert!((ap - 5.0 / 6.0).abs() < 1e-12, "{ap}");
+        // The order of the input does not matter, only the ranking.
+        let ap_shuffled =
+            average_precision(&[0.7, 0.6, 0.9, 0.8], &[true, false, true, false]).expect("same");
+        assert!((ap_shuffled - ap).abs() < 1e-12);
+        // Separated: 1, whatever the scale.
+        assert_eq!(
+            average_precision(&[0.3, 0.2, 0.1, 0.0], &[true, true, false, false]),
+            Some(1.0)
+        );
+        // Reversed: the same pairs come last, at precision 1/3 and 2/4.
+        let reversed = average_precision(&[0.0, 0.1, 0.2, 0.3], &[true, true, false, false])
+            .expect("same pairs");
+        assert!(
+            (reversed - (1.0 / 3.0 + 0.5) / 2.0).abs() < 1e-12,
+            "{reversed}"
+        );
+        // Nothing the same: undefined.
+        assert_eq!(average_precision(&scores, &[false; 4]), None);
+    }
+
+    #[test]
+    fn pairs_of_equal_score_enter_together_and_nan_counts_as_lowest() {
+        // All tied: the precision of the whole set, the share of same pairs.
+        let tied = average_precision(&[0.5; 4], &[true, false, false, false]).expect("one same");
+        assert!((tied - 0.25).abs() < 1e-12, "{tied}");
+        // A tie of a same and a different pair at the top enters at 1/2,
+        // then the other same pair at 2/3: (1/2 + 2/3) / 2. (scikit-learn's
+        // average_precision_score gives 0.5833 for these.)
+        let ap = average_precision(&[0.9, 0.9, 0.5], &[true, false, true]).expect("same pairs");
+        assert!((ap - (0.5 + 2.0 / 3.0) / 2.0).abs() < 1e-12, "{ap}");
+        // A score that is not a number is ranked below every other.
+        let with_nan =
+            average_precision(&[f32::NAN, 0.1, 0.2], &[false, true, true]).expect("same pairs");
+        assert_eq!(with_nan, 1.0);
     }
 
     #[test]

@@ -198,6 +198,11 @@ pub struct CrossValidation {
     pub f1_sd: f64,
     /// Per shuffle: the threshold that best F1 was found at.
     pub thresholds: Vec<f32>,
+    /// Per shuffle: the average precision of the out-of-fold scores
+    /// ([`crate::average_precision`]), which no threshold choice moves.
+    pub average_precision: Vec<f64>,
+    /// Their mean.
+    pub average_precision_mean: f64,
 }
 
 /// A small, seeded generator for the shuffles (SplitMix64): the same
@@ -252,6 +257,7 @@ pub fn cross_validate(
     let everything = vec![true; train.len()];
     let mut f1 = Vec::with_capacity(repeats);
     let mut thresholds = Vec::with_capacity(repeats);
+    let mut average_precision = Vec::with_capacity(repeats);
     for repeat in 0..repeats {
         let mut random = SplitMix(repeat as u64 + 1);
         // Stratified: each label's pairs dealt round the folds in a
@@ -282,7 +288,11 @@ pub fn cross_validate(
         let metrics = confusion(&out_of_fold, &labels, &everything, threshold).metrics();
         f1.push(metrics.f1.unwrap_or(0.0));
         thresholds.push(threshold);
+        // Every fold holds a same pair, so the train split has one.
+        average_precision.push(crate::average_precision(&out_of_fold, &labels).unwrap_or(0.0));
     }
+    let average_precision_mean =
+        average_precision.iter().sum::<f64>() / average_precision.len() as f64;
     let mean = f1.iter().sum::<f64>() / f1.len() as f64;
     let sd = (f1.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f1.len() as f64).sqrt();
     Ok(CrossValidation {
@@ -294,6 +304,8 @@ pub fn cross_validate(
         f1_mean: mean,
         f1_sd: sd,
         thresholds,
+        average_precision,
+        average_precision_mean,
     })
 }
 
@@ -855,6 +867,9 @@ mod tests {
         assert_eq!((telling.folds, telling.repeats, telling.pairs), (5, 3, 40));
         assert_eq!(telling.f1, vec![1.0; 3], "{telling:?}");
         assert_eq!(telling.f1_sd, 0.0);
+        // A feature that separates the labels ranks them perfectly.
+        assert_eq!(telling.average_precision, vec![1.0; 3], "{telling:?}");
+        assert_eq!(telling.average_precision_mean, 1.0);
         // One threshold per shuffle, on the grid the scores are swept on.
         assert_eq!(telling.thresholds.len(), 3, "{telling:?}");
         assert!(
@@ -864,6 +879,7 @@ mod tests {
         let (pairs, features) = pair_set(40, false);
         let mute = cross_validate(&pairs, &features, 5, 3, 0.9).expect("cross-validated");
         assert!(mute.f1_mean < 0.8, "{mute:?}");
+        assert!(mute.average_precision_mean < 0.8, "{mute:?}");
         // The same shuffles every run.
         assert_eq!(
             mute,

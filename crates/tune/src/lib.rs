@@ -79,7 +79,9 @@ pub use cache::EmbeddingCache;
 pub use embed::{DEFAULT_BATCH, EmbedOptions, EmbedStats, Vectors, embed_texts};
 pub use embedders::EmbedderChoice;
 pub use error::{LineIssue, Result, TuneError};
-pub use judge_curve::{CurvePoint, JudgeCurve, JudgeCurves, judge_curves, pr_curve, pr_point};
+pub use judge_curve::{
+    CurvePoint, JudgeCurve, JudgeCurves, average_precision, judge_curves, pr_curve, pr_point,
+};
 pub use judge_fit::{
     CrossValidation, HardCaseScore, JudgeReport, JudgeScore, JudgedPair, PairFeatures,
     add_tuned_cosines, cross_validate, fit_and_score, fit_logistic, judge_features, judged_by_hard,

@@ -15,8 +15,9 @@ use loopguard_semantic::{
 };
 use loopguard_tune::{
     Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, JudgedPair, PairSet,
-    SecondOpinionScore, cross_validate, evaluate_with_second_opinion, fit_and_score, judge_curves,
-    judged_by_hard, judged_pairs, judged_score, mistakes_worst_first, write_judge_plot,
+    SecondOpinionScore, average_precision, cross_validate, evaluate_with_second_opinion,
+    fit_and_score, judge_curves, judged_by_hard, judged_pairs, judged_score, mistakes_worst_first,
+    write_judge_plot,
 };
 
 use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
@@ -138,6 +139,17 @@ pub(crate) async fn run(
             for score in [&report.cosine, &report.calibrated] {
                 writeln!(out, "{}", row(score))?;
             }
+            writeln!(
+                out,
+                "{} average precision (every threshold): cosine {}, calibrated {}",
+                if curves.split == "test" {
+                    "held-out"
+                } else {
+                    "all pairs:"
+                },
+                three_places(curves.cosine.average_precision),
+                three_places(curves.calibrated.average_precision),
+            )?;
             if !report.held_out_by_hard.is_empty() {
                 writeln!(
                     out,
@@ -160,7 +172,8 @@ pub(crate) async fn run(
                 writeln!(
                     out,
                     "\ncalibrated, cross-validated on the {} train pairs ({} folds, {} shuffles): \
-                     best F1 at precision >= {:.2}: {:.3} ± {:.3}, at thresholds {:.2} to {:.2}",
+                     best F1 at precision >= {:.2}: {:.3} ± {:.3}, at thresholds {:.2} to {:.2}; \
+                     average precision {:.3}",
                     cv.pairs,
                     cv.folds,
                     cv.repeats,
@@ -172,6 +185,7 @@ pub(crate) async fn run(
                         .iter()
                         .copied()
                         .fold(f32::NEG_INFINITY, f32::max),
+                    cv.average_precision_mean,
                 )?;
             }
             writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;
@@ -269,10 +283,11 @@ async fn eval_only(
     let judged = judged_pairs(pairs, features, &judge, threshold);
     let score = judged_score(judge.kind(), threshold, &judged);
     let document = eval_json(&score);
+    let ranking = judged_average_precision(&judged);
     let written = args
         .out
         .as_ref()
-        .map(|dir| write_eval_files(dir, &document, &judged, threshold))
+        .map(|dir| write_eval_files(dir, &document, &judged, threshold, ranking))
         .transpose()?;
     let mut out = io::stdout().lock();
     match args.format {
@@ -282,6 +297,11 @@ async fn eval_only(
         }
         TuneFormat::Text => {
             writeln!(out, "{}", row(&score))?;
+            writeln!(
+                out,
+                "average precision (every threshold): {}",
+                three_places(ranking)
+            )?;
             write!(out, "{}", hard_case_table(&judged))?;
             if let Some(written) = &written {
                 writeln!(out, "{written}")?;
@@ -360,8 +380,10 @@ impl std::fmt::Display for EvalFiles {
 }
 
 /// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
-/// prints them plus `mistakes` (the pairs the judge got wrong, worst
-/// first: the farthest from the threshold) and, when the pairs have a
+/// prints them plus `average_precision` (of the judged pairs' scores,
+/// after a second opinion when one was asked; `null` when no pair is the
+/// same), `mistakes` (the pairs the judge got
+/// wrong, worst first: the farthest from the threshold) and, when the pairs have a
 /// `hard` field, `by_hard` (the counts of each hard case); and
 /// `DIR/pairs.jsonl`, every pair scored, in the file's order, with its
 /// label, hard case, verdict, score, cosine and reason.
@@ -370,10 +392,12 @@ fn write_eval_files(
     document: &serde_json::Value,
     judged: &[JudgedPair],
     threshold: f32,
+    ranking: Option<f64>,
 ) -> anyhow::Result<EvalFiles> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mistakes = mistakes_worst_first(judged, threshold);
     let mut eval = document.clone();
+    eval["average_precision"] = serde_json::json!(ranking);
     // Through text, so a score reads as in pairs.jsonl ("0.857143", not
     // the f32 widened to 0.857142984867096).
     eval["mistakes"] = serde_json::from_str(&serde_json::to_string(&mistakes)?)?;
@@ -451,7 +475,10 @@ async fn eval_second_opinion(
     let written = args
         .out
         .as_ref()
-        .map(|dir| write_eval_files(dir, &document, &result.judged, threshold))
+        .map(|dir| {
+            let ranking = judged_average_precision(&result.judged);
+            write_eval_files(dir, &document, &result.judged, threshold, ranking)
+        })
         .transpose()?;
     let mut out = io::stdout().lock();
     match args.format {
@@ -537,6 +564,19 @@ fn eval_json(score: &JudgeScore) -> serde_json::Value {
         "recall": metrics.recall,
         "f1": metrics.f1,
     })
+}
+
+/// The average precision of the judged pairs' scores against their
+/// labels: how well the judge ranks them, whatever its threshold.
+fn judged_average_precision(judged: &[JudgedPair]) -> Option<f64> {
+    let scores: Vec<f32> = judged.iter().map(|pair| pair.score).collect();
+    let labels: Vec<bool> = judged.iter().map(|pair| pair.same).collect();
+    average_precision(&scores, &labels)
+}
+
+/// A share to three places, or "-" when undefined.
+fn three_places(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.3}"))
 }
 
 fn row(score: &JudgeScore) -> String {
