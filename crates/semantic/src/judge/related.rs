@@ -39,9 +39,17 @@ struct Lexicon {
     /// pair of words is looked up as one only when its second is one.
     particles: Vec<Box<str>>,
     /// Each synset's related synsets (hypernyms, hyponyms, derivations,
-    /// "similar to", verb groups), by synset number.
-    related: HashMap<u32, Box<[u32]>>,
+    /// "similar to", verb groups), at its synset number (WordNet 3.1's are
+    /// numbered from 0 to some 91,000; an empty list where a number has
+    /// no relatives): a look-up per synset of every differing word of
+    /// every judged pair, so an index, not a hash.
+    related: Vec<Box<[u32]>>,
 }
+
+/// The highest synset number the relations may use: WordNet 3.1 has some
+/// 117,000 synsets. A larger one in the file is skipped rather than
+/// allocated for.
+const MAX_SYNSET: usize = 1 << 20;
 
 impl Lexicon {
     /// Reads the shipped relations. The file is ours and checked by a
@@ -68,8 +76,13 @@ impl Lexicon {
             let Some(head) = fields.next() else { continue };
             let numbers: Box<[u32]> = fields.filter_map(|n| n.parse().ok()).collect();
             if in_relations {
-                if let Ok(synset) = head.parse() {
-                    lexicon.related.insert(synset, numbers);
+                if let Ok(synset) = head.parse::<usize>()
+                    && synset <= MAX_SYNSET
+                {
+                    if lexicon.related.len() <= synset {
+                        lexicon.related.resize(synset + 1, Box::default());
+                    }
+                    lexicon.related[synset] = numbers;
                 }
             } else {
                 if let Some((_, particle)) = head.split_once('_') {
@@ -143,17 +156,18 @@ impl Lexicon {
         found
     }
 
-    /// `synsets` and every synset related to one of them.
-    fn reach(&self, synsets: &[u32]) -> Vec<u32> {
-        let mut reach: Vec<u32> = synsets.to_vec();
-        for synset in synsets {
-            if let Some(related) = self.related.get(synset) {
-                reach.extend(related.iter());
-            }
-        }
-        reach.sort_unstable();
-        reach.dedup();
-        reach
+    /// Whether one of `synsets`, or a synset related to one of them, is
+    /// in `theirs` (sorted): what [`cover`] asks of each differing word,
+    /// without collecting and sorting the relatives first.
+    fn reaches(&self, synsets: &[u32], theirs: &[u32]) -> bool {
+        let in_theirs = |synset: &u32| theirs.binary_search(synset).is_ok();
+        synsets.iter().any(|synset| {
+            in_theirs(synset)
+                || usize::try_from(*synset)
+                    .ok()
+                    .and_then(|at| self.related.get(at))
+                    .is_some_and(|related| related.iter().any(in_theirs))
+        })
     }
 }
 
@@ -254,7 +268,17 @@ fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
         }
         at += 1;
     }
-    Reading { words, synsets }
+    let mut sorted_words = words.clone();
+    sorted_words.sort_unstable();
+    let mut synset_set: Vec<u32> = synsets.iter().flatten().copied().collect();
+    synset_set.sort_unstable();
+    synset_set.dedup();
+    Reading {
+        words,
+        synsets,
+        sorted_words,
+        synset_set,
+    }
 }
 
 /// A text's content words and their synsets ([`content_words`]), read once
@@ -265,6 +289,14 @@ pub(crate) struct Reading {
     words: Vec<String>,
     /// Each word's synsets, sorted.
     synsets: Vec<Vec<u32>>,
+    /// The content words again, sorted for binary search: [`cover`] asks
+    /// whether the other text has a word, per pair, and the cost grows
+    /// with the words, not with their product (a text is up to the model's
+    /// 4096 bytes, some 700 words).
+    sorted_words: Vec<String>,
+    /// Every synset of every word, sorted, each once: what [`cover`]
+    /// looks the other text's relatives up in.
+    synset_set: Vec<u32>,
 }
 
 /// Reads `text`'s content words and their synsets (what the model reads
@@ -286,51 +318,20 @@ pub fn related_cover(a: &str, b: &str) -> f32 {
 /// [`related_cover`] of two texts already read.
 pub(crate) fn cover(a: &Reading, b: &Reading) -> f32 {
     let lexicon = lexicon();
-    let (words_a, synsets_a) = (&a.words, &a.synsets);
-    let (words_b, synsets_b) = (&b.words, &b.synsets);
-    // Each side's words and every synset of them, sorted for binary
-    // search: the cost grows with the words, not with their product (a
-    // text is up to the model's 4096 bytes, some 700 words).
-    fn word_set(words: &[String]) -> Vec<&str> {
-        let mut set: Vec<&str> = words.iter().map(String::as_str).collect();
-        set.sort_unstable();
-        set
-    }
-    fn synset_set(synsets: &[Vec<u32>]) -> Vec<u32> {
-        let mut set: Vec<u32> = synsets.iter().flatten().copied().collect();
-        set.sort_unstable();
-        set.dedup();
-        set
-    }
     let (mut known, mut covered) = (0usize, 0usize);
-    let mut side =
-        |mine: &[String], my_synsets: &[Vec<u32>], their_words: &[&str], their_synsets: &[u32]| {
-            for (word, synsets) in mine.iter().zip(my_synsets) {
-                if their_words.binary_search(&word.as_str()).is_ok() || synsets.is_empty() {
-                    continue;
-                }
-                known += 1;
-                if lexicon
-                    .reach(synsets)
-                    .iter()
-                    .any(|s| their_synsets.binary_search(s).is_ok())
-                {
-                    covered += 1;
-                }
+    // Each side's words against the other's sorted words and synsets
+    // (sorted once, when the text was read).
+    for (mine, theirs) in [(a, b), (b, a)] {
+        for (word, synsets) in mine.words.iter().zip(&mine.synsets) {
+            if theirs.sorted_words.binary_search(word).is_ok() || synsets.is_empty() {
+                continue;
             }
-        };
-    side(
-        words_a,
-        synsets_a,
-        &word_set(words_b),
-        &synset_set(synsets_b),
-    );
-    side(
-        words_b,
-        synsets_b,
-        &word_set(words_a),
-        &synset_set(synsets_a),
-    );
+            known += 1;
+            if lexicon.reaches(synsets, &theirs.synset_set) {
+                covered += 1;
+            }
+        }
+    }
     if known == 0 {
         1.0
     } else {
@@ -400,7 +401,8 @@ mod tests {
     fn the_shipped_relations_read() {
         let lexicon = lexicon();
         assert!(lexicon.synsets.len() > 70_000, "{}", lexicon.synsets.len());
-        assert!(lexicon.related.len() > 50_000, "{}", lexicon.related.len());
+        let with_relatives = lexicon.related.iter().filter(|r| !r.is_empty()).count();
+        assert!(with_relatives > 50_000, "{with_relatives}");
         assert!(!lexicon.synsets_with("migrating", None).is_empty());
     }
 
@@ -495,6 +497,69 @@ mod tests {
             synonym_swaps(&read("a"), &read("b"), &many, &owned(&["keep"])),
             []
         );
+    }
+
+    /// `cover` as it was first written: per pair, the other side's words
+    /// and synsets sorted, and each differing word's relatives collected,
+    /// sorted and looked up one by one.
+    fn cover_collecting_every_relative(a: &Reading, b: &Reading) -> f32 {
+        let lexicon = lexicon();
+        let (mut known, mut covered) = (0usize, 0usize);
+        for (mine, theirs) in [(a, b), (b, a)] {
+            let mut words: Vec<&String> = theirs.words.iter().collect();
+            words.sort_unstable();
+            let mut synsets: Vec<u32> = theirs.synsets.iter().flatten().copied().collect();
+            synsets.sort_unstable();
+            for (word, my_synsets) in mine.words.iter().zip(&mine.synsets) {
+                if words.binary_search(&word).is_ok() || my_synsets.is_empty() {
+                    continue;
+                }
+                known += 1;
+                let mut reach = my_synsets.clone();
+                for synset in my_synsets {
+                    if let Some(related) = lexicon.related.get(*synset as usize) {
+                        reach.extend(related.iter());
+                    }
+                }
+                if reach.iter().any(|s| synsets.binary_search(s).is_ok()) {
+                    covered += 1;
+                }
+            }
+        }
+        if known == 0 {
+            1.0
+        } else {
+            covered as f32 / known as f32
+        }
+    }
+
+    #[test]
+    fn the_cover_read_per_text_is_the_cover_collected_per_pair() {
+        let texts = [
+            "migrating CI to self-hosted runners",
+            "moving our pipelines onto our own runner machines",
+            "Check whether Acme Corp's DPA allows subprocessors outside the EU.",
+            "Does the Acme Corp DPA let us use subprocessors located outside the EU?",
+            "Renew the TLS certificate for api.example.com before it expires.",
+            "Set up alerting for certificate expiry on every public endpoint.",
+            "Clean up the README of the staging deploy scripts",
+            "",
+        ];
+        let readings: Vec<Reading> = texts.iter().map(|text| read(text)).collect();
+        let mut compared = 0;
+        for a in &readings {
+            for b in &readings {
+                assert_eq!(cover(a, b), cover_collecting_every_relative(a, b));
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, texts.len() * texts.len());
+        // Not all alike: the pairs above cover some words and miss others.
+        let covers: Vec<f32> = readings
+            .iter()
+            .flat_map(|a| readings.iter().map(move |b| cover(a, b)))
+            .collect();
+        assert!(covers.iter().any(|c| *c > 0.0 && *c < 1.0), "{covers:?}");
     }
 
     #[test]
