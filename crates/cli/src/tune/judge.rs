@@ -145,7 +145,7 @@ pub(crate) async fn run(
                 if curves.split == "test" {
                     "held-out"
                 } else {
-                    "all pairs:"
+                    "all pairs'"
                 },
                 three_places(curves.cosine.average_precision),
                 three_places(curves.calibrated.average_precision),
@@ -382,8 +382,8 @@ impl std::fmt::Display for EvalFiles {
 /// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
 /// prints them plus `average_precision` (of the judged pairs' scores,
 /// after a second opinion when one was asked; `null` when no pair is the
-/// same), `mistakes` (the pairs the judge got
-/// wrong, worst first: the farthest from the threshold) and, when the pairs have a
+/// same), `mistakes` (the pairs the judge got wrong, worst first: the
+/// farthest from the threshold) and, when the pairs have a
 /// `hard` field, `by_hard` (the counts of each hard case); and
 /// `DIR/pairs.jsonl`, every pair scored, in the file's order, with its
 /// label, hard case, verdict, score, cosine and reason.
