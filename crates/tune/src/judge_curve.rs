@@ -112,8 +112,12 @@ pub fn pr_curve(scores: &[f32], labels: &[bool]) -> Vec<CurvePoint> {
 /// it without the luck of where each one's threshold fell. The same
 /// figure as scikit-learn's `average_precision_score`. A score that is
 /// not a number counts as the lowest. `None` when no pair is the same.
+/// One sort, so it costs what the pairs' count does, unlike a sweep of
+/// [`pr_point`] over every distinct score.
 pub fn average_precision(scores: &[f32], labels: &[bool]) -> Option<f64> {
-    let same = labels.iter().filter(|same| **same).count();
+    // Only pairs with both a score and a label count.
+    let pairs = scores.len().min(labels.len());
+    let same = labels[..pairs].iter().filter(|same| **same).count();
     if same == 0 {
         return None;
     }
@@ -125,7 +129,7 @@ pub fn average_precision(scores: &[f32], labels: &[bool]) -> Option<f64> {
             score
         }
     };
-    let mut order: Vec<usize> = (0..scores.len().min(labels.len())).collect();
+    let mut order: Vec<usize> = (0..pairs).collect();
     order.sort_by(|&x, &y| score(y).total_cmp(&score(x)));
     let (mut flagged, mut found, mut sum) = (0usize, 0usize, 0.0f64);
     let mut at = 0;
@@ -282,6 +286,12 @@ mod tests {
         );
         // Nothing the same: undefined.
         assert_eq!(average_precision(&scores, &[false; 4]), None);
+        // A label without a score does not count: the one same pair
+        // scored is ranked first.
+        assert_eq!(
+            average_precision(&[0.9, 0.1], &[true, false, true]),
+            Some(1.0)
+        );
     }
 
     #[test]
