@@ -6,10 +6,17 @@ same request" (an experiment; see README.md here).
         fits on every train pair; writes the model to OUT.model/ and, to
         OUT (JSON Lines), each test pair's and each unseen pair's cosine
         before (cos_base) and after (cos_ft) the fit
+        and the texts it was fitted on to OUT.trained-on.json (as half does)
     python finetune.py oof SEED EPOCHS LR OUT
         five folds of the train pairs (a text and everything paired with it
         stay in one fold), each scored by a model fitted on the other four:
-        every train pair's out-of-fold cosine, to fit the judge's weights on
+        every train pair's out-of-fold cosine, to fit the judge's weights on;
+        also as OUT.tuned-cosines.jsonl, what `loopguard tune
+        --tuned-cosines` reads
+
+    EXTRA=FILE[,FILE] adds labelled pairs (data/pairs/encoder-extra.jsonl)
+    to what the encoder is fitted on, in every mode (in oof, to every
+    fold's); they are never scored.
 
     python finetune.py half SEED EPOCHS LR OUT
         fits on one half of the train pairs (split as the folds are) and
@@ -297,20 +304,29 @@ def main():
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     base = AutoModel.from_pretrained(MODEL)
     results = []
+    # EXTRA=FILE[,FILE]: more labelled pairs (train only) the encoder is
+    # also fitted on, in every mode; never scored.
+    written = [p for path in os.environ.get("EXTRA", "").split(",") if path for p in read(path)]
     if mode == "oof":
         before = cosines(base, tokenizer, train)
         after = [None] * len(train)
         for k, fold in enumerate(folds_by_text(train, seed)):
             held = set(fold)
-            model = fit([p for i, p in enumerate(train) if i not in held], tokenizer, seed, epochs, lr)
+            model = fit([p for i, p in enumerate(train) if i not in held] + written, tokenizer, seed, epochs, lr)
             for i, cosine in zip(fold, cosines(model, tokenizer, [train[i] for i in fold])):
                 after[i] = cosine
             print(f"fold {k} done", file=sys.stderr, flush=True)
         results = [{**r, "cos_base": b, "cos_ft": a} for r, b, a in zip(train, before, after)]
+        # What `loopguard tune --tuned-cosines` reads.
+        with open(out + ".tuned-cosines.jsonl", "w", encoding="utf-8") as sink:
+            for pair, cosine in zip(train, after):
+                line = {"a": pair["a"], "b": pair["b"], "tuned_cosine": round(cosine, 6)}
+                sink.write(json.dumps(line) + "\n")
     elif mode == "full":
-        model = fit(train, tokenizer, seed, epochs, lr)
+        model = fit(train + written, tokenizer, seed, epochs, lr)
         model.save_pretrained(out + ".model")
         tokenizer.save_pretrained(out + ".model")
+        write_trained_on(out + ".trained-on.json", train + written)
         unseen = [{**r, "split": "unseen"} for r in read(UNSEEN)]
         scored = [r for r in rows if r["split"] == "test"] + unseen
         pairs = zip(scored, cosines(base, tokenizer, scored), cosines(model, tokenizer, scored))
@@ -320,10 +336,10 @@ def main():
         encoder_half = set(halves[0])
         fitted_on = [p for i, p in enumerate(train) if i in encoder_half]
         extra = augmented(fitted_on, seed) if os.environ.get("AUGMENT") == "verbs" else []
-        model = fit(fitted_on + extra, tokenizer, seed, epochs, lr)
+        model = fit(fitted_on + extra + written, tokenizer, seed, epochs, lr)
         model.save_pretrained(out + ".model")
         tokenizer.save_pretrained(out + ".model")
-        write_trained_on(out + ".trained-on.json", fitted_on)
+        write_trained_on(out + ".trained-on.json", fitted_on + written)
         weights_half = [{**p, "half": "weights"} for i, p in enumerate(train) if i not in encoder_half]
         unseen = [{**r, "split": "unseen"} for r in read(UNSEEN)]
         scored = weights_half + [r for r in rows if r["split"] == "test"] + unseen

@@ -724,7 +724,7 @@ fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
     // The tuned encoder's cosine, as ONNX Runtime gives it from Python
     // (crates/semantic/tests/tuned.rs), well under the pinned model's.
     let tuned_cosine = judged["tuned_cosine"].as_f64().expect("a tuned cosine");
-    assert_close(tuned_cosine, 0.838, "the tuned cosine");
+    assert_close(tuned_cosine, 0.753, "the tuned cosine");
     let cosine = judged["cosine"].as_f64().expect("a cosine");
     assert!(cosine > tuned_cosine + 0.05, "{judged}");
     assert_eq!(judged["same"], false, "{judged}");
@@ -738,7 +738,7 @@ fn with_the_tuned_encoder_the_judge_reads_its_cosine_too_and_says_so() {
     ]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
-        out.stdout.contains("tuned encoder: cosine 0.83")
+        out.stdout.contains("tuned encoder: cosine 0.75")
             && out.stdout.contains("all-MiniLM-L6-v2-int8-tuned-"),
         "{}",
         out.stdout

@@ -241,6 +241,51 @@ fn bad_lines_are_listed_and_strict_makes_them_exit_1() {
 }
 
 #[test]
+fn a_bad_tuned_cosines_file_stops_the_run_before_any_work_and_names_its_line() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, PAIRS);
+    let cosines = dir.path().join("oof.jsonl");
+    fs::write(
+        &cosines,
+        "{\"a\": \"x\", \"b\": \"y\", \"tuned_cosine\": 0.5}\n{\"a\": \"x\", \"b\": \"z\"}\n",
+    )
+    .expect("write the cosines");
+    let fit = |extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "tune".into(),
+            "--pairs".into(),
+            pairs.clone().into_os_string(),
+            "--judge".into(),
+            "calibrated".into(),
+            "--tuned-cosines".into(),
+            cosines.clone().into_os_string(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsString::from));
+        run(args)
+    };
+    let bad = fit(&["--tuned-encoder"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(
+        bad.stderr.contains(&format!(
+            "tuned cosines {}, line 2: not {{\"a\", \"b\", \"tuned_cosine\"}}: missing field \
+             `tuned_cosine`",
+            cosines.display()
+        )),
+        "{}",
+        bad.stderr
+    );
+    // Nothing was embedded: the file is read first.
+    assert!(!bad.stderr.contains("distinct texts"), "{}", bad.stderr);
+    let no_encoder = fit(&[]);
+    assert_eq!(no_encoder.code, Some(2), "{no_encoder:?}");
+    assert!(
+        no_encoder.stderr.contains("add --tuned-encoder"),
+        "{}",
+        no_encoder.stderr
+    );
+}
+
+#[test]
 fn unreadable_input_and_bad_ranges_exit_2() {
     let dir = TempDir::new().expect("a temporary directory");
     let missing = dir.path().join("missing.jsonl");
@@ -1164,37 +1209,116 @@ fn tune_shipped_json(extra: &[&OsStr]) -> (Run, Value) {
     (out, document)
 }
 
+/// The texts of a pair file's lines, with each line's `split`.
+fn texts_by_split(path: &str) -> Vec<(String, String, Option<String>)> {
+    fs::read_to_string(workspace(path))
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
+        .lines()
+        .map(|line| {
+            let pair: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let text = |key: &str| pair[key].as_str().expect("a text").to_owned();
+            (
+                text("a"),
+                text("b"),
+                pair["split"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn the_tuned_encoder_is_fitted_only_on_pairs_it_was_not_tuned_on_and_lifts_recall() {
+fn the_out_of_fold_cosines_are_the_train_pairs_and_the_written_pairs_share_no_held_out_text() {
+    let shipped = texts_by_split("data/pairs/requests.jsonl");
+    let train: Vec<(&str, &str)> = shipped
+        .iter()
+        .filter(|(_, _, split)| split.as_deref() == Some("train"))
+        .map(|(a, b, _)| (a.as_str(), b.as_str()))
+        .collect();
+    // One cosine per train pair, in the pair file's order, none for a
+    // held-out pair.
+    let oof = texts_by_split("data/pairs/tuned-oof-cosines.jsonl");
+    let read: Vec<(&str, &str)> = oof
+        .iter()
+        .map(|(a, b, _)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(read, train);
+    // The pairs written for the encoder are train pairs whose texts are
+    // in no held-out pair and no unseen batch.
+    let held_out: std::collections::HashSet<String> = shipped
+        .iter()
+        .filter(|(_, _, split)| split.as_deref() == Some("test"))
+        .chain(&texts_by_split("data/pairs/unseen-batches-16-18.jsonl"))
+        .flat_map(|(a, b, _)| [a.to_lowercase(), b.to_lowercase()])
+        .collect();
+    let written = texts_by_split("data/pairs/encoder-extra.jsonl");
+    assert!(written.len() > 300, "{}", written.len());
+    for (a, b, split) in &written {
+        assert_eq!(split.as_deref(), Some("train"), "{a} / {b}");
+        for text in [a, b] {
+            assert!(!held_out.contains(&text.to_lowercase()), "{text}");
+        }
+    }
+}
+
+#[test]
+fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
+    // Without the cosines, every train pair is one the encoder was tuned
+    // on: nothing is left to fit, and the message names the file to give.
+    let pairs = workspace("data/pairs/requests.jsonl");
+    let bare = run([
+        "tune".as_ref(),
+        "--pairs".as_ref(),
+        pairs.as_os_str(),
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--tuned-encoder".as_ref(),
+    ] as [&OsStr; 6]);
+    assert_eq!(bare.code, Some(2), "{bare:?}");
+    assert!(
+        bare.stderr.contains(
+            "pairs left out: the tuned encoder was tuned on their texts (give --tuned-cosines \
+             with their out-of-fold cosines: data/pairs/tuned-oof-cosines.jsonl"
+        ),
+        "{}",
+        bare.stderr
+    );
+
     let dir = TempDir::new().expect("a temporary directory");
     let weights = dir.path().join("tuned.json");
+    let oof = workspace("data/pairs/tuned-oof-cosines.jsonl");
     let (fit, report) = tune_shipped_json(&[
         "--judge".as_ref(),
         "calibrated".as_ref(),
         "--tuned-encoder".as_ref(),
+        "--tuned-cosines".as_ref(),
+        oof.as_os_str(),
         "--weights-out".as_ref(),
         weights.as_os_str(),
     ]);
-    // The pairs it was tuned on are left out of the fit, and said.
-    let left_out: usize = fit
+    // The encoder was tuned on every train pair: each one's cosine is read
+    // from the file (an encoder tuned without it), and none is left out.
+    let read_from_file: usize = fit
         .stderr
         .lines()
-        .find_map(|line| {
-            line.strip_suffix(" pairs left out: the tuned encoder was tuned on their texts")
-        })
-        .and_then(|line| line.strip_prefix("loopguard: "))
+        .filter_map(|line| line.strip_prefix("loopguard: "))
+        .find(|line| line.contains(" pairs' tuned cosines read from "))
         .and_then(|counts| counts.split(" of ").next())
         .and_then(|count| count.parse().ok())
-        .unwrap_or_else(|| panic!("no count of pairs left out in {}", fit.stderr));
+        .unwrap_or_else(|| panic!("no count of cosines read in {}", fit.stderr));
+    assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
     let (without, plain) = tune_shipped_json(&["--judge".as_ref(), "calibrated".as_ref()]);
+    let train = |document: &Value| document["train_pairs"].as_u64().expect("train pairs") as usize;
+    assert_eq!(
+        read_from_file,
+        train(&plain),
+        "every train pair, from the file"
+    );
+    assert_eq!(train(&report), train(&plain));
     assert!(
         !without.stderr.contains("tuned-minilm"),
         "{}",
         without.stderr
     );
-    let train = |document: &Value| document["train_pairs"].as_u64().expect("train pairs") as usize;
-    assert!(left_out > 0);
-    assert_eq!(train(&report) + left_out, train(&plain));
     assert_eq!(
         report["test_pairs"], plain["test_pairs"],
         "no test pair is left out"

@@ -631,6 +631,17 @@ pub(crate) struct TuneArgs {
         value_parser = parse_tuned_encoder
     )]
     pub(crate) tuned_encoder: Option<TunedEncoder>,
+
+    /// With a tuned encoder (--tuned-encoder, or the judge --eval-only
+    /// scores): read the tuned cosine of the pairs FILE names from it
+    /// instead of the encoder, and keep those pairs even when the encoder
+    /// was tuned on their texts. FILE holds out-of-fold cosines, one pair
+    /// a line: `{"a": ..., "b": ..., "tuned_cosine": 0.81}`, each read by
+    /// an encoder tuned without that pair. The shipped encoder was tuned
+    /// on every train pair of `data/pairs/requests.jsonl`; its weights are
+    /// fitted with `--tuned-cosines data/pairs/tuned-oof-cosines.jsonl`.
+    #[arg(long, requires = "pairs", value_name = "FILE")]
+    pub(crate) tuned_cosines: Option<PathBuf>,
 }
 
 /// `loopguard tune --judge`.

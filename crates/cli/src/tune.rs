@@ -13,9 +13,9 @@ use loopguard_semantic::{
     provision_options, tuned_encoder_saw,
 };
 use loopguard_tune::{
-    Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, SweepRow,
-    Thresholds, TraceSet, TuneOptions, TuneReport, add_tuned_cosines, embed_texts, judge_features,
-    tune_pairs, tune_traces, write_outputs,
+    Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, Split,
+    SweepRow, Thresholds, TraceSet, TuneOptions, TuneReport, TunedCosines, add_tuned_cosines,
+    embed_texts, judge_features, tune_pairs, tune_traces, write_outputs,
 };
 
 use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat, TuneJudge};
@@ -51,9 +51,21 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              --eval-only without --judge cosine)"
         );
     }
+    if args.tuned_cosines.is_some() && args.tuned_encoder.is_none() && !args.eval_only {
+        bail!(
+            "--tuned-cosines replaces the tuned encoder's cosines: add --tuned-encoder (and \
+             --judge calibrated)"
+        );
+    }
     if args.folds.is_some() && args.judge != Some(TuneJudge::Calibrated) {
         bail!("--folds cross-validates the calibrated judge: add --judge calibrated");
     }
+    // Read before any work: a bad file stops the run with its line.
+    let tuned_cosines = args
+        .tuned_cosines
+        .as_deref()
+        .map(TunedCosines::read)
+        .transpose()?;
     let config = setup::config(ConfigSource {
         file: args.config.as_deref(),
         ..ConfigSource::default()
@@ -180,10 +192,21 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         };
         let (set, features, tuned_id) = match tuned {
             Some(encoder) => {
-                let (set, features, id) =
-                    with_tuned_encoder(&set, features, &provision, &embed, encoder)?;
+                let (set, features, id) = with_tuned_encoder(
+                    &set,
+                    features,
+                    &provision,
+                    &embed,
+                    encoder,
+                    tuned_cosines.as_ref(),
+                    !args.eval_only,
+                )?;
                 (set, features, Some(id))
             }
+            None if tuned_cosines.is_some() => bail!(
+                "--tuned-cosines replaces the tuned encoder's cosines, and this judge reads no \
+                 tuned encoder: add --tuned-encoder"
+            ),
             None => (set, features, None),
         };
         return judge::run(
@@ -254,18 +277,20 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
     })
 }
 
-/// The thresholds configured today for `kind`: the request threshold, the
-/// topic threshold, or both (one entry when they are equal).
 /// The pairs and their features with the tuned encoder's cosine added
-/// (its texts embedded through the disk cache like the model's), without
-/// the pairs it was tuned on: a pair with a text it saw is left out, and
-/// the count said on stderr.
+/// (its texts embedded through the disk cache like the model's), or the
+/// cosine `from_file` gives the pair, without the pairs it was tuned on:
+/// a pair with a text it saw is left out, unless `from_file` gives its
+/// cosine, and the counts said on stderr (with a hint when `fitting` is
+/// left no train pair).
 fn with_tuned_encoder(
     set: &PairSet,
     mut features: Vec<Features>,
     provision: &ProvisionOptions,
     embed: &EmbedOptions,
     encoder: TunedEncoder,
+    from_file: Option<&TunedCosines>,
+    fitting: bool,
 ) -> anyhow::Result<(PairSet, Vec<Features>, &'static str)> {
     let (choice, saw): (_, fn(&str) -> bool) = match encoder {
         TunedEncoder::Mpnet => (EmbedderChoice::TunedMpnet, mpnet_encoder_saw),
@@ -284,16 +309,43 @@ fn with_tuned_encoder(
         stats.cached
     );
     add_tuned_cosines(set, &mut features, &vectors)?;
+    let read_from_file = match from_file {
+        Some(file) => {
+            let read = file.apply(set, &mut features);
+            eprintln!(
+                "loopguard: {} of {} pairs' tuned cosines read from {} (of its {})",
+                read.iter().filter(|read| **read).count(),
+                set.pairs.len(),
+                file.path().display(),
+                file.len()
+            );
+            read
+        }
+        None => vec![false; set.pairs.len()],
+    };
     let seen: Vec<bool> = set
         .pairs
         .iter()
-        .map(|pair| saw(&pair.a) || saw(&pair.b))
+        .zip(&read_from_file)
+        .map(|(pair, from_file)| !from_file && (saw(&pair.a) || saw(&pair.b)))
         .collect();
     let left_out = seen.iter().filter(|seen| **seen).count();
     if left_out > 0 {
+        let train_kept = set
+            .pairs
+            .iter()
+            .zip(&seen)
+            .filter(|(pair, seen)| pair.split == Split::Train && !**seen)
+            .count();
+        let hint = if fitting && from_file.is_none() && train_kept == 0 {
+            " (give --tuned-cosines with their out-of-fold cosines: \
+             data/pairs/tuned-oof-cosines.jsonl for data/pairs/requests.jsonl)"
+        } else {
+            ""
+        };
         eprintln!(
             "loopguard: {left_out} of {} pairs left out: the tuned encoder was tuned on their \
-             texts",
+             texts{hint}",
             set.pairs.len()
         );
     }
@@ -314,6 +366,8 @@ fn with_tuned_encoder(
     Ok((kept, kept_features, id))
 }
 
+/// The thresholds configured today for `kind`: the request threshold, the
+/// topic threshold, or both (one entry when they are equal).
 fn configured(config: &Config, kind: Option<&str>) -> Vec<Configured> {
     let request = (
         "similarity.request_threshold",

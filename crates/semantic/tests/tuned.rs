@@ -21,22 +21,22 @@ const FROM_PYTHON: [(&str, &str, f32); 4] = [
     (
         "The order-router service panics with \"assignment to entry in nil map\" in router/quota.go line 142; please fix it.",
         "The order-router service panics with \"assignment to entry in nil map\" in router/cache.go line 142; please fix it.",
-        0.92717,
+        0.88942,
     ),
     (
         "Update the parental leave policy for our Ireland employees to 26 weeks fully paid, effective 1 September.",
         "Update the parental leave policy for our Netherlands employees to 26 weeks fully paid, effective 1 September.",
-        0.56567,
+        0.44699,
     ),
     (
         "Fix the UTM tags in the spring_promo email campaign please; half the links use utm_source=newsletter and half use utm_source=email.",
         "Fix the UTM tags in the spring_promo email campaign; half the links use utm_source=newsletter and half use utm_source=email.",
-        0.99149,
+        0.99689,
     ),
     (
         "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
         "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
-        0.83841,
+        0.75313,
     ),
 ];
 
@@ -160,11 +160,9 @@ fn the_texts_it_was_tuned_on_are_train_texts_and_never_test_ones() {
             }
         }
     }
-    // Half of the train pairs (those sharing a text kept on one side).
-    assert!(
-        seen_train > train / 3 && seen_train < train * 2 / 3,
-        "{seen_train} of {train}"
-    );
+    // Every train pair (since session 29; its weights read each one's
+    // out-of-fold cosine from data/pairs/tuned-oof-cosines.jsonl).
+    assert_eq!(seen_train, train);
     assert_eq!(seen_test, 0);
     assert!(!tuned_encoder_saw("a text nobody wrote"));
 }

@@ -72,6 +72,21 @@ pub enum TuneError {
     #[error("the engine cannot start: {0}")]
     Engine(String),
 
+    /// A file of tuned-encoder cosines (`--tuned-cosines`) is not usable.
+    #[error(
+        "tuned cosines {path}{at}: {message}",
+        path = path.display(),
+        at = line.map(|line| format!(", line {line}")).unwrap_or_default()
+    )]
+    TunedCosines {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line at fault, when one is.
+        line: Option<u64>,
+        /// What is wrong.
+        message: String,
+    },
+
     /// Writing a picture failed.
     #[error("cannot draw {path}: {detail}", path = path.display())]
     Plot {

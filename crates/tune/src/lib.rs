@@ -101,6 +101,7 @@ pub use sweep::{
     Confusion, MAX_THRESHOLDS, Metrics, ScoreTable, SweepRow, Thresholds, best_f1, min_precision,
 };
 pub use traces::{Expected, SEMANTIC_KINDS, SIDECAR_SUFFIX, Trace, TraceSet, tune_traces};
+pub use tuned_cosines::TunedCosines;
 
 mod cache;
 mod embed;
@@ -117,3 +118,4 @@ mod report;
 mod second_opinion;
 mod sweep;
 mod traces;
+mod tuned_cosines;

@@ -48,7 +48,13 @@ pub(crate) async fn run(
         .pairs
         .as_ref()
         .map(|path| {
-            if features.iter().any(|f| f.tuned_cosine.is_some()) {
+            if let Some(file) = &args.tuned_cosines {
+                format!(
+                    "{} (train split; the tuned cosines of the pairs in {}, out of fold)",
+                    path.display(),
+                    file.display()
+                )
+            } else if features.iter().any(|f| f.tuned_cosine.is_some()) {
                 format!(
                     "{} (train split, less the pairs the tuned encoder was tuned on)",
                     path.display()

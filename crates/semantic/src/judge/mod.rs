@@ -58,7 +58,9 @@ pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
 /// The weights shipped for the calibrated judge with the tuned encoder
 /// (`[similarity] tuned_encoder = true`): the same features plus
 /// `tuned_cosine`, fitted with `loopguard tune --judge calibrated
-/// --tuned-encoder` on the train pairs the encoder was not tuned on.
+/// --tuned-encoder --tuned-cosines data/pairs/tuned-oof-cosines.jsonl` on
+/// every train pair, each with the cosine of an encoder not tuned on it
+/// (out of fold).
 pub const TUNED_WEIGHTS_JSON: &str = include_str!("../../judge-weights-tuned.json");
 
 /// The weights shipped for the calibrated judge with the larger tuned
