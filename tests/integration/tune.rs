@@ -1235,13 +1235,18 @@ fn the_out_of_fold_cosines_are_the_train_pairs_and_the_written_pairs_share_no_he
         .map(|(a, b, _)| (a.as_str(), b.as_str()))
         .collect();
     // One cosine per train pair, in the pair file's order, none for a
-    // held-out pair.
-    let oof = texts_by_split("data/pairs/tuned-oof-cosines.jsonl");
-    let read: Vec<(&str, &str)> = oof
-        .iter()
-        .map(|(a, b, _)| (a.as_str(), b.as_str()))
-        .collect();
-    assert_eq!(read, train);
+    // held-out pair: for each shipped encoder.
+    for file in [
+        "data/pairs/tuned-oof-cosines.jsonl",
+        "data/pairs/tuned-oof-cosines-mpnet.jsonl",
+    ] {
+        let oof = texts_by_split(file);
+        let read: Vec<(&str, &str)> = oof
+            .iter()
+            .map(|(a, b, _)| (a.as_str(), b.as_str()))
+            .collect();
+        assert_eq!(read, train, "{file}");
+    }
     // The pairs written for the encoder are train pairs whose texts are
     // in no held-out pair and no unseen batch.
     let held_out: std::collections::HashSet<String> = shipped
@@ -1379,11 +1384,11 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
 }
 
 #[test]
-fn the_larger_tuned_encoder_is_fitted_on_pairs_it_did_not_see_and_its_weights_name_it() {
-    // A slice of the shipped pairs: train pairs of both labels the larger
-    // encoder was not tuned on, six it was, and held-out pairs.
+fn the_larger_tuned_encoder_is_fitted_on_its_out_of_fold_cosines_and_its_weights_name_it() {
+    // A slice of the shipped pairs: train pairs of both labels (the larger
+    // encoder was tuned on every one) and held-out pairs (on none).
     let text = fs::read_to_string(workspace("data/pairs/requests.jsonl")).expect("the pairs");
-    let (mut unseen, mut seen, mut test) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut train, mut test) = (Vec::new(), Vec::new());
     let mut labels = [0usize; 2];
     for line in text.lines() {
         let pair: Value = serde_json::from_str(line).expect("a pair");
@@ -1394,40 +1399,67 @@ fn the_larger_tuned_encoder_is_fitted_on_pairs_it_did_not_see_and_its_weights_na
         let same = usize::from(pair["same"] == true);
         let saw =
             loopguard_semantic::mpnet_encoder_saw(a) || loopguard_semantic::mpnet_encoder_saw(b);
-        match (pair["split"].as_str(), saw) {
-            (Some("train"), true) if seen.len() < 6 => seen.push(line),
-            (Some("train"), false) if labels[same] < 20 => {
+        match pair["split"].as_str() {
+            Some("train") if labels[same] < 20 => {
+                assert!(
+                    saw,
+                    "the larger encoder was tuned on every train pair: {line}"
+                );
                 labels[same] += 1;
-                unseen.push(line);
+                train.push(line);
             }
-            (Some("test"), _) if test.len() < 20 => test.push(line),
+            Some("test") if test.len() < 20 => {
+                assert!(!saw, "and on no held-out pair: {line}");
+                test.push(line);
+            }
             _ => {}
         }
     }
-    assert_eq!((labels, seen.len(), test.len()), ([20, 20], 6, 20));
+    assert_eq!((labels, test.len()), ([20, 20], 20));
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = dir.path().join("pairs.jsonl");
-    fs::write(&pairs, [unseen, seen, test].concat().join("\n") + "\n").expect("write the pairs");
+    fs::write(&pairs, [train, test].concat().join("\n") + "\n").expect("write the pairs");
     let weights = dir.path().join("mpnet.json");
-    let fit = run([
-        "tune".as_ref(),
-        "--pairs".as_ref(),
-        pairs.as_os_str(),
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--tuned-encoder".as_ref(),
-        "mpnet".as_ref(),
-        "--weights-out".as_ref(),
-        weights.as_os_str(),
-    ] as [&OsStr; 9]);
+    let oof = workspace("data/pairs/tuned-oof-cosines-mpnet.jsonl");
+    let fit_args = |with_cosines: bool| {
+        let mut args: Vec<&OsStr> = vec![
+            "tune".as_ref(),
+            "--pairs".as_ref(),
+            pairs.as_os_str(),
+            "--judge".as_ref(),
+            "calibrated".as_ref(),
+            "--tuned-encoder".as_ref(),
+            "mpnet".as_ref(),
+            "--weights-out".as_ref(),
+            weights.as_os_str(),
+        ];
+        if with_cosines {
+            args.extend::<[&OsStr; 2]>(["--tuned-cosines".as_ref(), oof.as_os_str()]);
+        }
+        args
+    };
+    // Without its cosines nothing is left to fit, and the hint names the
+    // larger encoder's own file.
+    let bare = run(fit_args(false));
+    assert_eq!(bare.code, Some(2), "{bare:?}");
+    assert!(
+        bare.stderr.contains(
+            "loopguard: 40 of 60 pairs left out: the tuned encoder was tuned on their texts \
+             (give --tuned-cosines with their out-of-fold cosines: \
+             data/pairs/tuned-oof-cosines-mpnet.jsonl for data/pairs/requests.jsonl)"
+        ),
+        "{}",
+        bare.stderr
+    );
+    let fit = run(fit_args(true));
     assert_eq!(fit.code, Some(0), "{fit:?}");
     assert!(
-        fit.stderr.contains(
-            "loopguard: 6 of 66 pairs left out: the tuned encoder was tuned on their texts"
-        ),
+        fit.stderr
+            .contains("loopguard: 40 of 60 pairs' tuned cosines read from"),
         "{}",
         fit.stderr
     );
+    assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
     assert!(fit.stderr.contains("by tuned-mpnet"), "{}", fit.stderr);
     let written: Value =
         serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
@@ -1452,6 +1484,56 @@ fn the_larger_tuned_encoder_is_fitted_on_pairs_it_did_not_see_and_its_weights_na
     ] as [&OsStr; 6]);
     assert_eq!(eval.code, Some(0), "{eval:?}");
     assert!(eval.stderr.contains("by tuned-mpnet"), "{}", eval.stderr);
+}
+
+#[test]
+fn the_larger_encoders_shipped_weights_are_a_refit_on_its_out_of_fold_cosines() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let weights = dir.path().join("mpnet.json");
+    let oof = workspace("data/pairs/tuned-oof-cosines-mpnet.jsonl");
+    let (fit, report) = tune_shipped_json(&[
+        "--judge".as_ref(),
+        "calibrated".as_ref(),
+        "--tuned-encoder".as_ref(),
+        "mpnet".as_ref(),
+        "--tuned-cosines".as_ref(),
+        oof.as_os_str(),
+        "--weights-out".as_ref(),
+        weights.as_os_str(),
+    ]);
+    // Every train pair's cosine is read from the file, none is left out.
+    assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
+    assert!(
+        fit.stderr.contains(&format!(
+            "{} of {} pairs' tuned cosines read from",
+            report["train_pairs"], 1684
+        )),
+        "{}",
+        fit.stderr
+    );
+    // The shipped weights, read as a config reads them, score the held-out
+    // pairs as the refit does.
+    let config = workspace("tests/configs/similarity_tuned_encoder_mpnet.toml");
+    let (eval, shipped) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+    ]);
+    assert!(eval.stderr.contains("by tuned-mpnet"), "{}", eval.stderr);
+    let count = |document: &Value, key: &str| document[key].as_u64().expect("a count");
+    for key in ["tp", "fp", "fn", "tn"] {
+        assert_eq!(
+            count(&shipped, key),
+            count(&report["calibrated"]["test"], key),
+            "{key}: {shipped} against {}",
+            report["calibrated"]["test"]
+        );
+    }
+    // A false "you are looping" interrupts real work: this judge's
+    // held-out precision is at least the 0.90 its threshold was chosen for
+    // on train (a refit that lost it would show here).
+    let (tp, fp) = (count(&shipped, "tp") as f64, count(&shipped, "fp") as f64);
+    assert!(tp / (tp + fp) >= 0.90, "{shipped}");
 }
 
 #[test]

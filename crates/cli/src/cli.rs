@@ -637,9 +637,11 @@ pub(crate) struct TuneArgs {
     /// instead of the encoder, and keep those pairs even when the encoder
     /// was tuned on their texts. FILE holds out-of-fold cosines, one pair
     /// a line: `{"a": ..., "b": ..., "tuned_cosine": 0.81}`, each read by
-    /// an encoder tuned without that pair. The shipped encoder was tuned
-    /// on every train pair of `data/pairs/requests.jsonl`; its weights are
-    /// fitted with `--tuned-cosines data/pairs/tuned-oof-cosines.jsonl`.
+    /// an encoder tuned without that pair. The shipped encoders were tuned
+    /// on every train pair of `data/pairs/requests.jsonl`; their weights
+    /// are fitted with `--tuned-cosines data/pairs/tuned-oof-cosines.jsonl`
+    /// (and `data/pairs/tuned-oof-cosines-mpnet.jsonl` with
+    /// `--tuned-encoder mpnet`).
     #[arg(long, requires = "pairs", value_name = "FILE")]
     pub(crate) tuned_cosines: Option<PathBuf>,
 }

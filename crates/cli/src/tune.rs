@@ -292,11 +292,19 @@ fn with_tuned_encoder(
     from_file: Option<&TunedCosines>,
     fitting: bool,
 ) -> anyhow::Result<(PairSet, Vec<Features>, &'static str)> {
-    let (choice, saw): (_, fn(&str) -> bool) = match encoder {
-        TunedEncoder::Mpnet => (EmbedderChoice::TunedMpnet, mpnet_encoder_saw),
-        TunedEncoder::MiniLm | TunedEncoder::Off => {
-            (EmbedderChoice::TunedMiniLm, tuned_encoder_saw)
-        }
+    // Each shipped encoder was tuned on every train pair of
+    // data/pairs/requests.jsonl; its out-of-fold cosines ship beside them.
+    let (choice, saw, shipped_cosines): (_, fn(&str) -> bool, _) = match encoder {
+        TunedEncoder::Mpnet => (
+            EmbedderChoice::TunedMpnet,
+            mpnet_encoder_saw,
+            "data/pairs/tuned-oof-cosines-mpnet.jsonl",
+        ),
+        TunedEncoder::MiniLm | TunedEncoder::Off => (
+            EmbedderChoice::TunedMiniLm,
+            tuned_encoder_saw,
+            "data/pairs/tuned-oof-cosines.jsonl",
+        ),
     };
     let tuned = choice.load(provision, setup::announce_fetch);
     let (vectors, stats) = embed_texts(tuned.as_ref(), set.distinct_texts(), embed, &mut |_, _| {})
@@ -338,10 +346,12 @@ fn with_tuned_encoder(
             .filter(|(pair, seen)| pair.split == Split::Train && !**seen)
             .count();
         let hint = if fitting && from_file.is_none() && train_kept == 0 {
-            " (give --tuned-cosines with their out-of-fold cosines: \
-             data/pairs/tuned-oof-cosines.jsonl for data/pairs/requests.jsonl)"
+            format!(
+                " (give --tuned-cosines with their out-of-fold cosines: {shipped_cosines} for \
+                 data/pairs/requests.jsonl)"
+            )
         } else {
-            ""
+            String::new()
         };
         eprintln!(
             "loopguard: {left_out} of {} pairs left out: the tuned encoder was tuned on their \

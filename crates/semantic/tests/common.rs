@@ -151,3 +151,29 @@ pub(crate) fn judged_tuned_cosine(
     });
     verdict.features.tuned_cosine
 }
+
+/// Over the shipped pairs (`data/pairs/requests.jsonl`): how many train
+/// pairs have a text `saw` says an encoder was tuned on, how many train
+/// pairs there are, and how many held-out pairs have one.
+pub(crate) fn pairs_seen_by(saw: fn(&str) -> bool) -> (usize, usize, usize) {
+    let pairs = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/pairs/requests.jsonl"
+    ))
+    .expect("the shipped pairs");
+    let (mut seen_train, mut train, mut seen_test) = (0, 0, 0);
+    for line in pairs.lines().filter(|line| !line.trim().is_empty()) {
+        let pair: serde_json::Value = serde_json::from_str(line).expect("a pair");
+        let seen = [&pair["a"], &pair["b"]]
+            .iter()
+            .any(|text| saw(text.as_str().unwrap_or_default()));
+        match pair["split"].as_str() {
+            Some("test") => seen_test += usize::from(seen),
+            _ => {
+                train += 1;
+                seen_train += usize::from(seen);
+            }
+        }
+    }
+    (seen_train, train, seen_test)
+}

@@ -11,7 +11,7 @@ use loopguard_semantic::{
     tuned_model_dir,
 };
 
-use crate::common::{corrupt, embedder, files, judged_tuned_cosine, model_dir};
+use crate::common::{corrupt, embedder, files, judged_tuned_cosine, model_dir, pairs_seen_by};
 
 /// Pairs of the unseen batches (`data/pairs/unseen-batches-16-18.jsonl`,
 /// which neither the encoder nor the weights saw), with the cosine
@@ -141,25 +141,7 @@ fn the_built_in_copy_is_the_pinned_file_byte_for_byte() {
 
 #[test]
 fn the_texts_it_was_tuned_on_are_train_texts_and_never_test_ones() {
-    let pairs = fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../data/pairs/requests.jsonl"
-    ))
-    .expect("the shipped pairs");
-    let (mut seen_train, mut seen_test, mut train) = (0, 0, 0);
-    for line in pairs.lines().filter(|line| !line.trim().is_empty()) {
-        let pair: serde_json::Value = serde_json::from_str(line).expect("a pair");
-        let seen = [&pair["a"], &pair["b"]]
-            .iter()
-            .any(|text| tuned_encoder_saw(text.as_str().unwrap_or_default()));
-        match pair["split"].as_str() {
-            Some("test") => seen_test += usize::from(seen),
-            _ => {
-                train += 1;
-                seen_train += usize::from(seen);
-            }
-        }
-    }
+    let (seen_train, train, seen_test) = pairs_seen_by(tuned_encoder_saw);
     // Every train pair (since session 29; its weights read each one's
     // out-of-fold cosine from data/pairs/tuned-oof-cosines.jsonl).
     assert_eq!(seen_train, train);

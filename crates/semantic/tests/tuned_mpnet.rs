@@ -12,7 +12,7 @@ use loopguard_semantic::{
     SameRequestJudge, cosine, load_service_and_tuned_encoder, mpnet_encoder_saw,
 };
 
-use crate::common::{files, judged_tuned_cosine};
+use crate::common::{files, judged_tuned_cosine, pairs_seen_by};
 
 /// Pairs of the unseen batches (`data/pairs/unseen-batches-16-18.jsonl`,
 /// which neither the encoder nor the weights saw), with the cosine
@@ -23,22 +23,22 @@ const FROM_PYTORCH: [(&str, &str, f32); 4] = [
     (
         "The order-router service panics with \"assignment to entry in nil map\" in router/quota.go line 142; please fix it.",
         "The order-router service panics with \"assignment to entry in nil map\" in router/cache.go line 142; please fix it.",
-        0.96811,
+        0.96572,
     ),
     (
         "Update the parental leave policy for our Ireland employees to 26 weeks fully paid, effective 1 September.",
         "Update the parental leave policy for our Netherlands employees to 26 weeks fully paid, effective 1 September.",
-        0.71596,
+        0.51296,
     ),
     (
         "Fix the UTM tags in the spring_promo email campaign please; half the links use utm_source=newsletter and half use utm_source=email.",
         "Fix the UTM tags in the spring_promo email campaign; half the links use utm_source=newsletter and half use utm_source=email.",
-        0.99488,
+        0.99338,
     ),
     (
         "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
         "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
-        0.83228,
+        0.60616,
     ),
 ];
 
@@ -93,6 +93,16 @@ fn the_larger_tuned_encoder_reads_as_it_does_in_pytorch() {
             "{a:?} / {b:?}: {cosine} here, {pytorch} in PyTorch"
         );
     }
+}
+
+#[test]
+fn the_larger_encoder_was_tuned_on_every_train_pair_and_no_held_out_one() {
+    let (seen_train, train, seen_test) = pairs_seen_by(mpnet_encoder_saw);
+    // Since session 30 (half of them before); its weights read each train
+    // pair's out-of-fold cosine from data/pairs/tuned-oof-cosines-mpnet.jsonl.
+    assert_eq!(seen_train, train);
+    assert_eq!(seen_test, 0);
+    assert!(!mpnet_encoder_saw("a text nobody wrote"));
 }
 
 #[test]

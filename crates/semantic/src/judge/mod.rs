@@ -67,7 +67,9 @@ pub const TUNED_WEIGHTS_JSON: &str = include_str!("../../judge-weights-tuned.jso
 /// encoder (`[similarity] tuned_encoder = "mpnet"`,
 /// [`crate::MPNET_TUNED_MODEL_ID`]): the same features, `tuned_cosine`
 /// read from it, fitted with `loopguard tune --judge calibrated
-/// --tuned-encoder mpnet` on the train pairs it was not tuned on.
+/// --tuned-encoder mpnet --tuned-cosines
+/// data/pairs/tuned-oof-cosines-mpnet.jsonl` on every train pair, each
+/// with the cosine of an update not tuned on it (out of fold).
 pub const MPNET_WEIGHTS_JSON: &str = include_str!("../../judge-weights-mpnet.json");
 
 /// Below this cosine the calibrated judge is not asked, and scores 0: texts

@@ -217,7 +217,7 @@ impl MpnetBase {
 /// names: it ends with the sha256 prefix of its low-rank factors, so
 /// neither a disk cache of its vectors nor a weights file outlives a
 /// retuned update.
-pub const MPNET_TUNED_MODEL_ID: &str = "all-mpnet-base-v2-lora16-tuned-663a6ff488d7";
+pub const MPNET_TUNED_MODEL_ID: &str = "all-mpnet-base-v2-lora16-tuned-54c45583a1c1";
 
 /// The low-rank update tuned for "the same request?"
 /// (`models/tuned-encoder/mpnet-lora16/`, written by `lowrank.py split`):
