@@ -14,9 +14,10 @@ same request" (an experiment; see README.md here).
         also as OUT.tuned-cosines.jsonl, what `loopguard tune
         --tuned-cosines` reads. FOLDS=0,3 tunes only those folds; each
         fold's cosines are kept in OUT.foldK.jsonl as it ends, and a run
-        reads the folds it finds there instead of tuning them again (the
-        larger base takes about half an hour a fold: the five can be
-        spread over several runs)
+        reads the folds it finds there instead of tuning them again
+        (whatever settings wrote them: delete them to tune again). The
+        larger base takes about half an hour a fold in float32, so the
+        five can be spread over runs side by side or over several days
 
     EXTRA=FILE[,FILE] adds labelled pairs (data/pairs/encoder-extra.jsonl)
     to what the encoder is fitted on, in every mode (in oof, to every
@@ -318,11 +319,10 @@ def main():
     if mode == "oof":
         before = cosines(base, tokenizer, train)
         after = [None] * len(train)
-        # FOLDS=0,3 tunes only those folds (a tuning of the larger base takes
-        # half an hour a fold, so the five may be spread over several runs);
-        # each fold's cosines are also kept in OUT.foldK.jsonl as it ends,
-        # and a later run reads the folds it finds there instead of tuning
-        # them again.
+        # FOLDS=0,3 tunes only those folds (see the module's doc); each
+        # fold's cosines are also kept in OUT.foldK.jsonl as it ends, and a
+        # later run reads the folds it finds there instead of tuning them
+        # again.
         wanted = {int(k) for k in os.environ.get("FOLDS", "0,1,2,3,4").split(",") if k}
         for k, fold in enumerate(folds_by_text(train, seed)):
             kept = f"{out}.fold{k}.jsonl"
