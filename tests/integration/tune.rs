@@ -1506,7 +1506,9 @@ fn the_larger_encoders_shipped_weights_are_a_refit_on_its_out_of_fold_cosines() 
     assert!(
         fit.stderr.contains(&format!(
             "{} of {} pairs' tuned cosines read from",
-            report["train_pairs"], 1684
+            report["train_pairs"],
+            report["train_pairs"].as_u64().unwrap_or(0)
+                + report["test_pairs"].as_u64().unwrap_or(0)
         )),
         "{}",
         fit.stderr
