@@ -17,7 +17,12 @@ same request" (an experiment; see README.md here).
         reads the folds it finds there instead of tuning them again
         (whatever settings wrote them: delete them to tune again). The
         larger base takes about half an hour a fold in float32, so the
-        five can be spread over runs side by side or over several days
+        five can be spread over runs side by side or over several days.
+        FOLD_SEED=N draws the folds with seed N instead of SEED, so a second
+        seed's tuning (SEED=2 FOLD_SEED=1) has the first one's folds and
+        each pair's two out-of-fold cosines come from encoders that both
+        never saw it. KEEP_MODELS=1 also saves each fold's model (merged,
+        as full saves it) to OUT.foldK.model/.
 
     EXTRA=FILE[,FILE] adds labelled pairs (data/pairs/encoder-extra.jsonl)
     to what the encoder is fitted on, in every mode (in oof, to every
@@ -58,6 +63,7 @@ import json
 import os
 import random
 import sys
+import time
 
 import torch
 from transformers import AutoModel, AutoTokenizer
@@ -110,6 +116,7 @@ def fit(pairs, tokenizer, seed, epochs, lr):
     )
     loss_of = torch.nn.BCEWithLogitsLoss()
     for epoch in range(epochs):
+        started = time.monotonic()
         model.train()
         order = list(range(len(pairs)))
         shuffle.shuffle(order)
@@ -118,7 +125,8 @@ def fit(pairs, tokenizer, seed, epochs, lr):
             batch = [pairs[i] for i in order[start : start + 16]]
             # BF16=1: the forward and backward passes in bfloat16 (the
             # trained numbers stay float32), two and a half times as fast
-            # on a CPU with AVX-512 BF16; scoring always runs in float32.
+            # on a CPU with AVX-512 BF16 (slower than float32 on one
+            # without: main warns); scoring always runs in float32.
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=os.environ.get("BF16") == "1"):
                 a = embed(model, tokenizer, [p["a"] for p in batch]).float()
                 b = embed(model, tokenizer, [p["b"] for p in batch]).float()
@@ -137,7 +145,8 @@ def fit(pairs, tokenizer, seed, epochs, lr):
             optimizer.step()
             schedule.step()
             total += loss.item() * len(batch)
-        print(f"epoch {epoch}: loss {total / len(pairs):.4f}", file=sys.stderr, flush=True)
+        took = time.monotonic() - started
+        print(f"epoch {epoch}: loss {total / len(pairs):.4f} ({took:.0f} s)", file=sys.stderr, flush=True)
     if rank:
         merge_lora(model)
     return model
@@ -305,9 +314,28 @@ def write_trained_on(path, pairs):
         sink.write("\n")
 
 
+def has_native_bf16():
+    """Whether the CPU computes bfloat16 itself (AVX-512 BF16 or AMX); on
+    others torch emulates it, slower than float32. Linux only: elsewhere,
+    assume it does."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), None)
+    except OSError:
+        return True
+    return flags is None or "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def main():
     mode, seed, epochs, lr, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    if os.environ.get("BF16") == "1" and not has_native_bf16():
+        print(
+            "warning: BF16=1 on a CPU without AVX-512 BF16 or AMX: bfloat16 is emulated here and "
+            "slower than float32 (leave BF16 unset)",
+            file=sys.stderr,
+            flush=True,
+        )
     rows = read(PAIRS)
     train = [r for r in rows if r["split"] == "train"]
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
@@ -317,14 +345,17 @@ def main():
     # also fitted on, in every mode; never scored.
     written = [p for path in os.environ.get("EXTRA", "").split(",") if path for p in read(path)]
     if mode == "oof":
-        before = cosines(base, tokenizer, train)
+        # NO_BASE=1 skips the base model's cosines (cos_base is then null):
+        # they cost the larger base ten minutes of one thread.
+        before = [None] * len(train) if os.environ.get("NO_BASE") == "1" else cosines(base, tokenizer, train)
         after = [None] * len(train)
         # FOLDS=0,3 tunes only those folds (see the module's doc); each
         # fold's cosines are also kept in OUT.foldK.jsonl as it ends, and a
         # later run reads the folds it finds there instead of tuning them
         # again.
         wanted = {int(k) for k in os.environ.get("FOLDS", "0,1,2,3,4").split(",") if k}
-        for k, fold in enumerate(folds_by_text(train, seed)):
+        fold_seed = int(os.environ.get("FOLD_SEED", seed))
+        for k, fold in enumerate(folds_by_text(train, fold_seed)):
             kept = f"{out}.fold{k}.jsonl"
             if os.path.exists(kept):
                 by_pair = {(r["a"], r["b"]): r["tuned_cosine"] for r in read(kept)}
@@ -338,6 +369,9 @@ def main():
             model = fit([p for i, p in enumerate(train) if i not in held] + written, tokenizer, seed, epochs, lr)
             for i, cosine in zip(fold, cosines(model, tokenizer, [train[i] for i in fold])):
                 after[i] = cosine
+            if os.environ.get("KEEP_MODELS") == "1":
+                model.save_pretrained(f"{out}.fold{k}.model")
+                tokenizer.save_pretrained(f"{out}.fold{k}.model")
             with open(kept, "w", encoding="utf-8") as sink:
                 for i in fold:
                     line = {"a": train[i]["a"], "b": train[i]["b"], "tuned_cosine": after[i]}

@@ -1209,6 +1209,17 @@ fn tune_shipped_json(extra: &[&OsStr]) -> (Run, Value) {
     (out, document)
 }
 
+/// How many pairs' tuned cosines a run says it read from `--tuned-cosines`.
+fn cosines_read_from_file(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("loopguard: "))
+        .find(|line| line.contains(" pairs' tuned cosines read from "))
+        .and_then(|counts| counts.split(" of ").next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count of cosines read in {stderr}"))
+}
+
 /// The texts of a pair file's lines, with each line's `split`.
 fn texts_by_split(path: &str) -> Vec<(String, String, Option<String>)> {
     fs::read_to_string(workspace(path))
@@ -1302,14 +1313,7 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
     ]);
     // The encoder was tuned on every train pair: each one's cosine is read
     // from the file (an encoder tuned without it), and none is left out.
-    let read_from_file: usize = fit
-        .stderr
-        .lines()
-        .filter_map(|line| line.strip_prefix("loopguard: "))
-        .find(|line| line.contains(" pairs' tuned cosines read from "))
-        .and_then(|counts| counts.split(" of ").next())
-        .and_then(|count| count.parse().ok())
-        .unwrap_or_else(|| panic!("no count of cosines read in {}", fit.stderr));
+    let read_from_file = cosines_read_from_file(&fit.stderr);
     assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
     let (without, plain) = tune_shipped_json(&["--judge".as_ref(), "calibrated".as_ref()]);
     let train = |document: &Value| document["train_pairs"].as_u64().expect("train pairs") as usize;
@@ -1380,6 +1384,62 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
     assert_eq!(
         (shipped["tp"].clone(), shipped["fp"].clone()),
         (scored["tp"].clone(), scored["fp"].clone())
+    );
+}
+
+#[test]
+fn a_tuned_cosines_file_that_names_held_out_pairs_scores_them_by_its_cosines() {
+    // A file may give any pair's cosine, a held-out one's too: that is how
+    // a reading loopguard does not ship is scored (docs/tuning.md, "Session
+    // 31"). Here a reading that knows the labels: 1 for a repeat, 0 not.
+    let text = fs::read_to_string(workspace("data/pairs/requests.jsonl")).expect("the pairs");
+    let mut oracle = String::new();
+    let mut held_out = 0;
+    for line in text.lines() {
+        let pair: Value = serde_json::from_str(line).expect("a pair");
+        if pair["split"] != "test" {
+            continue;
+        }
+        held_out += 1;
+        let cosine = if pair["same"] == true { 1.0 } else { 0.0 };
+        let written = serde_json::json!({"a": pair["a"], "b": pair["b"], "tuned_cosine": cosine});
+        oracle.push_str(&format!("{written}\n"));
+    }
+    let dir = TempDir::new().expect("a temporary directory");
+    let file = dir.path().join("oracle.jsonl");
+    fs::write(&file, oracle).expect("write the cosines");
+
+    let (by_file, read) = tune_shipped_json(&[
+        "--eval-only".as_ref(),
+        "--tuned-encoder".as_ref(),
+        "--tuned-cosines".as_ref(),
+        file.as_os_str(),
+    ]);
+    let (_, by_encoder) = tune_shipped_json(&["--eval-only".as_ref(), "--tuned-encoder".as_ref()]);
+    let read_from_file = cosines_read_from_file(&by_file.stderr);
+    assert_eq!(read_from_file, held_out, "{}", by_file.stderr);
+    // The same weights, the same pairs: only the reading differs, and the
+    // one that knows the labels catches more repeats and fewer false ones.
+    let count = |document: &Value, key: &str| {
+        document[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {document}"))
+    };
+    let total = |document: &Value| {
+        ["tp", "fp", "tn", "fn"]
+            .iter()
+            .map(|key| count(document, key))
+            .sum::<u64>()
+    };
+    assert_eq!(total(&read), total(&by_encoder));
+    assert_eq!(total(&read), held_out as u64);
+    assert!(
+        count(&read, "tp") > count(&by_encoder, "tp"),
+        "{read} against {by_encoder}"
+    );
+    assert!(
+        count(&read, "fp") < count(&by_encoder, "fp"),
+        "{read} against {by_encoder}"
     );
 }
 
