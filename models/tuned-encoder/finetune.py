@@ -16,13 +16,18 @@ same request" (an experiment; see README.md here).
         fold's cosines are kept in OUT.foldK.jsonl as it ends, and a run
         reads the folds it finds there instead of tuning them again
         (whatever settings wrote them: delete them to tune again). The
-        larger base takes about half an hour a fold in float32, so the
-        five can be spread over runs side by side or over several days.
+        larger base takes about half an hour a fold in float32 on a CPU
+        with AVX-512 (over an hour on one with AVX2 only), so the five can
+        be spread over runs side by side or over several days.
         FOLD_SEED=N draws the folds with seed N instead of SEED, so a second
         seed's tuning (SEED=2 FOLD_SEED=1) has the first one's folds and
         each pair's two out-of-fold cosines come from encoders that both
         never saw it. KEEP_MODELS=1 also saves each fold's model (merged,
-        as full saves it) to OUT.foldK.model/.
+        as full saves it) to OUT.foldK.model/. NO_BASE=1 skips the base
+        model's cosines of the train pairs (cos_base is then null).
+
+    BF16=1 runs the tuning's passes in bfloat16: faster only on a CPU that
+    computes it (AVX-512 BF16 or AMX); on others the run warns.
 
     EXTRA=FILE[,FILE] adds labelled pairs (data/pairs/encoder-extra.jsonl)
     to what the encoder is fitted on, in every mode (in oof, to every
