@@ -673,6 +673,34 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     );
     // Not in what --format json prints: its keys are the issue's.
     assert!(printed.get("average_precision").is_none(), "{printed}");
+    assert!(printed.get("intervals").is_none(), "{printed}");
+    // How sure each figure is: its 90% bootstrap interval over the six
+    // pairs holds the figure itself, and the text prints the same ends.
+    let intervals = &eval["intervals"];
+    assert_eq!(
+        (
+            intervals["pairs"].as_u64(),
+            intervals["resamples"].as_u64(),
+            intervals["level"].as_f64()
+        ),
+        (Some(6), Some(2000), Some(0.9)),
+        "{intervals}"
+    );
+    let mut ends = Vec::new();
+    for figure in ["precision", "recall", "f1"] {
+        let point = eval[figure].as_f64().expect("a defined figure");
+        let [low, high] = [0, 1].map(|end| intervals[figure][end].as_f64().unwrap_or(f64::NAN));
+        assert!(
+            (0.0..=1.0).contains(&low) && low <= point && point <= high && high <= 1.0,
+            "{figure} {point} in {intervals}"
+        );
+        ends.push(format!("{low:.2}-{high:.2}"));
+    }
+    let line = format!(
+        "90% intervals (2000 bootstrap resamples of the 6 pairs): P {} / R {} / F1 {}",
+        ends[0], ends[1], ends[2]
+    );
+    assert!(text.stdout.contains(&line), "{line} in {}", text.stdout);
     let wrong: Vec<&Value> = judged
         .iter()
         .filter(|p| p["said_same"] != p["same"])
@@ -759,6 +787,21 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
         "{}",
         fitted.stdout
     );
+    // And how sure each judge's held-out figures are, over its 2 test pairs.
+    let interval_rows: Vec<&str> = fitted
+        .stdout
+        .lines()
+        .skip_while(|line| *line != "90% intervals (2000 bootstrap resamples of the 2 test pairs):")
+        .skip(1)
+        .take(2)
+        .collect();
+    assert_eq!(interval_rows.len(), 2, "{}", fitted.stdout);
+    for (row, judge) in interval_rows.iter().zip(["cosine", "calibrated"]) {
+        assert!(
+            row.trim_start().starts_with(judge) && row.contains(" / F1 "),
+            "{row}"
+        );
+    }
     // The weights file reads back as judge weights, fitted on this file.
     let written: Value =
         serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))

@@ -17,8 +17,10 @@ use loopguard_semantic::{
 };
 use serde::Serialize;
 
+use crate::random::SplitMix;
 use crate::{
-    Confusion, EmbedOptions, EmbedStats, PairSet, Result, Split, TuneError, Vectors, embed_texts,
+    Confusion, EmbedOptions, EmbedStats, Intervals, PairSet, Result, Split, TuneError, Vectors,
+    bootstrap_intervals, embed_texts,
 };
 
 /// The features of every pair, in the pair set's order.
@@ -205,28 +207,6 @@ pub struct CrossValidation {
     pub average_precision_mean: f64,
 }
 
-/// A small, seeded generator for the shuffles (SplitMix64): the same
-/// folds on every run and every machine.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Fisher-Yates.
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            items.swap(i, j);
-        }
-    }
-}
-
 /// Cross-validates the calibrated judge on the train split of `pairs`:
 /// `repeats` shuffles, each cut into `folds` folds with the same share of
 /// same-request pairs; the judge is fitted as [`fit_and_score`] fits it on
@@ -321,6 +301,10 @@ pub struct JudgeScore {
     pub train: Option<Confusion>,
     /// Counts on the test split (or on every pair, in eval-only runs).
     pub test: Confusion,
+    /// How sure the test figures are: their 90% bootstrap intervals
+    /// ([`bootstrap_intervals`]); absent when there is no test pair.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_intervals: Option<Intervals>,
     /// Precision and recall at every swept threshold on the train split,
     /// for the PR curve.
     pub curve: Vec<(f32, f64, f64)>,
@@ -482,6 +466,16 @@ fn scores(features: &[Features], weights: &JudgeWeights) -> (Vec<f32>, Vec<f32>)
     )
 }
 
+/// The values `keep` selects, in order.
+fn kept<T: Copy>(values: &[T], keep: &[bool]) -> Vec<T> {
+    values
+        .iter()
+        .zip(keep)
+        .filter(|(_, keep)| **keep)
+        .map(|(value, _)| *value)
+        .collect()
+}
+
 /// Counts at `threshold` (strictly exceeded) over the pairs `keep` selects.
 fn confusion(scores: &[f32], labels: &[bool], keep: &[bool], threshold: f32) -> Confusion {
     let mut counts = Confusion::of_pairs();
@@ -549,12 +543,7 @@ pub fn fit_and_score(
         .filter(|(_, keep)| **keep)
         .map(|(f, _)| f.vector())
         .collect();
-    let row_labels: Vec<bool> = labels
-        .iter()
-        .zip(&train)
-        .filter(|(_, keep)| **keep)
-        .map(|(label, _)| *label)
-        .collect();
+    let row_labels = kept(&labels, &train);
     if rows.is_empty() || !row_labels.iter().any(|l| *l) || row_labels.iter().all(|l| *l) {
         return Err(TuneError::Judge(
             "the train split needs pairs labelled the same and pairs labelled different".into(),
@@ -575,12 +564,20 @@ pub fn fit_and_score(
     let cosine_grid: Vec<f32> = (30..100).map(|i| i as f32 / 100.0).collect();
     let (cosine_threshold, cosine_curve) =
         choose_threshold(&cosine_scores, &labels, &train, &cosine_grid, min_precision);
-    let judge_score = |judge, scores: &[f32], threshold, curve| JudgeScore {
-        judge,
-        threshold,
-        train: Some(confusion(scores, &labels, &train, threshold)),
-        test: confusion(scores, &labels, &test, threshold),
-        curve,
+    let held_out_labels = kept(&labels, &test);
+    let judge_score = |judge, scores: &[f32], threshold, curve| {
+        let verdicts: Vec<bool> = kept(scores, &test)
+            .into_iter()
+            .map(|score| score > threshold)
+            .collect();
+        JudgeScore {
+            judge,
+            threshold,
+            train: Some(confusion(scores, &labels, &train, threshold)),
+            test: confusion(scores, &labels, &test, threshold),
+            test_intervals: bootstrap_intervals(&held_out_labels, &verdicts),
+            curve,
+        }
     };
     let judge = SameRequestJudge::calibrated(fitted.clone());
     let judged: Vec<JudgedPair> = pairs
@@ -729,11 +726,14 @@ pub fn judged_score(judge: JudgeKind, threshold: f32, judged: &[JudgedPair]) -> 
     for pair in judged {
         test.record(pair.same, pair.said_same);
     }
+    let labels: Vec<bool> = judged.iter().map(|pair| pair.same).collect();
+    let verdicts: Vec<bool> = judged.iter().map(|pair| pair.said_same).collect();
     JudgeScore {
         judge,
         threshold,
         train: None,
         test,
+        test_intervals: bootstrap_intervals(&labels, &verdicts),
         curve: Vec::new(),
     }
 }

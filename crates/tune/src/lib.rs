@@ -28,6 +28,8 @@
 //!   judges (cosine, calibrated) on the held-out pairs, each with its
 //!   operating point, drawn in one picture by `write_judge_plot` (feature
 //!   `plots`).
+//! - [`bootstrap_intervals`]: how sure a held-out figure is, as the 90%
+//!   bootstrap intervals of its precision, recall and F1 ([`Intervals`]).
 //! - [`write_outputs`]: the table as CSV and JSON and, with the `plots`
 //!   feature (on by default), a precision-recall curve and a histogram of
 //!   cosines as PNG and SVG.
@@ -75,6 +77,9 @@
 //! ```
 #![deny(missing_docs)]
 
+pub use bootstrap::{
+    BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, Interval, Intervals, bootstrap_intervals,
+};
 pub use cache::EmbeddingCache;
 pub use embed::{DEFAULT_BATCH, EmbedOptions, EmbedStats, Vectors, embed_texts};
 pub use embedders::EmbedderChoice;
@@ -103,6 +108,7 @@ pub use sweep::{
 pub use traces::{Expected, SEMANTIC_KINDS, SIDECAR_SUFFIX, Trace, TraceSet, tune_traces};
 pub use tuned_cosines::TunedCosines;
 
+mod bootstrap;
 mod cache;
 mod embed;
 mod embedders;
@@ -114,6 +120,7 @@ mod output;
 mod pairs;
 #[cfg(feature = "plots")]
 mod plots;
+mod random;
 mod report;
 mod second_opinion;
 mod sweep;

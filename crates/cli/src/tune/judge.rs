@@ -14,8 +14,8 @@ use loopguard_semantic::{
     Features, JudgeKind, JudgeWeights, LlmSecondOpinion, SameRequestJudge, SecondOpinionPolicy,
 };
 use loopguard_tune::{
-    Confusion, CrossValidation, JudgeCurves, JudgeReport, JudgeScore, JudgedPair, PairSet,
-    SecondOpinionScore, average_precision, cross_validate, evaluate_with_second_opinion,
+    Confusion, CrossValidation, Intervals, JudgeCurves, JudgeReport, JudgeScore, JudgedPair,
+    PairSet, SecondOpinionScore, average_precision, cross_validate, evaluate_with_second_opinion,
     fit_and_score, judge_curves, judged_by_hard, judged_pairs, judged_score, mistakes_worst_first,
     write_judge_plot,
 };
@@ -144,6 +144,19 @@ pub(crate) async fn run(
             )?;
             for score in [&report.cosine, &report.calibrated] {
                 writeln!(out, "{}", row(score))?;
+            }
+            if let Some(intervals) = &report.calibrated.test_intervals {
+                writeln!(out, "{}", intervals_heading(intervals, "test pairs"))?;
+                for score in [&report.cosine, &report.calibrated] {
+                    if let Some(intervals) = &score.test_intervals {
+                        writeln!(
+                            out,
+                            "  {:<11} {}",
+                            score.judge.to_string(),
+                            intervals.describe()
+                        )?;
+                    }
+                }
             }
             writeln!(
                 out,
@@ -293,7 +306,15 @@ async fn eval_only(
     let written = args
         .out
         .as_ref()
-        .map(|dir| write_eval_files(dir, &document, &judged, threshold, ranking))
+        .map(|dir| {
+            let scored = Scored {
+                judged: &judged,
+                threshold,
+                ranking,
+                intervals: score.test_intervals.as_ref(),
+            };
+            write_eval_files(dir, &document, &scored)
+        })
         .transpose()?;
     let mut out = io::stdout().lock();
     match args.format {
@@ -303,6 +324,14 @@ async fn eval_only(
         }
         TuneFormat::Text => {
             writeln!(out, "{}", row(&score))?;
+            if let Some(intervals) = &score.test_intervals {
+                writeln!(
+                    out,
+                    "{} {}",
+                    intervals_heading(intervals, "pairs"),
+                    intervals.describe()
+                )?;
+            }
             writeln!(
                 out,
                 "average precision (every threshold): {}",
@@ -362,6 +391,30 @@ fn hard_case_json(judged: &[JudgedPair]) -> serde_json::Value {
         .collect()
 }
 
+/// The judged pairs `--eval-only --out DIR` writes, and what was
+/// measured of them.
+#[derive(Clone, Copy)]
+struct Scored<'a> {
+    /// Every pair, as the judge (and its second opinion) saw it.
+    judged: &'a [JudgedPair],
+    /// The threshold the verdicts were given at.
+    threshold: f32,
+    /// Their average precision ([`judged_average_precision`]).
+    ranking: Option<f64>,
+    /// The 90% bootstrap intervals of their figures.
+    intervals: Option<&'a Intervals>,
+}
+
+/// "90% intervals (2000 bootstrap resamples of the 421 test pairs):".
+fn intervals_heading(intervals: &Intervals, what: &str) -> String {
+    format!(
+        "{:.0}% intervals ({} bootstrap resamples of the {} {what}):",
+        intervals.level * 100.0,
+        intervals.resamples,
+        intervals.pairs
+    )
+}
+
 /// What `--eval-only --out DIR` wrote, for the text output.
 struct EvalFiles {
     eval_json: PathBuf,
@@ -388,7 +441,8 @@ impl std::fmt::Display for EvalFiles {
 /// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
 /// prints them plus `average_precision` (of the judged pairs' scores,
 /// after a second opinion when one was asked; `null` when no pair is the
-/// same), `mistakes` (the pairs the judge got wrong, worst first: the
+/// same), `intervals` (the 90% bootstrap intervals of its figures;
+/// `null` with no pair), `mistakes` (the pairs the judge got wrong, worst first: the
 /// farthest from the threshold) and, when the pairs have a
 /// `hard` field, `by_hard` (the counts of each hard case); and
 /// `DIR/pairs.jsonl`, every pair scored, in the file's order, with its
@@ -396,14 +450,19 @@ impl std::fmt::Display for EvalFiles {
 fn write_eval_files(
     dir: &Path,
     document: &serde_json::Value,
-    judged: &[JudgedPair],
-    threshold: f32,
-    ranking: Option<f64>,
+    scored: &Scored<'_>,
 ) -> anyhow::Result<EvalFiles> {
+    let Scored {
+        judged,
+        threshold,
+        ranking,
+        intervals,
+    } = *scored;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mistakes = mistakes_worst_first(judged, threshold);
     let mut eval = document.clone();
     eval["average_precision"] = serde_json::json!(ranking);
+    eval["intervals"] = serde_json::to_value(intervals)?;
     // Through text, so a score reads as in pairs.jsonl ("0.857143", not
     // the f32 widened to 0.857142984867096).
     eval["mistakes"] = serde_json::from_str(&serde_json::to_string(&mistakes)?)?;
@@ -464,17 +523,17 @@ async fn eval_second_opinion(
             result.stats.failed + result.stats.skipped
         );
     }
+    // The intervals are of the verdicts after the second opinion (those
+    // `result.judged` holds); the judge alone's counts come without.
     let alone = JudgeScore {
         judge: JudgeKind::Calibrated,
         threshold,
         train: None,
         test: result.judge_alone,
+        test_intervals: None,
         curve: Vec::new(),
     };
-    let with = JudgeScore {
-        test: result.with_second_opinion,
-        ..alone.clone()
-    };
+    let with = judged_score(JudgeKind::Calibrated, threshold, &result.judged);
     let mut document = eval_json(&with);
     document["judge_alone"] = eval_json(&alone);
     document["second_opinion"] = second_opinion_json(&result);
@@ -482,8 +541,13 @@ async fn eval_second_opinion(
         .out
         .as_ref()
         .map(|dir| {
-            let ranking = judged_average_precision(&result.judged);
-            write_eval_files(dir, &document, &result.judged, threshold, ranking)
+            let scored = Scored {
+                judged: &result.judged,
+                threshold,
+                ranking: judged_average_precision(&result.judged),
+                intervals: with.test_intervals.as_ref(),
+            };
+            write_eval_files(dir, &document, &scored)
         })
         .transpose()?;
     let mut out = io::stdout().lock();
