@@ -1029,6 +1029,16 @@ fn the_judge_fit_draws_both_judges_curves_in_one_picture() {
     assert_eq!(&written["held_out_pr_curves"], curves);
     assert_eq!(curves["split"], "test");
     assert_eq!(curves["pairs"], 2);
+    // Each judge's held-out intervals are in both too, over the same pairs.
+    for judge in ["cosine", "calibrated"] {
+        let intervals = &report[judge]["test_intervals"];
+        assert_eq!(&written[judge]["test_intervals"], intervals, "{judge}");
+        assert_eq!(
+            (intervals["pairs"].as_u64(), intervals["resamples"].as_u64()),
+            (Some(2), Some(2000)),
+            "{judge}: {intervals}"
+        );
+    }
     assert_eq!(curves["cosine"]["threshold"], 0.85);
     let (operating, fitted) = (
         curves["calibrated"]["threshold"]
