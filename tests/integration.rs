@@ -21,6 +21,8 @@ mod cycles;
 mod docs;
 #[path = "integration/durability.rs"]
 mod durability;
+#[path = "integration/exchanges.rs"]
+mod exchanges;
 #[path = "integration/failures.rs"]
 mod failures;
 #[path = "integration/hubs.rs"]

@@ -1,4 +1,7 @@
-//! Exchange cycles between agents (ruling 4).
+//! Exchange cycles between agents (ruling 4). The counting of trace format
+//! 1.1 (`cycles.count = "every"`): every exchange counts, so these traces
+//! replay as they did under 1.1. What the defaults (1.2) make of them is
+//! checked beside it; `exchanges.rs` has the traces of 1.2's own cases.
 
 use crate::support::*;
 
@@ -6,10 +9,23 @@ use crate::support::*;
 fn agent_pair_breaks_the_cycle_at_the_4th_exchange_and_climbs_by_severity() {
     // Structural detectors only: "review round 7: naming" repeating round
     // 1's to the same agent is also a repeated query by similarity.
-    let decisions = replay_jsonl("agent_pair.jsonl", &["--no-semantic"]);
+    let every = count_every();
+    let decisions = replay_jsonl("agent_pair.jsonl", &["--no-semantic", "--config", &every]);
     assert_eq!(
         lines_with(&decisions, "T1", "agent_pair"),
         (4..=12).collect::<Vec<_>>()
+    );
+    // By default (1.2) the rounds' subjects count once they come back:
+    // "review round 7: naming" is round 1's with its number a placeholder,
+    // and round 1 counts with it.
+    let defaults = replay_jsonl("agent_pair.jsonl", &["--no-semantic"]);
+    assert_eq!(
+        lines_with(&defaults, "T1", "agent_pair"),
+        (8..=12).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        numbers(&detection(&defaults, 8, "agent_pair")["evidence"]),
+        [1, 2, 7, 8]
     );
 
     let first = detection(&decisions, 4, "agent_pair");
@@ -64,7 +80,8 @@ fn agent_pair_window_is_600_seconds_and_does_not_apply_without_timestamps() {
 fn multi_agent_cycle_fires_once_the_work_went_around_it_twice() {
     // Structural detectors only: "Totals column still empty" to the planner
     // is also a repeated query by similarity.
-    let decisions = replay_jsonl("multi_agent.jsonl", &["--no-semantic"]);
+    let every = count_every();
+    let decisions = replay_jsonl("multi_agent.jsonl", &["--no-semantic", "--config", &every]);
     // T1: planner -> coder -> tester -> planner. One lap and more (lines
     // 1-5) is ordinary iteration; the 6th handoff completes the second lap.
     assert_eq!(lines_with(&decisions, "T1", "multi_agent"), [6]);
@@ -104,7 +121,8 @@ fn multi_agent_cycle_fires_once_the_work_went_around_it_twice() {
 
 #[test]
 fn topic_cycle_fires_on_the_4th_handoff_of_one_topic_or_normalized_content() {
-    let decisions = replay_jsonl("topic_cycle.jsonl", &[]);
+    let every = count_every();
+    let decisions = replay_jsonl("topic_cycle.jsonl", &["--config", &every]);
     // T1 names its topic; T2 repeats the same content in different case,
     // spacing and punctuation. Every handoff is between a new pair.
     assert_eq!(lines_with(&decisions, "T1", "topic_cycle"), [7]);

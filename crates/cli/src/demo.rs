@@ -54,11 +54,15 @@ pub(crate) const SCENARIOS: [Scenario; 18] = [
     Scenario {
         name: "agent_pair",
         kind: "agent_pair",
-        title: "Coder and reviewer ping-pong",
-        story: "The reviewer and the coder hand the same pull request back and forth. \
-                More than 3 exchanges between one pair within 600 seconds is a \
-                cycle, so the 4th exchange is flagged: loopguard answers \
-                break_cycle and names the agent to route around.",
+        title: "Two review rounds: one works, one ping-pongs",
+        story: "Two pull requests go back and forth between the coder and the reviewer. \
+                PR-480 brings a new revision every time and the reviewer's comments \
+                change with it: that is work, however often the pair talks, and \
+                nothing is flagged. PR-481's coder resends the same revision and the \
+                reviewer repeats the same comment: an exchange that brings nothing new \
+                counts, and so does the one it repeats. The 4th counted exchange \
+                within 600 seconds is a cycle: loopguard answers break_cycle and names \
+                the agent to route around.",
         trace: include_str!("../demo/02_agent_pair.jsonl"),
     },
     Scenario {
@@ -66,21 +70,21 @@ pub(crate) const SCENARIOS: [Scenario; 18] = [
         kind: "multi_agent",
         title: "Planner, coder, tester, planner, coder...",
         story: "No two agents talk to each other often, yet the work goes round a \
-                three-agent circle. One lap is an ordinary iteration; once the work \
-                has gone around twice in full (the 6th handoff), loopguard reports a \
-                multi-agent cycle and tells the orchestrator to break it. With \
-                semantic matching on, the tester's second report to the planner is \
-                also a repeated query: it says what the first said, and nothing was \
-                learned in between.",
+                three-agent circle and nothing changes but the round number, which \
+                only labels the round. Every handoff of the second lap repeats one of \
+                the first, so both laps count; once the work has gone around twice in \
+                full (the 6th handoff), loopguard reports a multi-agent cycle and tells \
+                the orchestrator to break it.",
         trace: include_str!("../demo/03_multi_agent.jsonl"),
     },
     Scenario {
         name: "topic_cycle",
         kind: "topic_cycle",
         title: "One flaky test, passed from agent to agent",
-        story: "Every agent passes the same flaky-test topic to someone else; nobody \
-                owns it. More than 3 handoffs on one topic is a cycle even when the \
-                agents differ, so the 4th handoff is flagged.",
+        story: "Every agent passes the same question about the flaky test on to someone \
+                else; nobody owns it. Each handoff repeats a text its sender was handed, \
+                so each counts, and more than 3 on one topic is a cycle even when the \
+                agents differ: the 4th handoff is flagged.",
         trace: include_str!("../demo/04_topic_cycle.jsonl"),
     },
     Scenario {

@@ -54,7 +54,13 @@ pub(crate) fn config(source: ConfigSource<'_>) -> anyhow::Result<Config> {
 /// and the key.
 pub(crate) fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     match path {
-        Some(path) => Ok(Config::from_file(path)?),
+        Some(path) => {
+            let config = Config::from_file(path)?;
+            for line in config.deprecations() {
+                eprintln!("{}: {line}", path.display());
+            }
+            Ok(config)
+        }
         None => Ok(Config::default()),
     }
 }

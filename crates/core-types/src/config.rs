@@ -601,11 +601,42 @@ pub struct CycleConfig {
     /// Handoffs a task needs before a hub is recognized (default 6; at
     /// least 2).
     pub hub_after: u32,
-    /// Whether every exchange, not only a hub's, counts toward
-    /// `agent_pair`, `multi_agent` and `topic_cycle` only when it brings
-    /// nothing new (an extension of ruling 17 to peers and to the
-    /// exchanges before a hub is recognized; default false, ruling 4).
-    pub repeats_only: bool,
+    /// What an exchange counts toward `agent_pair`, `multi_agent` and
+    /// `topic_cycle` (ruling 4): only when it brings nothing new
+    /// (`"repeats"`, the default since trace format 1.2), or every exchange
+    /// (`"every"`, trace format 1.1, with ruling 17's hubs).
+    pub count: CycleCount,
+    /// The deprecated spelling of `count`: `true` reads as `"repeats"`,
+    /// `false` as `"every"`, and wins over `count` when both are given
+    /// ([`Config::deprecations`] says so). Never written back.
+    #[serde(skip_serializing)]
+    pub repeats_only: Option<bool>,
+}
+
+/// `cycles.count`: which exchanges count toward the cycle kinds (ruling 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CycleCount {
+    /// Only an exchange that brings nothing new: its text repeats one
+    /// already exchanged by an agent of the pair (or of the cycle, or of
+    /// the topic) within the window, or it has no text (trace format 1.2).
+    #[default]
+    Repeats,
+    /// Every exchange, except a hub's that brings something new (trace
+    /// format 1.1, rulings 4 and 17).
+    Every,
+}
+
+impl CycleConfig {
+    /// The counting in force: `count`, or what the deprecated
+    /// `repeats_only` says when it is given.
+    pub fn counting(&self) -> CycleCount {
+        match self.repeats_only {
+            Some(true) => CycleCount::Repeats,
+            Some(false) => CycleCount::Every,
+            None => self.count,
+        }
+    }
 }
 
 /// `[edges]`: hops along one transition edge without progress.
@@ -674,6 +705,14 @@ pub struct ToolsConfig {
     /// Calls and results remembered per task and agent, the least recently
     /// seen forgotten first (default 256).
     pub history: u32,
+    /// The rephrase of a run that is the first `tool_rephrase` detection
+    /// (ruling 19; default 3: a query and three rewordings of it).
+    pub rephrase_after: u32,
+    /// The cosine from which a reworded free-text argument is about the
+    /// same thing as the previous call's (ruling 19; default 0.70). Without
+    /// semantic matching, the same content words for at least half of the
+    /// shorter text.
+    pub rephrase_similarity: f64,
     /// Settings for one tool (`[tools.per_tool.NAME]`).
     pub per_tool: BTreeMap<String, PerToolConfig>,
 }
@@ -689,9 +728,12 @@ pub struct PerToolConfig {
     pub escalate_after: Option<u32>,
     /// Overrides `tools.min_result_chars`.
     pub min_result_chars: Option<u32>,
+    /// Overrides `tools.rephrase_after`.
+    pub rephrase_after: Option<u32>,
     /// Argument keys ignored for this tool, besides `tools.volatile_args`.
     pub volatile_args: Vec<String>,
-    /// Calls of this tool are never stale and never end a run.
+    /// Calls of this tool are never stale nor rephrased, and never end a
+    /// run.
     pub exclude: bool,
 }
 
@@ -704,6 +746,8 @@ pub struct ToolLimits {
     pub escalate_after: u32,
     /// See [`ToolsConfig::min_result_chars`].
     pub min_result_chars: u32,
+    /// See [`ToolsConfig::rephrase_after`].
+    pub rephrase_after: u32,
     /// See [`PerToolConfig::exclude`].
     pub exclude: bool,
 }
@@ -720,6 +764,9 @@ impl ToolsConfig {
             min_result_chars: own
                 .and_then(|t| t.min_result_chars)
                 .unwrap_or(self.min_result_chars),
+            rephrase_after: own
+                .and_then(|t| t.rephrase_after)
+                .unwrap_or(self.rephrase_after),
             exclude: own.is_some_and(|t| t.exclude),
         }
     }
@@ -742,6 +789,8 @@ impl Default for ToolsConfig {
             min_result_chars: 16,
             volatile_args: Vec::new(),
             history: 256,
+            rephrase_after: 3,
+            rephrase_similarity: 0.70,
             per_tool: BTreeMap::new(),
         }
     }
@@ -798,7 +847,8 @@ impl Default for CycleConfig {
             recognize_hubs: true,
             hub_share: 0.8,
             hub_after: 6,
-            repeats_only: false,
+            count: CycleCount::Repeats,
+            repeats_only: None,
         }
     }
 }
@@ -1252,6 +1302,32 @@ impl Config {
         Config::from_toml_str(&text).map_err(|err| err.in_file(path))
     }
 
+    /// One line per deprecated key the config uses, saying what it is read
+    /// as and what to write instead. The command line prints them on
+    /// stderr when it loads a config.
+    ///
+    /// ```
+    /// use loopguard_core_types::{Config, CycleCount};
+    /// let config = Config::from_toml_str("[cycles]\nrepeats_only = false\n")?;
+    /// assert_eq!(config.cycles.counting(), CycleCount::Every);
+    /// assert_eq!(
+    ///     config.deprecations(),
+    ///     ["`cycles.repeats_only` is deprecated: read as `cycles.count = \"every\"`; write that instead"]
+    /// );
+    /// assert!(Config::default().deprecations().is_empty());
+    /// # Ok::<(), loopguard_core_types::ConfigError>(())
+    /// ```
+    pub fn deprecations(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(repeats_only) = self.cycles.repeats_only {
+            let count = if repeats_only { "repeats" } else { "every" };
+            lines.push(format!(
+                "`cycles.repeats_only` is deprecated: read as `cycles.count = \"{count}\"`; write that instead"
+            ));
+        }
+        lines
+    }
+
     /// Checks every value; the error names the first bad key and its value.
     pub fn validate(&self) -> Result<(), ConfigError> {
         fn invalid(key: &str, value: impl ToString, reason: &str) -> ConfigError {
@@ -1371,8 +1447,16 @@ impl Config {
                 )
             }),
         );
+        if !(self.tools.rephrase_similarity > 0.0 && self.tools.rephrase_similarity <= 1.0) {
+            return Err(invalid(
+                "tools.rephrase_similarity",
+                self.tools.rephrase_similarity,
+                "must be above 0 and at most 1",
+            ));
+        }
         for (section, limits) in tool_ladders {
             at_least_one(&format!("{section}.nudge_after"), limits.nudge_after)?;
+            at_least_one(&format!("{section}.rephrase_after"), limits.rephrase_after)?;
             if limits.escalate_after < limits.nudge_after {
                 return Err(invalid(
                     &format!("{section}.escalate_after"),

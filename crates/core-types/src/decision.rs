@@ -189,9 +189,12 @@ pub mod kinds {
     pub const TOOL_CYCLE: &str = "tool_cycle";
     /// Tool calls with varying arguments whose results repeat.
     pub const TOOL_NO_NEW_INFO: &str = "tool_no_new_info";
+    /// One query reworded call after call, with nothing used of what came
+    /// back (trace format 1.2, ruling 19).
+    pub const TOOL_REPHRASE: &str = "tool_rephrase";
 
     /// Every built-in kind, in the order the spec lists them.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         EXACT_FAILURE,
         COLLABORATION_LOOP,
         AGENT_PAIR,
@@ -209,6 +212,7 @@ pub mod kinds {
         TOOL_REPEAT,
         TOOL_CYCLE,
         TOOL_NO_NEW_INFO,
+        TOOL_REPHRASE,
     ];
 }
 
@@ -274,6 +278,11 @@ pub struct Detection {
     /// For similarity-based kinds: the earlier line it matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matched_line: Option<u64>,
+    /// The agents the detection is about, in the order its reason names
+    /// them: the pair, the cycle, the caller of a tool, the failing agents
+    /// (trace format 1.2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
 }
 
 impl Detection {
@@ -304,7 +313,18 @@ impl Detection {
             similarity: None,
             threshold: None,
             matched_line: None,
+            agents: Vec::new(),
         }
+    }
+
+    /// The same detection naming `agents` (trace format 1.2's `agents`).
+    pub fn with_agents<I, S>(mut self, agents: I) -> Detection
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.agents = agents.into_iter().map(Into::into).collect();
+        self
     }
 }
 

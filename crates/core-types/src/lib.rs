@@ -21,7 +21,7 @@
 #![deny(missing_docs)]
 
 pub use config::{
-    Config, ConfigError, ConfigLocation, CycleConfig, DEFAULT_CONFIG_TOML, EdgeConfig,
+    Config, ConfigError, ConfigLocation, CycleConfig, CycleCount, DEFAULT_CONFIG_TOML, EdgeConfig,
     EngineConfig, EntropyConfig, FailureConfig, GateConfig, JudgeKind, OscillationConfig,
     PhaseConfig, SecondOpinionConfig, SemanticConfig, SimilarityConfig, TaskTypeThresholds,
     TextPosition, Threshold, TunedEncoder,

@@ -128,15 +128,30 @@ impl Detector for AgentPair {
         if from == to {
             return;
         }
-        if event.hub_protocol {
-            // A hub's exchange that brings something new: the protocol of
-            // a hub-and-spoke team, not a cycle (ruling 17).
+        let (from_hash, to_hash) = (hash_str(from), hash_str(to));
+        if !event.counts_for(|agent| agent == from_hash || agent == to_hash) {
+            // News (ruling 4, trace format 1.2), or a hub's news (ruling
+            // 17): work, not a cycle.
             return;
         }
         state
             .sweep
             .sweep_table(&mut state.pairs, event.time, self.window_ms);
-        let key = pair_key(from, to);
+        let key = pair_key_of(from_hash, to_hash);
+        // The earlier exchanges this one repeats count too, once, each in
+        // its own pair's window: the loop began there.
+        for earlier in event.exchange.earlier() {
+            if !(earlier.involves(from_hash) || earlier.involves(to_hash)) {
+                continue;
+            }
+            let their_key = pair_key_of(earlier.from, earlier.to);
+            if let Some(window) = state
+                .pairs
+                .entry(their_key, MAX_PAIRS, ExchangeWindow::default)
+            {
+                window.add_earlier(event.time, earlier.evidence.clone(), self.window_ms);
+            }
+        }
         let Some(window) = state.pairs.entry(key, MAX_PAIRS, ExchangeWindow::default) else {
             return;
         };
@@ -156,15 +171,15 @@ impl Detector for AgentPair {
             kinds::AGENT_PAIR,
             &self.cycles,
             window,
-            to,
+            (to, vec![from.to_owned(), to.to_owned()]),
             reason,
         ));
     }
 }
 
-/// The key of the unordered pair {a, b}: the same for `a -> b` and `b -> a`.
-fn pair_key(a: &str, b: &str) -> u64 {
-    let (a, b) = (hash_str(a), hash_str(b));
+/// The key of the unordered pair {a, b} of name hashes: the same for
+/// `a -> b` and `b -> a`.
+fn pair_key_of(a: u64, b: u64) -> u64 {
     let mut hasher = FxHasher::default();
     hasher.write_u64(a.min(b));
     hasher.write_u64(a.max(b));
@@ -208,14 +223,15 @@ pub(crate) fn cycle_detection(
     kind: &'static str,
     cycles: &CycleConfig,
     window: &ExchangeWindow,
-    receiver: &str,
+    (receiver, agents): (&str, Vec<String>),
     reason: String,
 ) -> Detection {
     let count = window.count();
     let severity = cycles.severity(count);
     let action = cycle_action(severity);
     let (lines, ids) = window.evidence();
-    let mut detection = Detection::new(detector, kind, severity, action, lines, reason);
+    let mut detection =
+        Detection::new(detector, kind, severity, action, lines, reason).with_agents(agents);
     detection.count = Some(count);
     detection.evidence_ids = ids;
     if action == Action::BreakCycle {
@@ -278,6 +294,47 @@ impl ExchangeWindow {
         self.expire(now, window_ms);
         self.push(evidence, WINDOW_CAP);
         self.count()
+    }
+
+    /// Adds an earlier exchange that a repeat made count (ruling 4, trace
+    /// format 1.2) in line order, once: nothing when the window holds it
+    /// already. Expires old exchanges first, as [`ExchangeWindow::record`].
+    pub(crate) fn add_earlier(
+        &mut self,
+        now: Option<Timestamp>,
+        evidence: EvidenceRef,
+        window_ms: i64,
+    ) {
+        self.add_earlier_capped(now, evidence, window_ms, WINDOW_CAP);
+    }
+
+    /// [`ExchangeWindow::add_earlier`] with a cap of `cap` exchanges.
+    pub(crate) fn add_earlier_capped(
+        &mut self,
+        now: Option<Timestamp>,
+        evidence: EvidenceRef,
+        window_ms: i64,
+        cap: usize,
+    ) {
+        self.expire(now, window_ms);
+        let line = evidence.line();
+        if self.entries.iter().any(|entry| entry.line() == line) {
+            return;
+        }
+        let at = self
+            .entries
+            .iter()
+            .position(|entry| entry.line() > line)
+            .unwrap_or(self.entries.len());
+        if at == 0 && self.entries.len() >= cap.max(1) {
+            // Older than everything a full window holds.
+            return;
+        }
+        self.entries.insert(at, evidence);
+        if self.entries.len() > cap.max(1) {
+            self.entries.remove(0);
+        }
+        self.oldest_ms = self.scan_oldest_ms();
     }
 
     /// Adds an exchange, dropping the oldest when `cap` are held. The
@@ -965,8 +1022,9 @@ pub(crate) mod tests {
         assert_eq!(cycle_action(Severity::Medium), Action::BreakCycle);
         assert_eq!(cycle_action(Severity::High), Action::InjectContext);
         assert_eq!(cycle_action(Severity::Critical), Action::Escalate);
-        assert_eq!(pair_key("a", "b"), pair_key("b", "a"));
-        assert_ne!(pair_key("a", "b"), pair_key("a", "c"));
+        let key = |a, b| pair_key_of(hash_str(a), hash_str(b));
+        assert_eq!(key("a", "b"), key("b", "a"));
+        assert_ne!(key("a", "b"), key("a", "c"));
     }
 
     #[test]

@@ -78,11 +78,11 @@ impl Detector for ExactFailure {
     ) {
         // A `failure`, or a `tool_call` that failed (ruling 14).
         let Some(FailureView {
+            agent,
             error,
             error_type,
             location,
             stack,
-            ..
         }) = event.event.kind.failure()
         else {
             return;
@@ -118,6 +118,7 @@ impl Detector for ExactFailure {
             detection.count = count;
             detection.evidence_ids = ids;
             detection.signature = signature(error_type, location, stack);
+            detection.agents = vec![agent.to_owned()];
             out.push(detection);
         }
         push_bounded(

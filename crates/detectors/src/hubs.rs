@@ -27,10 +27,13 @@
 //! `cycles.hub_share` (0.8) of the task's handoffs once there have been
 //! `cycles.hub_after` (6), and that has dealt with at least 2 other agents.
 //! Exchanges before a hub is recognized count as between peers. Exchanges
-//! between two agents that are not hubs keep ruling 4, unless
-//! `cycles.repeats_only` (an extension, off by default) asks for every
-//! exchange what ruling 17 asks for a hub's: it counts only when it brings
-//! nothing new.
+//! between two agents that are not hubs keep ruling 4 of trace format 1.1:
+//! every one counts.
+//!
+//! The tracker runs only with `cycles.count = "every"` (trace format 1.1).
+//! Since 1.2 ruling 4 asks of every exchange what ruling 17 asked of a
+//! hub's ([`crate::ExchangeRepeats`]), so a hub needs no recognition to be
+//! quiet.
 //!
 //! State is bounded: per task at most 64 agents (their handoff counts and up
 //! to 8 partners each, as hashes) and, per agent, the hashes of its last 32
@@ -75,7 +78,6 @@ pub struct HubTracker {
     recognize: bool,
     share: f64,
     after: u64,
-    repeats_only: bool,
 }
 
 /// What the hub tracker remembers of one task.
@@ -115,7 +117,6 @@ impl HubTracker {
             recognize: config.cycles.recognize_hubs,
             share: config.cycles.hub_share,
             after: u64::from(config.cycles.hub_after),
-            repeats_only: config.cycles.repeats_only,
         }
     }
 
@@ -164,7 +165,7 @@ impl HubTracker {
         });
         if from_is_hub {
             !repeats_instruction
-        } else if to_is_hub || self.repeats_only {
+        } else if to_is_hub {
             !(repeats_instruction || repeats_reply)
         } else {
             false
@@ -310,51 +311,6 @@ mod tests {
         let mut fresh = HubState::default();
         tracker.observe(&mut fresh, &first);
         assert!(tracker.observe(&mut fresh, &reworded));
-    }
-
-    #[test]
-    fn with_repeats_only_every_exchange_needs_a_repeat_to_count() {
-        let mut config = Config::default();
-        config.cycles.repeats_only = true;
-        let events = [
-            handoff(
-                "coder",
-                "reviewer",
-                "Revision 1 of the parser is up for review",
-            ),
-            handoff(
-                "reviewer",
-                "coder",
-                "Two comments: handle empty input, rename parse_x",
-            ),
-            handoff(
-                "coder",
-                "reviewer",
-                "Revision 2 handles empty input and renames parse_x",
-            ),
-            handoff(
-                "reviewer",
-                "coder",
-                "One comment left: add a test for empty input",
-            ),
-            handoff(
-                "coder",
-                "reviewer",
-                "Revision 2 handles empty input and renames parse_x",
-            ),
-            handoff(
-                "reviewer",
-                "coder",
-                "One comment left: add a test for empty input",
-            ),
-        ];
-        assert_eq!(
-            run(&config, &events),
-            [true, true, true, true, false, false],
-            "new revisions and new comments are work; the same ones again are not"
-        );
-        // By default peers keep ruling 4: every exchange counts.
-        assert_eq!(run(&Config::default(), &events), [false; 6]);
     }
 
     #[test]

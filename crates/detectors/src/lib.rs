@@ -47,6 +47,9 @@ pub use clock::{Clamped, TaskClock};
 pub use edge_limit::EdgeLimit;
 pub use evidence::{Evidence, EvidenceRef, evidence_of, join_with_and};
 pub use exact_failure::ExactFailure;
+pub use exchange_repeats::{
+    EarlierExchange, ExchangeNews, ExchangeRepeats, ExchangeRepeatsState, exchange_text,
+};
 pub use failure_class::{ExternalKind, FailureClass, classify};
 pub use hubs::{HubState, HubTracker, MatchedText};
 pub use multi_agent::MultiAgent;
@@ -57,7 +60,8 @@ pub use registry::{BuiltinDetectors, BuiltinState, KEYS_ADDED_SINCE_FORMAT_1, RE
 pub use repeated_output::{
     DIRECTIVE_FIRST_PRINCIPLES, DIRECTIVE_IGNORE_PREVIOUS, RepeatedOutput, RepeatedOutputState,
 };
-pub use tool_calls::{ArgMatch, MatchedArgs, ToolCalls, ToolCallsState, is_free_text};
+pub use tool_calls::{ArgMatch, MatchedArgs, RelatedArg, ToolCalls, ToolCallsState, is_free_text};
+pub use tool_rephrase::{ToolRephrase, ToolRephraseState};
 pub use topic_cycle::{SemanticTopic, TopicCycle, normalize_topic};
 
 pub mod agent_pair;
@@ -66,6 +70,7 @@ pub mod clock;
 pub mod edge_limit;
 mod evidence;
 pub mod exact_failure;
+pub mod exchange_repeats;
 pub mod failure_class;
 pub mod hubs;
 pub mod multi_agent;
@@ -75,6 +80,7 @@ pub mod progress;
 pub mod registry;
 pub mod repeated_output;
 pub mod tool_calls;
+pub mod tool_rephrase;
 pub mod topic_cycle;
 
 use std::sync::OnceLock;
@@ -96,11 +102,15 @@ pub struct ObservedEvent<'a> {
     /// metric, or a higher `files_changed`). Set by [`ProgressTracker`].
     pub progressed: bool,
     /// Whether this event is an exchange with a hub that brings something
-    /// new: the protocol of a hub-and-spoke team, not a cycle (ruling 17);
-    /// with `cycles.repeats_only`, any exchange that brings something new.
-    /// Set by [`HubTracker`]; `agent_pair`, `multi_agent` and `topic_cycle`
-    /// do not count it.
+    /// new: the protocol of a hub-and-spoke team, not a cycle (ruling 17,
+    /// with `cycles.count = "every"`). Set by [`HubTracker`];
+    /// `agent_pair`, `multi_agent` and `topic_cycle` do not count it.
     pub hub_protocol: bool,
+    /// What this exchange brings (ruling 4, trace format 1.2): whether its
+    /// text repeats earlier exchanges of the task, and which. Set by
+    /// [`ExchangeRepeats`]; `agent_pair`, `multi_agent` and `topic_cycle`
+    /// count it only when it brings nothing new ([`ObservedEvent::counts_for`]).
+    pub exchange: ExchangeNews,
     /// The topic a semantic topic assigner chose for this event's content,
     /// when one is configured. `topic_cycle` prefers it to normalized text.
     pub semantic_topic: Option<&'a SemanticTopic>,
@@ -112,6 +122,11 @@ pub struct ObservedEvent<'a> {
     /// earlier text of its sender, when a semantic exchange matcher is
     /// configured. The [`HubTracker`] compares the exchange as that text.
     pub matched_text: Option<&'a MatchedText>,
+    /// Whether this `tool_call` was stale under ruling 15, as `tool_calls`
+    /// found (unset when it did not look: another event, a failing call,
+    /// an excluded tool). `tool_rephrase`, after it, does not count a stale
+    /// call as a rephrase.
+    pub stale_call: OnceLock<bool>,
     /// The event's evidence record, made by the first detector that keeps
     /// the event and shared with every other one.
     evidence: OnceLock<EvidenceRef>,
@@ -127,9 +142,11 @@ impl<'a> ObservedEvent<'a> {
             time: event.ts,
             progressed: false,
             hub_protocol: false,
+            exchange: ExchangeNews::Unjudged,
             semantic_topic: None,
             matched_args: None,
             matched_text: None,
+            stale_call: OnceLock::new(),
             evidence: OnceLock::new(),
         }
     }
@@ -165,6 +182,13 @@ impl<'a> ObservedEvent<'a> {
     pub fn with_topic(mut self, topic: Option<&'a SemanticTopic>) -> ObservedEvent<'a> {
         self.semantic_topic = topic;
         self
+    }
+
+    /// Whether this exchange counts toward a cycle whose agents `in_scope`
+    /// tells (by name hash): not a hub's news (ruling 17), and bringing
+    /// nothing new to that scope (ruling 4, trace format 1.2).
+    pub fn counts_for(&self, in_scope: impl Fn(u64) -> bool) -> bool {
+        !self.hub_protocol && self.exchange.counts_for(in_scope)
     }
 
     /// The evidence reference for this event (line, time and id): one

@@ -61,7 +61,7 @@ use crate::agent_pair::{
     ExchangeWindow, LruTable, Sweep, WINDOW_CAP, count_text, cycle_detection, hash_str,
     window_millis, within_text,
 };
-use crate::{Detector, EvidenceRef, ObservedEvent};
+use crate::{Detector, EarlierExchange, EvidenceRef, ObservedEvent};
 
 /// Most cycles remembered per task; the least recently used is forgotten
 /// first.
@@ -114,6 +114,10 @@ struct RecentHandoff {
     to_hash: u64,
     /// Its line, time and id.
     evidence: EvidenceRef,
+    /// The earlier exchanges of the same text it made count (ruling 4,
+    /// trace format 1.2), for the window of a cycle it helps close.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    earlier: Vec<EarlierExchange>,
 }
 
 /// A cycle seen closing, in canonical order (starting at its smallest
@@ -127,6 +131,35 @@ struct KnownCycle {
 }
 
 impl KnownCycle {
+    /// The cycle's agents in order, read back from its label (`'a' -> 'b'
+    /// -> 'c' -> 'a'`: the first again at the end).
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .label
+            .split(" -> ")
+            .map(|name| {
+                name.strip_prefix('\'')
+                    .and_then(|name| name.strip_suffix('\''))
+                    .unwrap_or(name)
+                    .to_owned()
+            })
+            .collect();
+        names.pop();
+        names
+    }
+
+    /// Counts the earlier exchanges along the cycle's edges that a repeat
+    /// made count (ruling 4, trace format 1.2), once each.
+    fn add_earlier(&mut self, earlier: &[EarlierExchange], now: Option<Timestamp>, window_ms: i64) {
+        let cap = window_cap(&self.agents);
+        for earlier in earlier {
+            if self.has_edge(earlier.from, earlier.to) {
+                self.window
+                    .add_earlier_capped(now, earlier.evidence.clone(), window_ms, cap);
+            }
+        }
+    }
+
     /// Whether `from -> to` is one of the cycle's directed edges.
     fn has_edge(&self, from: u64, to: u64) -> bool {
         let next = self.agents.iter().cycle().skip(1);
@@ -204,13 +237,16 @@ impl Detector for MultiAgent {
             // Not an exchange between agents, and it does not break a chain.
             return;
         }
-        if event.hub_protocol {
-            // A hub's exchange that brings something new: the protocol of
-            // a hub-and-spoke team, not a cycle (ruling 17).
+        if !event.counts_for(|_| true) {
+            // News (ruling 4, trace format 1.2) for any cycle, or a hub's
+            // news (ruling 17): work, not a cycle.
             return;
         }
 
         let (from_hash, to_hash) = (hash_str(from), hash_str(to));
+        // Whether it counts between its own two agents: then it may chain
+        // into a new cycle (both are agents of any cycle it closes).
+        let counts_here = event.counts_for(|agent| agent == from_hash || agent == to_hash);
         let now = event.time;
         let evidence = event.evidence_ref();
 
@@ -225,14 +261,15 @@ impl Detector for MultiAgent {
         }
         let window_ms = self.window_ms;
         state.known.visit_mut(|key, cycle| {
-            let counts = cycle.has_edge(from_hash, to_hash);
+            let counts = cycle.has_edge(from_hash, to_hash)
+                && event.counts_for(|agent| cycle.agents.contains(&agent));
             if counts || sweep {
                 cycle.window.expire(now, window_ms);
             }
             if counts {
-                cycle
-                    .window
-                    .push(evidence.clone(), window_cap(&cycle.agents));
+                let cap = window_cap(&cycle.agents);
+                cycle.add_earlier(event.exchange.earlier(), now, window_ms);
+                cycle.window.push(evidence.clone(), cap);
                 let candidate = (cycle.window.count(), cycle.agents.len(), key);
                 if best.is_none_or(|best| outranks(candidate, best)) {
                     best = Some(candidate);
@@ -245,9 +282,19 @@ impl Detector for MultiAgent {
         });
         state.sweep.note(now, window_ms);
 
+        if !counts_here {
+            out.extend(
+                best.and_then(|(_, _, key)| state.known.get(key))
+                    .and_then(|cycle| self.detection(cycle, now, to)),
+            );
+            return;
+        }
+        let earlier = event.exchange.earlier();
         let closed = self
             .closing_steps(&state.recent, from_hash, to_hash)
-            .and_then(|steps| self.new_cycle(state, steps, (from, from_hash), now, &evidence));
+            .and_then(|steps| {
+                self.new_cycle(state, steps, (from, from_hash), now, (&evidence, earlier))
+            });
 
         if let Some((_, cycle)) = &closed {
             // Its seed may be older than anything noted so far.
@@ -266,6 +313,7 @@ impl Detector for MultiAgent {
             from_hash,
             to_hash,
             evidence,
+            earlier: earlier.to_vec(),
         });
 
         // Choose before registering the new cycle: registering may evict a
@@ -318,7 +366,7 @@ impl MultiAgent {
         steps: usize,
         (from, from_hash): (&str, u64),
         now: Option<Timestamp>,
-        evidence: &EvidenceRef,
+        (evidence, earlier): (&EvidenceRef, &[EarlierExchange]),
     ) -> Option<(u64, KnownCycle)> {
         let recent = &state.recent;
         // The chain in order: the recent handoffs that form it, then this
@@ -359,11 +407,15 @@ impl MultiAgent {
             .map(|name| format!("'{name}'"))
             .collect::<Vec<_>>()
             .join(" -> ");
-        let cycle = KnownCycle {
+        let mut cycle = KnownCycle {
             agents: canonical().map(|(_, hash)| hash).collect(),
             label: label.into(),
             window,
         };
+        for handoff in chain() {
+            cycle.add_earlier(&handoff.earlier, now, self.window_ms);
+        }
+        cycle.add_earlier(earlier, now, self.window_ms);
         Some((key, cycle))
     }
 
@@ -389,7 +441,7 @@ impl MultiAgent {
             kinds::MULTI_AGENT,
             &self.cycles,
             &cycle.window,
-            to,
+            (to, cycle.names()),
             reason,
         ))
     }

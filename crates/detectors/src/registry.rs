@@ -8,17 +8,18 @@
 //! name is its key in the saved state, so it is never renamed (a new name
 //! is a new saved-state format: `docs/architecture.md`).
 //!
-//! The progress and hub trackers are not in the list: they run before
-//! every detector and set [`ObservedEvent::progressed`] and
-//! [`ObservedEvent::hub_protocol`] for them.
+//! The progress, hub and exchange trackers are not in the list: they run
+//! before every detector and set [`ObservedEvent::progressed`],
+//! [`ObservedEvent::hub_protocol`] and [`ObservedEvent::exchange`] for
+//! them.
 
 use loopguard_core_types::{Config, Detection};
 
 use crate::clock::TaskClock;
 use crate::{
-    AgentPair, Detector, EdgeLimit, ExactFailure, HubState, HubTracker, MultiAgent, ObservedEvent,
-    Oscillation, PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, ToolCalls,
-    TopicCycle, TransitionLimit,
+    AgentPair, Detector, EdgeLimit, ExactFailure, ExchangeRepeats, ExchangeRepeatsState, HubState,
+    HubTracker, MultiAgent, ObservedEvent, Oscillation, PhaseVisits, ProgressState,
+    ProgressTracker, RepeatedOutput, ToolCalls, ToolRephrase, TopicCycle, TransitionLimit,
 };
 
 /// Declares the built-in detectors: `field: Type` per detector, in the
@@ -31,6 +32,7 @@ macro_rules! builtin_detectors {
         pub struct BuiltinDetectors {
             progress: ProgressTracker,
             hubs: HubTracker,
+            exchanges: ExchangeRepeats,
             window_ms: i64,
             $($field: $detector,)+
         }
@@ -48,6 +50,7 @@ macro_rules! builtin_detectors {
             progress: ProgressState,
             clock: TaskClock,
             hubs: HubState,
+            exchanges: ExchangeRepeatsState,
             $($field: <$detector as Detector>::State,)+
         }
 
@@ -67,6 +70,7 @@ macro_rules! builtin_detectors {
                 BuiltinDetectors {
                     progress: ProgressTracker,
                     hubs: HubTracker::new(config),
+                    exchanges: ExchangeRepeats::new(config),
                     window_ms: i64::try_from(config.cycles.window_secs.saturating_mul(1000))
                         .unwrap_or(i64::MAX),
                     $($field: <$detector>::new(config),)+
@@ -92,9 +96,20 @@ macro_rules! builtin_detectors {
                 }
                 let too_late = clamped.is_some_and(|late| late.behind_ms() > self.window_ms);
                 event.progressed = self.progress.observe(&mut state.progress, event.event);
-                event.hub_protocol =
-                    self.hubs
-                        .observe_matched(&mut state.hubs, event.event, event.matched_text);
+                if self.exchanges.is_on() {
+                    let (time, evidence) = (event.time, || event.evidence_ref());
+                    event.exchange = self.exchanges.observe(
+                        &mut state.exchanges,
+                        event.event,
+                        time,
+                        evidence,
+                        event.matched_text,
+                    );
+                } else {
+                    event.hub_protocol =
+                        self.hubs
+                            .observe_matched(&mut state.hubs, event.event, event.matched_text);
+                }
                 $(
                     if !(too_late && <$detector as Detector>::WINDOWED) {
                         Detector::observe(&self.$field, &mut state.$field, event, out);
@@ -117,12 +132,13 @@ builtin_detectors! {
     oscillation: Oscillation,
     repeated_output: RepeatedOutput,
     tool_calls: ToolCalls,
+    tool_rephrase: ToolRephrase,
 }
 
 /// Keys of the saved built-in state added since format 1 beyond the
 /// registered detectors: each reads as its default when a saved state lacks
 /// it, so adding it kept the format.
-pub const KEYS_ADDED_SINCE_FORMAT_1: &[&str] = &["clock", "hubs"];
+pub const KEYS_ADDED_SINCE_FORMAT_1: &[&str] = &["clock", "hubs", "exchanges"];
 
 impl BuiltinState {
     /// Pivots issued since the last reset.
@@ -211,7 +227,7 @@ mod tests {
             .map(String::as_str)
             .collect();
         let mut expected: Vec<&str> = REGISTERED.iter().map(|(name, _, _)| *name).collect();
-        expected.extend(["progress", "clock", "hubs"]);
+        expected.extend(["progress", "clock", "hubs", "exchanges"]);
         expected.sort_unstable();
         let mut keys = keys;
         keys.sort_unstable();

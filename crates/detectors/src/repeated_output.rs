@@ -109,7 +109,9 @@ impl Detector for RepeatedOutput {
         out: &mut Vec<Detection>,
     ) {
         let EventKind::Turn {
-            output, success, ..
+            agent,
+            output,
+            success,
         } = &event.event.kind
         else {
             return;
@@ -173,6 +175,7 @@ impl Detector for RepeatedOutput {
             )
         };
         detection.count = Some(count);
+        detection.agents = vec![agent.clone()];
         detection.evidence_ids = ids;
         out.push(detection);
     }

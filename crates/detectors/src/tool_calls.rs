@@ -308,6 +308,7 @@ impl Detector for ToolCalls {
             },
             RECENT_KEPT,
         );
+        let _ = event.stale_call.set(earlier.is_some());
         let Some(earlier) = earlier else {
             // Something new: the run ends.
             calls.run = Run::default();
@@ -365,6 +366,7 @@ impl Detector for ToolCalls {
         detection.count = Some(times);
         detection.evidence_ids = ids;
         detection.directive = Some(directive);
+        detection.agents = vec![agent.clone()];
         out.push(detection);
     }
 }
@@ -458,7 +460,7 @@ fn summary(shape: &Shape, last: &Quoted, times: u32) -> String {
 }
 
 /// "2nd", "3rd", "11th".
-fn ordinal(n: u32) -> String {
+pub(crate) fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {
         (_, 11..=13) => "th",
         (1, _) => "st",
@@ -511,7 +513,7 @@ fn quote_result(result: &Value) -> String {
 }
 
 /// `text` cut to `most` characters, with "…" when cut.
-fn trimmed(text: &str, most: usize) -> String {
+pub(crate) fn trimmed(text: &str, most: usize) -> String {
     match text.char_indices().nth(most) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
@@ -614,6 +616,23 @@ pub struct MatchedArgs {
     pub args: Value,
     /// What was matched, in the arguments' order.
     pub matches: Vec<ArgMatch>,
+    /// Earlier values of the call's free-text arguments (same task, agent,
+    /// tool and key) about the same thing: a cosine of at least
+    /// `tools.rephrase_similarity` (ruling 19), whether or not the judge
+    /// calls them the same request.
+    pub related: Vec<RelatedArg>,
+}
+
+/// An earlier value of a free-text argument about the same thing as this
+/// call's (ruling 19).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelatedArg {
+    /// Where the argument is (as [`ArgMatch::key`]).
+    pub key: String,
+    /// The input line the earlier value was first seen on.
+    pub line: u64,
+    /// The two values' cosine.
+    pub cosine: f32,
 }
 
 /// One free-text argument judged the same as an earlier value.
@@ -799,6 +818,7 @@ mod tests {
                 line: 1,
                 reason: "same request (score 0.90, cosine 0.88)".into(),
             }],
+            related: Vec::new(),
         };
         let detector = ToolCalls::new(&config);
         let mut state = ToolCallsState::default();

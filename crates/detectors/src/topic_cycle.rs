@@ -274,9 +274,10 @@ impl Detector for TopicCycle {
         if from == to {
             return;
         }
-        if event.hub_protocol {
-            // A hub's exchange that brings something new: the protocol of
-            // a hub-and-spoke team, not a cycle (ruling 17).
+        // Any agent that exchanged the text is an agent of its topic.
+        if !event.counts_for(|_| true) {
+            // News (ruling 4, trace format 1.2), or a hub's news (ruling
+            // 17): work, not a cycle.
             return;
         }
         let found = match event.semantic_topic {
@@ -295,6 +296,11 @@ impl Detector for TopicCycle {
         let Some(window) = state.topics.entry(key, MAX_TOPICS, ExchangeWindow::default) else {
             return;
         };
+        // The earlier exchanges of the same text count too, once: the loop
+        // began there.
+        for earlier in event.exchange.earlier() {
+            window.add_earlier(event.time, earlier.evidence.clone(), self.window_ms);
+        }
         let count = window.record(event.time, event.evidence_ref(), self.window_ms);
         state.sweep.note(event.time, self.window_ms);
         if count <= self.cycles.max_exchanges {
@@ -331,7 +337,7 @@ impl Detector for TopicCycle {
             kinds::TOPIC_CYCLE,
             &self.cycles,
             window,
-            to,
+            (to, vec![from.clone(), to.clone()]),
             reason,
         );
         if let Topic::Semantic(semantic) = topic {

@@ -50,7 +50,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Decision};
+use loopguard_core_types::{Config, CycleCount, Decision};
 use loopguard_detectors::BuiltinState;
 use loopguard_host::{
     CycleEpisode, Durability, LoopGuard, MemoryStore, ReplayItem, STATE_FORMAT, Store, StoreError,
@@ -72,7 +72,7 @@ const FIXTURES: Fixtures = Fixtures {
 /// The fixtures, each of a trace of `tests/traces/` saved by a durable
 /// store after `after_line`. Each split is in the middle of a loop, and every task in
 /// the store has events after it (so the engine writes its state again).
-const GOLDEN: [Golden; 10] = [
+const GOLDEN: [Golden; 13] = [
     Golden {
         trace: "exact_failure.jsonl",
         after_line: 5,
@@ -123,7 +123,38 @@ const GOLDEN: [Golden; 10] = [
         after_line: 3,
         holds: "the latest metrics with a coverage, failures between progress",
     },
+    Golden {
+        trace: "tester_run_numbers.jsonl",
+        after_line: 5,
+        holds: "exchanges' texts with their agents, a pair window with a repeat's earlier exchange",
+    },
+    Golden {
+        trace: "tool_rephrase.jsonl",
+        after_line: 7,
+        holds: "each tool's previous query, a run of rephrases with its wordings and references, \
+                a short result and a stale call",
+    },
+    Golden {
+        trace: "hub_team.jsonl",
+        after_line: 8,
+        holds: "a recognized hub's agents, partners and texts (trace format 1.1's counting)",
+    },
 ];
+
+/// The fixtures written since trace format 1.2: the others were written
+/// when every exchange counted, and a state saved then holds no texts of
+/// the exchanges before it, so it continues like one whole run only under
+/// that counting (`cycles.count = "every"`).
+const WRITTEN_SINCE_1_2: [&str; 2] = ["tester_run_numbers.jsonl", "tool_rephrase.jsonl"];
+
+/// The config `golden` is replayed with: its fixture's counting.
+fn config_of(golden: &Golden) -> Config {
+    let mut config = Config::default();
+    if !WRITTEN_SINCE_1_2.contains(&golden.trace) {
+        config.cycles.count = CycleCount::Every;
+    }
+    config
+}
 
 impl Golden {
     /// The trace's bytes: lines `1..=after_line`, and the rest.
@@ -155,7 +186,7 @@ impl Golden {
     async fn generate(&self) -> Value {
         let (first, _) = self.trace_halves();
         let store = Arc::new(RecordingStore::default());
-        let decisions = replay(&store, &first, 1).await;
+        let decisions = replay(&store, &first, 1, &config_of(self)).await;
         assert!(
             !decisions.is_empty(),
             "{}: events before the split",
@@ -310,8 +341,13 @@ impl Store for RecordingStore {
 
 /// `input` (lines from `first_line`) through a fresh engine on `store`,
 /// its decisions as JSON.
-async fn replay(store: &Arc<RecordingStore>, input: &[u8], first_line: u64) -> Vec<Decision> {
-    let guard = LoopGuard::builder(Config::default())
+async fn replay(
+    store: &Arc<RecordingStore>,
+    input: &[u8],
+    first_line: u64,
+    config: &Config,
+) -> Vec<Decision> {
+    let guard = LoopGuard::builder(config.clone())
         .store(Arc::clone(store) as Arc<dyn Store>)
         .build()
         .unwrap_or_else(|e| panic!("engine: {e}"));
@@ -338,7 +374,13 @@ fn as_json(decisions: &[Decision]) -> Vec<Value> {
 async fn whole_run_after_split(golden: &Golden) -> Vec<Value> {
     let (first, rest) = golden.trace_halves();
     let whole: Vec<u8> = [first, rest].concat();
-    let decisions = replay(&Arc::new(RecordingStore::default()), &whole, 1).await;
+    let decisions = replay(
+        &Arc::new(RecordingStore::default()),
+        &whole,
+        1,
+        &config_of(golden),
+    )
+    .await;
     let after: Vec<Decision> = decisions
         .into_iter()
         .filter(|decision| decision.line > golden.after_line as u64)
@@ -404,7 +446,13 @@ async fn a_saved_state_of_format_1_continues_the_trace_like_one_whole_run() {
         FIXTURES.assert_split(golden, &fixture);
         let store = RecordingStore::holding(records_of(&fixture, |_| {})).await;
         let (_, rest) = golden.trace_halves();
-        let continued = replay(&store, &rest, golden.after_line as u64 + 1).await;
+        let continued = replay(
+            &store,
+            &rest,
+            golden.after_line as u64 + 1,
+            &config_of(golden),
+        )
+        .await;
         let whole = whole_run_after_split(golden).await;
         assert!(
             !whole.is_empty(),
@@ -421,7 +469,13 @@ async fn the_state_written_after_restoring_has_the_fixtures_keys_at_every_level(
         let fixture = golden.fixture().await;
         let store = RecordingStore::holding(records_of(&fixture, |_| {})).await;
         let (_, rest) = golden.trace_halves();
-        replay(&store, &rest, golden.after_line as u64 + 1).await;
+        replay(
+            &store,
+            &rest,
+            golden.after_line as u64 + 1,
+            &config_of(golden),
+        )
+        .await;
         for (task, record) in task_names(&fixture).iter().zip(
             fixture["records"]
                 .as_array()
@@ -452,7 +506,13 @@ async fn a_saved_state_of_an_unknown_format_is_refused_by_name() {
             RecordingStore::holding(records_of(&fixture, |state| state["format"] = json!(99)))
                 .await;
         let (_, rest) = golden.trace_halves();
-        let continued = replay(&store, &rest, golden.after_line as u64 + 1).await;
+        let continued = replay(
+            &store,
+            &rest,
+            golden.after_line as u64 + 1,
+            &config_of(golden),
+        )
+        .await;
         for task in task_names(&fixture) {
             let first = continued
                 .iter()

@@ -458,7 +458,12 @@ impl loopguard_host::TopicAssigner for AuthTopics {
 #[tokio::test]
 async fn a_topic_assigner_groups_differently_worded_exchanges() {
     let assigner = Arc::new(AuthTopics::default());
-    let guard = LoopGuard::builder(Config::default())
+    // Every exchange counts (trace format 1.1): the topic is what is
+    // looked at. By default the four wordings would each be news unless an
+    // exchange matcher judged them the same.
+    let mut config = Config::default();
+    config.cycles.count = loopguard_core_types::CycleCount::Every;
+    let guard = LoopGuard::builder(config)
         .topics(assigner.clone())
         .build()
         .expect("valid");

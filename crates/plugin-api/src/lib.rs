@@ -75,7 +75,7 @@
 //!     }
 //!
 //!     fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
-//!         let EventKind::Turn { output, .. } = &event.kind else {
+//!         let EventKind::Turn { agent, output, .. } = &event.kind else {
 //!             return Vec::new();
 //!         };
 //!         if !output.to_lowercase().contains("apologize") {
@@ -93,7 +93,10 @@
 //!             Action::InjectContext,
 //!             lines.clone(),
 //!             format!("{} apologies in this task", lines.len()),
-//!         )]
+//!         )
+//!         // The agents it is about (trace format 1.2), so that a dashboard
+//!         // need not read them out of the reason.
+//!         .with_agents([agent.as_str()])]
 //!     }
 //!
 //!     // `completed` and `human` reset a task: forget it.

@@ -196,9 +196,14 @@ mod tests {
     fn detections_round_trip_and_none_is_empty() {
         assert!(encode_detections(&[]).is_empty());
         assert_eq!(decode_detections(&[]), Ok(Vec::new()));
-        let detection = Detection::new("p", "mine", Severity::Low, Action::Warn, vec![1, 2], "why");
+        let detection = Detection::new("p", "mine", Severity::Low, Action::Warn, vec![1, 2], "why")
+            .with_agents(["coder", "reviewer"]);
         let bytes = encode_detections(std::slice::from_ref(&detection));
         assert_eq!(decode_detections(&bytes), Ok(vec![detection]));
+        // A host before trace format 1.2 reads the same bytes, `agents`
+        // aside: it is an optional field.
+        let text = String::from_utf8(bytes).expect("JSON text");
+        assert!(text.contains(r#""agents":["coder","reviewer"]"#), "{text}");
         assert!(decode_detections(b"[{}]").is_err());
     }
 }

@@ -220,6 +220,14 @@ impl Detection {
         self.inner.skip_agent.clone()
     }
 
+    /// The agents the detection is about, in the order its reason names
+    /// them: the pair, the cycle, the caller of a tool, the failing agent
+    /// (empty for a phase kind).
+    #[getter]
+    fn agents(&self) -> Vec<String> {
+        self.inner.agents.clone()
+    }
+
     /// The detection as a dict (every field the JSON output has).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         Ok(convert::serialize_to_python(py, &self.inner)?.cast_into::<PyDict>()?)

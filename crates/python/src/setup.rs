@@ -45,6 +45,9 @@ pub(crate) fn config(source: &ConfigSource, semantic: bool) -> Result<Config, Gu
     if !semantic {
         config.semantic.enabled = false;
     }
+    for line in config.deprecations() {
+        eprintln!("loopguard: {line}");
+    }
     config
         .validate()
         .map_err(|err| GuardError::Config(format!("the config is not valid: {}", chain(&err))))?;

@@ -38,15 +38,14 @@
 //!
 //! The agent matrix counts, for each pair of agents, the detections that
 //! name both; its diagonal counts the detections that name the agent at
-//! all. A detection names the agents its detector quotes in its reason —
-//! the handoff-based kinds: `agent_pair` (`agents 'a' and 'b'`),
-//! `multi_agent` (the cycle `'a' -> 'b' -> 'c' -> 'a'`), `topic_cycle` (the
-//! latest `'from' -> 'to'`), `collaboration_loop` (`request from 'a' to
-//! 'b'`) and `repeated_query` (`query to 'a'`) — and its `skip_agent`. Other
-//! kinds (failures, phases, tools) name no agent pair and do not count.
-//! The reasons are read as these detectors word them (the tests feed real
-//! traces through them); a reworded reason names no agents until this
-//! reader follows it.
+//! all. A detection names the agents in its `agents` field (trace format
+//! 1.2: the pair, the cycle, the caller of a tool, the failing agent), and
+//! its `skip_agent`. A detection stored by an older build, without
+//! `agents`, names those its reason quotes for the handoff-based kinds:
+//! `agent_pair` (`agents 'a' and 'b'`), `multi_agent` (the cycle `'a' ->
+//! 'b' -> 'c' -> 'a'`), `topic_cycle` (the latest `'from' -> 'to'`),
+//! `collaboration_loop` (`request from 'a' to 'b'`) and `repeated_query`
+//! (`query to 'a'`). Phase kinds name no agents and do not count.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -590,8 +589,29 @@ fn agent_matrix(detections: &[(&AuditEntry, &Detection)]) -> AgentMatrix {
 /// quotes, for the handoff-based kinds, and its `skip_agent`; each once, in
 /// order of mention.
 pub(crate) fn agents_of(detection: &Detection) -> Vec<String> {
+    let mut agents = if detection.agents.is_empty() {
+        agents_in_reason(detection)
+    } else {
+        detection.agents.clone()
+    };
+    agents.extend(detection.skip_agent.clone());
+    let mut seen = Vec::with_capacity(agents.len());
+    agents.retain(|agent| {
+        if agent.is_empty() || seen.contains(agent) {
+            false
+        } else {
+            seen.push(agent.clone());
+            true
+        }
+    });
+    agents
+}
+
+/// The agents a detection without `agents` quotes in its reason, for the
+/// handoff-based kinds (stored by a build before trace format 1.2).
+fn agents_in_reason(detection: &Detection) -> Vec<String> {
     let reason = detection.reason.as_str();
-    let mut agents: Vec<String> = match detection.kind.as_ref() {
+    match detection.kind.as_ref() {
         kinds::AGENT_PAIR => (|| {
             let rest = reason.strip_prefix("agents '")?;
             let (a, rest) = rest.split_once("' and '")?;
@@ -622,18 +642,7 @@ pub(crate) fn agents_of(detection: &Detection) -> Vec<String> {
         })()
         .unwrap_or_default(),
         _ => Vec::new(),
-    };
-    agents.extend(detection.skip_agent.clone());
-    let mut seen = Vec::with_capacity(agents.len());
-    agents.retain(|agent| {
-        if agent.is_empty() || seen.contains(agent) {
-            false
-        } else {
-            seen.push(agent.clone());
-            true
-        }
-    });
-    agents
+    }
 }
 
 /// `'name'` without its quotes.
@@ -746,6 +755,22 @@ mod tests {
         let mut skip = detection(kinds::AGENT_PAIR, "agents 'a' and 'b' exchanged work");
         skip.skip_agent = Some("b".into());
         assert_eq!(agents_of(&skip), vec!["a", "b"], "each agent once");
+    }
+
+    #[test]
+    fn the_agents_field_is_read_before_the_reason() {
+        let named = detection(kinds::AGENT_PAIR, "agents 'x' and 'y' exchanged work")
+            .with_agents(["coder", "reviewer"]);
+        assert_eq!(agents_of(&named), vec!["coder", "reviewer"]);
+        let failing =
+            detection(kinds::EXACT_FAILURE, "same error message as line 1").with_agents(["tester"]);
+        assert_eq!(agents_of(&failing), vec!["tester"]);
+        let plugin = detection("monologue", "talked to itself").with_agents(["a", "b"]);
+        assert_eq!(
+            agents_of(&plugin),
+            vec!["a", "b"],
+            "a plugin may name agents"
+        );
     }
 
     fn entry(task: &str, minute: i64, detection: Detection) -> AuditEntry {

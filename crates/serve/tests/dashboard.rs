@@ -83,12 +83,12 @@ fn mixed_trace() -> String {
         out.push('\n');
     }
     for name in [
-        "multi_agent",
+        "three_agent_rounds",
         "agent_pair",
         "exact_failure",
         "human_gate",
         "oscillation",
-        "topic_cycle",
+        "question_returns",
         "hub_team",
         "progress",
     ] {
@@ -458,10 +458,11 @@ async fn the_dashboard_agrees_with_the_tasks_route_and_survives_a_restart() {
     assert!(count("planner", "coder") > 0);
     assert_eq!(count("planner", "coder"), count("coder", "planner"));
     assert!(count("coder", "coder") >= count("coder", "reviewer"));
-    // The detectors' own wording, read: agent_pair's pair, topic_cycle's
-    // latest handoff (and the multi-agent cycle), the hub team's pair.
+    // The detections' agents: agent_pair's pair, topic_cycle's latest
+    // handoff (and the multi-agent cycle's), the hub team's pair.
     assert!(count("coder", "reviewer") > 0);
-    assert!(count("planner", "researcher") > 0);
+    assert!(count("billing", "tax") > 0);
+    assert!(count("tester", "planner") > 0);
     assert!(count("orchestrator", "web_surfer") > 0);
 
     // A new server on the same store shows the same.

@@ -34,7 +34,7 @@ use compact_str::CompactString;
 use foldhash::HashMap as FastHashMap;
 use foldhash::fast::FixedState;
 use loopguard_core_types::{
-    Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp,
+    Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp, kinds,
 };
 use loopguard_detectors::{
     BuiltinDetectors, BuiltinState, MatchedArgs, MatchedText, ObservedEvent, SemanticTopic,
@@ -596,6 +596,7 @@ impl LoopGuard {
             .detectors
             .observe(&mut state.builtin, observed, &mut detections);
         detections.extend(extension_detections);
+        name_agents(&mut detections, event);
 
         let mut verdict = policy::apply(
             &mut state.counts,
@@ -914,4 +915,25 @@ fn keep_what_was_written(held: &Held, restored: &mut Restored, task: &str, line:
 /// that one engine's cycle log never overwrites another's.
 fn episode_id_seed() -> u64 {
     crate::extension::id_seed()
+}
+
+/// Gives every built-in detection that names no agents those of its event
+/// (trace format 1.2's `agents`): a handoff's or collaboration's two
+/// agents, a failure's, a turn's or a tool call's agent. Detectors that
+/// know better (a cycle's agents) set their own; a plugin's kinds are the
+/// plugin's to name; a phase kind is about phases, and stays without.
+fn name_agents(detections: &mut [Detection], event: &Event) {
+    let agents: Vec<&str> = match &event.kind {
+        EventKind::Handoff { from, to, .. } | EventKind::Collaboration { from, to, .. } => {
+            vec![from.as_str(), to.as_str()]
+        }
+        EventKind::Turn { agent, .. } | EventKind::ToolCall { agent, .. } => vec![agent.as_str()],
+        EventKind::Failure { agent, .. } => vec![agent.as_str()],
+        _ => return,
+    };
+    for detection in detections {
+        if detection.agents.is_empty() && kinds::ALL.contains(&detection.kind.as_ref()) {
+            detection.agents = agents.iter().map(|agent| (*agent).to_owned()).collect();
+        }
+    }
 }

@@ -146,11 +146,12 @@ def test_a_normal_run_is_untouched():
     assert condition.task != task
 
 
-def test_a_conversation_by_design_needs_repeats_only():
+def test_a_conversation_by_design_runs_to_the_end():
     """A writer and a critic improving a draft turn by turn, every message
-    new: under the contract's defaults every exchange between two peers
-    counts (ruling 4), so the team is stopped; with ``cycles.repeats_only``
-    only exchanges that bring nothing new count, and it runs to the end."""
+    new: an exchange counts only when it brings nothing new (ruling 4 of
+    trace format 1.2, the default), so the team runs to the end. Counted as
+    trace format 1.1 counts (``cycles.count = "every"``), every exchange
+    between two peers counts, and the team is stopped."""
 
     def team(guard):
         drafts = [f"Draft {i}: the intro now covers point {i} of the outline." for i in range(8)]
@@ -163,11 +164,11 @@ def test_a_conversation_by_design_needs_repeats_only():
         )
         return condition, asyncio.run(chat.run(task="Write the intro."))
 
-    stopped, result = team(loopguard.Guard(semantic=False))
-    assert stopped.last_stop is not None
-    assert result.stop_reason.startswith("loopguard: ")
-
-    calm, result = team(loopguard.Guard({"cycles": {"repeats_only": True}}, semantic=False))
+    calm, result = team(loopguard.Guard(semantic=False))
     assert calm.last_stop is None, loopguard.stop_reason(calm.last_stop)
     assert len(result.messages) == 17
     assert not result.stop_reason.startswith("loopguard")
+
+    stopped, result = team(loopguard.Guard({"cycles": {"count": "every"}}, semantic=False))
+    assert stopped.last_stop is not None
+    assert result.stop_reason.startswith("loopguard: ")

@@ -18,6 +18,13 @@
 //! a repeat (ruling 17: an instruction repeats one *to that agent*, a reply
 //! any reply *of its own*).
 //!
+//! With `cycles.count = "repeats"` (trace format 1.2, the default) an
+//! exchange brings nothing new when its text repeats one *any* agent of the
+//! pair exchanged (ruling 4), so the texts are kept for the whole task, not
+//! per sender: an earlier text of the task judged the same is handed over,
+//! and the exchange tracker decides, by the agents of that earlier
+//! exchange, whether it is in scope.
+//!
 //! Bounded like the other semantic parts: per task at most
 //! [`SemanticLimits::histories_per_task`] senders (least recently used
 //! forgotten first), each with its last
@@ -64,6 +71,9 @@ struct SavedSender {
 #[derive(Debug)]
 pub struct ExchangeTexts {
     texts: KeyedTexts<String>,
+    /// One history for the whole task (`cycles.count = "repeats"`), not
+    /// one per sender.
+    task_wide: bool,
 }
 
 impl ExchangeTexts {
@@ -72,10 +82,16 @@ impl ExchangeTexts {
         similarity: SimilarityConfig,
         limits: SemanticLimits,
         judge: SameRequestJudge,
+        task_wide: bool,
     ) -> ExchangeTexts {
         ExchangeTexts {
+            // Both judges: a cosine above the request threshold and the
+            // judge calling it the same. Replies on one subject that say
+            // different things share most of their words, and a false "the
+            // same" turns work into a cycle.
             texts: KeyedTexts::new(matcher, similarity, limits, judge, "an exchange's text")
                 .asking_both_judges(),
+            task_wide,
         }
     }
 
@@ -86,13 +102,34 @@ impl ExchangeTexts {
 
     /// [`ExchangeMatcher::import_task`] without the clean-up on error.
     async fn restore(&self, task: &str, state: Value) -> Result<(), ExtensionError> {
-        let saved: SavedExchanges = parse_saved(NAME, task, state)?;
+        let mut saved: SavedExchanges = parse_saved(NAME, task, state)?;
+        if self.task_wide && saved.senders.len() > 1 {
+            // Kept per sender (`cycles.count = "every"`): one history for
+            // the task now, its texts in the order they were seen.
+            let mut texts: Vec<SavedRow> = saved
+                .senders
+                .drain(..)
+                .flat_map(|sender| sender.texts)
+                .collect();
+            texts.sort_by_key(|row| row.line);
+            saved.senders = vec![SavedSender {
+                agent: String::new(),
+                texts,
+            }];
+        }
+        let task_wide = self.task_wide;
         self.texts
             .restore(
                 (NAME, task),
                 &saved.senders,
                 |sender| &sender.texts,
-                |sender| sender.agent.clone(),
+                |sender| {
+                    if task_wide {
+                        String::new()
+                    } else {
+                        sender.agent.clone()
+                    }
+                },
             )
             .await
     }
@@ -105,10 +142,12 @@ impl ExchangeMatcher for ExchangeTexts {
         exchange: ExchangeRef<'_>,
     ) -> Result<Option<MatchedText>, ExtensionError> {
         let at = (exchange.task, exchange.task_type, exchange.line);
-        let found = self
-            .texts
-            .match_text(at, exchange.from.to_owned(), exchange.text)
-            .await?;
+        let key = if self.task_wide {
+            String::new()
+        } else {
+            exchange.from.to_owned()
+        };
+        let found = self.texts.match_text(at, key, exchange.text).await?;
         Ok(found.map(|found| MatchedText {
             text: found.text.to_string(),
             line: found.seen.line,

@@ -42,9 +42,17 @@ pub(crate) struct KeyedTexts<K: Hash + Eq> {
     tasks: TaskStates<LruCache<K, History<Seen>>>,
     /// What a text is, for errors ("an argument").
     what: &'static str,
-    /// Whether a candidate must also be above the cosine request threshold
-    /// (both judges agree), not only above the judge's candidate floor.
-    both_judges: bool,
+    /// Which judges must call a text the same as an earlier one.
+    agreement: Agreement,
+}
+
+/// Which judges decide "the same text".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Agreement {
+    /// The configured judge alone.
+    Judge,
+    /// The configured judge, and a cosine above the request threshold.
+    Both,
 }
 
 impl<K: Hash + Eq> std::fmt::Debug for KeyedTexts<K> {
@@ -71,7 +79,7 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
             similarity,
             limits,
             what,
-            both_judges: false,
+            agreement: Agreement::Judge,
         }
     }
 
@@ -79,7 +87,7 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
     /// one only when its cosine is above the request threshold and the
     /// configured judge calls it the same.
     pub(crate) fn asking_both_judges(mut self) -> KeyedTexts<K> {
-        self.both_judges = true;
+        self.agreement = Agreement::Both;
         self
     }
 
@@ -96,10 +104,23 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
     /// judged the same as; otherwise `text` is kept as a new one.
     pub(crate) async fn match_text(
         &self,
-        (task, task_type, line): (&str, Option<&str>, u64),
+        at: (&str, Option<&str>, u64),
         key: K,
         text: &str,
     ) -> Result<Option<Found>, ExtensionError> {
+        Ok(self.match_text_and_related(at, key, text, None).await?.0)
+    }
+
+    /// [`KeyedTexts::match_text`], and the earlier texts of `key` whose
+    /// cosine with `text` is at least `related_floor` (where they were
+    /// first seen, and the cosine), oldest first.
+    pub(crate) async fn match_text_and_related(
+        &self,
+        (task, task_type, line): (&str, Option<&str>, u64),
+        key: K,
+        text: &str,
+        related_floor: Option<f32>,
+    ) -> Result<(Option<Found>, Vec<(Seen, f32)>), ExtensionError> {
         let what = self.what;
         let Some(probe) = self
             .matcher
@@ -107,12 +128,12 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
             .await
             .map_err(|err| extension_error(&format!("cannot embed {what}"), &err))?
         else {
-            return Ok(None);
+            return Ok((None, Vec::new()));
         };
         let cosine_threshold = self.similarity.request_threshold_for(task_type);
         let threshold = self.judge.threshold_for(&self.similarity, task_type);
         let mut deciding = deciding(&self.judge, &self.matcher, cosine_threshold.value);
-        if self.both_judges {
+        if self.agreement == Agreement::Both {
             deciding.floor = deciding.floor.max(cosine_threshold.value);
         }
         let (matcher, limits) = (&self.matcher, &self.limits);
@@ -123,10 +144,16 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
                 let history = histories
                     .get_or_insert_mut(key.clone(), || matcher.history(limits.rows_per_history));
                 // The texts always: a matched text is answered with its own.
-                history.all_above_with_texts(&probe, deciding.floor)
+                let candidates = history.all_above_with_texts(&probe, deciding.floor)?;
+                let related = match related_floor {
+                    // `all_above` is strict: "at least" the floor.
+                    Some(floor) => history.all_above(&probe, floor - f32::EPSILON)?,
+                    None => Vec::new(),
+                };
+                Ok((candidates, related))
             },
         );
-        let candidates =
+        let (candidates, mut related) =
             candidates.map_err(|err| extension_error(&format!("cannot compare {what}"), &err))?;
         let found = match deciding.service {
             Some(service) => {
@@ -134,6 +161,15 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
                 let judged = judge_candidates(&self.judge, service, text, candidates, thresholds)
                     .await
                     .map_err(|err| extension_error(&format!("cannot judge {what}"), &err))?;
+                if related_floor.is_some() {
+                    // What the judge calls the same request is about the
+                    // same thing too, whatever the cosine.
+                    for same in &judged {
+                        if !related.iter().any(|(seen, _)| *seen == same.key) {
+                            related.push((same.key.clone(), same.cosine));
+                        }
+                    }
+                }
                 best(&judged).map(|best| Found {
                     seen: best.key.clone(),
                     text: Arc::clone(&best.text),
@@ -173,7 +209,7 @@ impl<K: Hash + Eq + Clone> KeyedTexts<K> {
             );
             pushed.map_err(|err| extension_error(&format!("cannot keep {what}"), &err))?;
         }
-        Ok(found)
+        Ok((found, related))
     }
 
     /// Forgets a task.

@@ -86,7 +86,7 @@
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use loopguard_core_types::{Config, Event};
+use loopguard_core_types::{Config, CycleCount, Event};
 use loopguard_host::{
     ArgumentMatcher, ExchangeMatcher, ExtensionDetector, ExtensionError, LoopGuardBuilder,
     TopicAssigner,
@@ -337,6 +337,7 @@ impl SemanticDetectors {
                     similarity.clone(),
                     limits.clone(),
                     judge.clone(),
+                    config.cycles.counting() == CycleCount::Repeats,
                 ))
             }),
             // Without embeddings, `tool_calls` compares free text itself.

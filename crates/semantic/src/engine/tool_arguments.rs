@@ -27,7 +27,7 @@
 
 use async_trait::async_trait;
 use loopguard_core_types::{SimilarityConfig, ToolsConfig};
-use loopguard_detectors::{ArgMatch, MatchedArgs, is_free_text};
+use loopguard_detectors::{ArgMatch, MatchedArgs, RelatedArg, is_free_text};
 use loopguard_host::{ArgumentMatcher, ExtensionError, ToolCallRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -212,10 +212,22 @@ impl ArgumentMatcher for ToolArguments {
         }
         let mut args = call.args.clone();
         let mut matches = Vec::new();
+        let mut related = Vec::new();
+        // Ruling 19's "about the same thing", asked of the same rows.
+        let floor = self.tools.rephrase_similarity as f32;
         for FreeText { path, key, text } in free {
             let arg = (call.agent.to_owned(), call.tool.to_owned(), key.clone());
             let at = (call.task, call.task_type, call.line);
-            if let Some(found) = self.texts.match_text(at, arg, &text).await? {
+            let (found, near) = self
+                .texts
+                .match_text_and_related(at, arg, &text, Some(floor))
+                .await?;
+            related.extend(near.into_iter().map(|(seen, cosine)| RelatedArg {
+                key: key.clone(),
+                line: seen.line,
+                cosine,
+            }));
+            if let Some(found) = found {
                 replace_at(&mut args, &path, &found.text);
                 matches.push(ArgMatch {
                     key,
@@ -224,7 +236,13 @@ impl ArgumentMatcher for ToolArguments {
                 });
             }
         }
-        Ok((!matches.is_empty()).then_some(MatchedArgs { args, matches }))
+        // Answered for every call with free text: `tool_rephrase` reads an
+        // answer without matches as "nothing about the same thing".
+        Ok(Some(MatchedArgs {
+            args,
+            matches,
+            related,
+        }))
     }
 
     async fn reset_task(&self, task: &str) {
