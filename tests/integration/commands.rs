@@ -224,8 +224,13 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
     );
     assert_eq!(
         kinds[DEMO_KINDS.len() + 6..],
-        ["tool_repeat", "tool_cycle", "tool_no_new_info"],
-        "then the stale tool calls"
+        [
+            "tool_repeat",
+            "tool_cycle",
+            "tool_no_new_info",
+            "tool_rephrase"
+        ],
+        "then the stale tool calls and the rephrased ones"
     );
     for scenario in scenarios {
         let kind = &scenario["kind"];
@@ -283,6 +288,28 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
     let external = by_kind("external_failure");
     assert_eq!(external["loop_count"], 0);
     assert_eq!(external["status"], "escalated");
+    // Normal work beside each loop: a review with a new revision each
+    // round, a search refined once before a page is opened.
+    for (kind, quiet, looping) in [
+        ("agent_pair", "PR-480", "PR-481"),
+        ("tool_rephrase", "LEGAL-32", "LEGAL-31"),
+    ] {
+        let scenario = scenarios
+            .iter()
+            .find(|s| s["kind"] == kind)
+            .expect("scenario");
+        let task = |name: &str| {
+            scenario["report"]["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .find(|task| task["task"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} in the {kind} scenario"))
+        };
+        assert_eq!(task(quiet)["detections"], serde_json::json!([]), "{kind}");
+        assert_ne!(task(looping)["detections"], serde_json::json!([]), "{kind}");
+    }
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! `loopguard demo`: bundled traces, one per built-in loop kind, three that
-//! only semantic matching catches, three judged by progress, and three of
-//! stale tool calls next to tool repetition that is work.
+//! only semantic matching catches, three judged by progress, three of stale
+//! tool calls next to tool repetition that is work, and one query reworded
+//! again and again next to a search refined once. Normal work stands
+//! beside the loops: a review that brings a new revision each round stays
+//! silent beside one that ping-pongs.
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
@@ -38,7 +41,7 @@ pub(crate) struct Scenario {
 }
 
 /// Every scenario, in the order the demo plays them.
-pub(crate) const SCENARIOS: [Scenario; 18] = [
+pub(crate) const SCENARIOS: [Scenario; 19] = [
     Scenario {
         name: "exact_failure",
         kind: "exact_failure",
@@ -255,6 +258,20 @@ pub(crate) const SCENARIOS: [Scenario; 18] = [
                 the third call is a repeat, and the reason says which query matched \
                 which line.",
         trace: include_str!("../demo/18_tool_no_new_info.jsonl"),
+    },
+    Scenario {
+        name: "tool_rephrase",
+        kind: "tool_rephrase",
+        title: "One search in five wordings, no page opened",
+        story: "The researcher asks the web about AI act fines for startups, then asks \
+                again in other words, and again: each search returns other pages, so no \
+                call is stale, but none is opened. The 3rd rephrase of one query (its \
+                4th wording) is a tool_rephrase detection: loopguard lists the wordings \
+                tried and tells the agent to change its approach, a different source, \
+                tool or question, not the wording. The analyst of LEGAL-32 refines a \
+                GDPR search once, opens a page from its results and goes on to a new \
+                question: that is research, and nothing is flagged.",
+        trace: include_str!("../demo/19_tool_rephrase.jsonl"),
     },
 ];
 

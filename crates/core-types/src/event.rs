@@ -888,6 +888,24 @@ mod tests {
     }
 
     #[test]
+    fn usage_of_trace_format_1_2_is_accepted_on_any_event_and_kept() {
+        let usage = serde_json::json!({
+            "input_tokens": 1200, "output_tokens": 340, "cost_usd": 0.0123, "model": "gpt-4o"
+        });
+        for line in [
+            r#"{"type":"turn","task":"T","agent":"a","output":"x","success":true,"usage":USAGE}"#,
+            r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","result":"ok","usage":USAGE}"#,
+            r#"{"type":"completed","task":"T","usage":USAGE}"#,
+        ] {
+            let line = line.replace("USAGE", &usage.to_string());
+            let event = Event::from_json(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(event.extra["usage"], usage, "{line}");
+            let again = Event::from_json(&event.to_json()).expect("written back out");
+            assert_eq!(again.extra["usage"], usage);
+        }
+    }
+
+    #[test]
     fn tool_calls_are_read_with_any_json_and_a_failing_call_is_a_failure() {
         let call = Event::from_json(
             r#"{"type":"tool_call","task":"T","agent":"coder","tool":"web_search","args":{"q":"rust"},"result":"3 hits","call_id":"c1"}"#,

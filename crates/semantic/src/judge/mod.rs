@@ -79,7 +79,7 @@ pub const MPNET_WEIGHTS_JSON: &str = include_str!("../../judge-weights-mpnet.jso
 /// servers" / "patching Postgres for the new CVE", 0.28). A floor of 0.4
 /// or 0.3 measured better on the labelled pairs' train folds (0.907 and
 /// 0.910 against 0.898), but flagged two normal runs of the team traces
-/// with `cycles.repeats_only`: a real task has far fewer rewordings at a
+/// when only repeats counted: a real task has far fewer rewordings at a
 /// low cosine than the labelled pairs, and far more different steps
 /// (docs/tuning.md, session 12).
 ///
