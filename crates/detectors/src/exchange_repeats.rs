@@ -12,10 +12,10 @@
 //!   the window. A new request, a new revision, a new question or a new
 //!   answer is news, however often the pair has talked: it does not count.
 //! - [`ExchangeNews::Repeats`]: its text was exchanged before in this task
-//!   within the window; the earlier exchanges are listed with their agents.
-//!   Each detector counts it when an earlier one involved an agent of its
-//!   scope (the pair, the cycle, the topic), and counts that earlier one
-//!   too, once: the loop began there.
+//!   within the window, by these agents. Each detector counts it when one
+//!   of them is an agent of its scope (the pair, the cycle, the topic). The
+//!   earlier exchanges repeated here for the first time are listed: the
+//!   detectors count them too, once (the loop began there).
 //!
 //! "The same text" is the same after normalization: ruling 15's
 //! placeholders (timestamps, clock times, ids, durations, "N minutes
@@ -38,9 +38,11 @@
 //! rulings 4 and 17, [`crate::HubTracker`]).
 //!
 //! State is bounded: per task the last [`TEXTS_KEPT`] exchanges with text
-//! (a hash of the text, the two agents' hashes and the evidence), those
-//! older than the window dropped; an exchange reports at most
-//! [`EARLIER_REPORTED`] earlier ones.
+//! (a hash of the text, the two agents' hashes, the evidence and whether it
+//! was repeated yet), those older than the window dropped; an exchange
+//! looks at most at the [`EARLIER_REPORTED`] most recent earlier ones. An
+//! exchange costs a scan of those records and no allocation unless it
+//! repeats an exchange for the first time.
 
 use std::collections::VecDeque;
 use std::sync::OnceLock;
@@ -58,7 +60,8 @@ use crate::{EvidenceRef, MatchedText};
 /// Exchanges with text remembered per task.
 pub const TEXTS_KEPT: usize = 64;
 
-/// Earlier exchanges an exchange reports it repeats (the most recent).
+/// Earlier exchanges of the same text an exchange looks at (the most
+/// recent).
 pub const EARLIER_REPORTED: usize = 8;
 
 /// What an exchange brings (ruling 4, trace format 1.2), as the exchange
@@ -74,9 +77,42 @@ pub enum ExchangeNews {
     /// An exchange whose text is new in the task within the window: it
     /// does not count.
     New,
-    /// An exchange whose text was exchanged before within the window: these
-    /// earlier exchanges, oldest first.
-    Repeats(Vec<EarlierExchange>),
+    /// An exchange whose text was exchanged before within the window.
+    Repeats {
+        /// The agents of those earlier exchanges (name hashes).
+        agents: EarlierAgents,
+        /// Those repeated for the first time, oldest first: they count
+        /// too, once.
+        first: Vec<EarlierExchange>,
+    },
+}
+
+/// The agents of the earlier exchanges of a text, as name hashes: a small
+/// set kept inline (at most two an exchange).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EarlierAgents {
+    hashes: [u64; 2 * EARLIER_REPORTED],
+    len: usize,
+}
+
+impl EarlierAgents {
+    /// Adds an agent (once).
+    fn add(&mut self, agent: u64) {
+        if !self.contains(agent) && self.len < self.hashes.len() {
+            self.hashes[self.len] = agent;
+            self.len += 1;
+        }
+    }
+
+    /// Whether `agent` (a name hash) is among them.
+    pub fn contains(&self, agent: u64) -> bool {
+        self.hashes[..self.len].contains(&agent)
+    }
+
+    /// The agents' hashes.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.hashes[..self.len].iter().copied()
+    }
 }
 
 /// An earlier exchange of the same text.
@@ -105,16 +141,15 @@ impl ExchangeNews {
         match self {
             ExchangeNews::Unjudged | ExchangeNews::Textless => true,
             ExchangeNews::New => false,
-            ExchangeNews::Repeats(earlier) => {
-                earlier.iter().any(|e| in_scope(e.from) || in_scope(e.to))
-            }
+            ExchangeNews::Repeats { agents, .. } => agents.iter().any(in_scope),
         }
     }
 
-    /// The earlier exchanges it repeats (none unless it repeats).
+    /// The earlier exchanges it repeats for the first time (none unless it
+    /// repeats): the detectors count them too, once.
     pub fn earlier(&self) -> &[EarlierExchange] {
         match self {
-            ExchangeNews::Repeats(earlier) => earlier,
+            ExchangeNews::Repeats { first, .. } => first,
             _ => &[],
         }
     }
@@ -149,6 +184,8 @@ struct TextRecord {
     from: u64,
     to: u64,
     evidence: EvidenceRef,
+    /// Whether a later exchange repeated it (it then counted, once).
+    repeated: bool,
 }
 
 impl ExchangeRepeats {
@@ -196,19 +233,31 @@ impl ExchangeRepeats {
         }
         state.expire(time, self.window_ms);
         let text = hash128(&compared);
-        let mut earlier: Vec<EarlierExchange> = state
-            .texts
-            .iter()
-            .filter(|record| record.text == text)
-            .map(|record| EarlierExchange {
-                from: record.from,
-                to: record.to,
-                evidence: record.evidence.clone(),
-            })
-            .collect();
-        if earlier.len() > EARLIER_REPORTED {
-            earlier.drain(..earlier.len() - EARLIER_REPORTED);
+        // The most recent ones, newest first while looking, oldest first
+        // as reported.
+        let mut agents = EarlierAgents::default();
+        let mut first = Vec::new();
+        let mut found = 0;
+        for record in state.texts.iter_mut().rev() {
+            if found == EARLIER_REPORTED {
+                break;
+            }
+            if record.text != text {
+                continue;
+            }
+            found += 1;
+            agents.add(record.from);
+            agents.add(record.to);
+            if !record.repeated {
+                record.repeated = true;
+                first.push(EarlierExchange {
+                    from: record.from,
+                    to: record.to,
+                    evidence: record.evidence.clone(),
+                });
+            }
         }
+        first.reverse();
         push_bounded(
             &mut state.texts,
             TextRecord {
@@ -216,13 +265,14 @@ impl ExchangeRepeats {
                 from: hash_str(from),
                 to: hash_str(to),
                 evidence: evidence(),
+                repeated: false,
             },
             TEXTS_KEPT,
         );
-        if earlier.is_empty() {
+        if found == 0 {
             ExchangeNews::New
         } else {
-            ExchangeNews::Repeats(earlier)
+            ExchangeNews::Repeats { agents, first }
         }
     }
 }
@@ -298,11 +348,13 @@ mod tests {
                     ExchangeNews::Unjudged => "unjudged".to_owned(),
                     ExchangeNews::Textless => "textless".to_owned(),
                     ExchangeNews::New => "new".to_owned(),
-                    ExchangeNews::Repeats(earlier) => earlier
-                        .iter()
-                        .map(|e| e.evidence.line().to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
+                    ExchangeNews::Repeats { first, .. } => {
+                        let lines: Vec<String> = first
+                            .iter()
+                            .map(|e| e.evidence.line().to_string())
+                            .collect();
+                        format!("repeats [{}]", lines.join(","))
+                    }
                 }
             })
             .collect()
@@ -327,7 +379,7 @@ mod tests {
         ];
         assert_eq!(
             run(&Config::default(), &events),
-            ["new", "new", "new", "2", "textless"]
+            ["new", "new", "new", "repeats [2]", "textless"]
         );
     }
 
@@ -353,7 +405,15 @@ mod tests {
         ];
         assert_eq!(
             run(&Config::default(), &events),
-            ["new", "new", "1", "new", "4", "new", "new"]
+            [
+                "new",
+                "new",
+                "repeats [1]",
+                "new",
+                "repeats [4]",
+                "new",
+                "new"
+            ]
         );
         assert_eq!(
             exchange_text("Attempt 3: retry #5 after build 1234, iteration 7"),
@@ -408,11 +468,46 @@ mod tests {
     }
 
     #[test]
-    fn a_repeat_reports_at_most_the_most_recent_earlier_exchanges() {
-        let events: Vec<Event> = (0..12)
+    fn ruling_4_an_earlier_exchange_counts_once_at_its_first_repeat() {
+        let events: Vec<Event> = (0..5)
             .map(|_| handoff("a", "b", Some("same thing again")))
             .collect();
-        let verdicts = run(&Config::default(), &events);
-        assert_eq!(verdicts[11], "4,5,6,7,8,9,10,11");
+        assert_eq!(
+            run(&Config::default(), &events),
+            [
+                "new",
+                "repeats [1]",
+                "repeats [2]",
+                "repeats [3]",
+                "repeats [4]"
+            ]
+        );
+        // The agents of every earlier exchange are known, counted once or
+        // not: a repeat by a third agent is in the scope of each of them.
+        let tracker = ExchangeRepeats::new(&Config::default());
+        let mut state = ExchangeRepeatsState::default();
+        let ask = |from: &str, to: &str| handoff(from, to, Some("Which currency for EU totals?"));
+        for (event, line) in [ask("a", "b"), ask("b", "c")].iter().zip(1..) {
+            tracker.observe(
+                &mut state,
+                event,
+                None,
+                || EvidenceRef::new(line, None),
+                None,
+            );
+        }
+        let news = tracker.observe(
+            &mut state,
+            &ask("c", "a"),
+            None,
+            || EvidenceRef::new(3, None),
+            None,
+        );
+        for agent in ["a", "b", "c"] {
+            assert!(news.counts_for(|hash| hash == hash_str(agent)), "{agent}");
+        }
+        assert!(!news.counts_for(|hash| hash == hash_str("d")));
+        let first: Vec<u64> = news.earlier().iter().map(|e| e.evidence.line()).collect();
+        assert_eq!(first, [2], "line 1 counted at its first repeat, line 2");
     }
 }
