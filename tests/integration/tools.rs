@@ -73,19 +73,26 @@ fn corpus() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/tool-traces")
 }
 
-#[test]
-fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
+/// `loopguard score` on the corpus with `kinds`, as JSON, and its output.
+fn score_corpus(kinds: &str) -> (serde_json::Value, String) {
     let dir = corpus();
     let out = run([
         std::ffi::OsStr::new("score"),
         dir.as_os_str(),
         std::ffi::OsStr::new("--kinds"),
-        std::ffi::OsStr::new(STALE_KINDS),
+        std::ffi::OsStr::new(kinds),
         std::ffi::OsStr::new("--format"),
         std::ffi::OsStr::new("json"),
     ]);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let scores: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let scores = serde_json::from_str(&out.stdout).expect("JSON");
+    (scores, out.stdout)
+}
+
+#[test]
+fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
+    let dir = corpus();
+    let (scores, stdout) = score_corpus(STALE_KINDS);
     let traces = scores["traces"].as_array().expect("traces");
     assert!(traces.len() >= 30, "{} traces", traces.len());
     let (with, without) = (
@@ -94,9 +101,9 @@ fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
     );
     assert!(without * 2 >= with, "half legitimate: {with} / {without}");
     // Every legitimate trace stays silent; every expected line fires.
-    assert_eq!(scores["traces_without_silent"], without, "{}", out.stdout);
-    assert_eq!(scores["by_line"]["fp"], 0, "{}", out.stdout);
-    assert_eq!(scores["by_line"]["fn"], 0, "{}", out.stdout);
+    assert_eq!(scores["traces_without_silent"], without, "{stdout}");
+    assert_eq!(scores["by_line"]["fp"], 0, "{stdout}");
+    assert_eq!(scores["by_line"]["fn"], 0, "{stdout}");
     // Cycles are named as cycles.
     assert_eq!(scores["per_kind"]["tool_cycle"]["fp"], 0);
     assert_eq!(scores["per_kind"]["tool_cycle"]["fn"], 0);
@@ -123,25 +130,14 @@ fn the_tool_corpus_fires_on_every_expected_line_and_never_on_legitimate_work() {
 
 #[test]
 fn rephrased_queries_are_caught_and_legitimate_work_stays_silent() {
-    let dir = corpus();
-    let out = run([
-        std::ffi::OsStr::new("score"),
-        dir.as_os_str(),
-        std::ffi::OsStr::new("--kinds"),
-        std::ffi::OsStr::new(TOOL_KINDS),
-        std::ffi::OsStr::new("--format"),
-        std::ffi::OsStr::new("json"),
-    ]);
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let scores: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let (scores, stdout) = score_corpus(TOOL_KINDS);
     // Every legitimate trace is silent, refining searches, paging and one
     // question asked of two tools included; nothing fires off its line.
     assert_eq!(
         scores["traces_without_silent"], scores["traces_without"],
-        "{}",
-        out.stdout
+        "{stdout}"
     );
-    assert_eq!(scores["by_line"]["fp"], 0, "{}", out.stdout);
+    assert_eq!(scores["by_line"]["fp"], 0, "{stdout}");
     let rephrase = &scores["per_kind"]["tool_rephrase"];
     assert_eq!(rephrase["fp"], 0, "{rephrase}");
     let recall = rephrase["recall"].as_f64().expect("a recall");

@@ -1,7 +1,9 @@
-//! The cost of one handoff through the hub tracker (ruling 17), at the 10th
-//! handoff of a task and at the 10,000th: it must not grow with the task's
-//! history (the state is bounded: 64 agents, 16 recipients per sender, 32
-//! distinct texts per sender and recipient).
+//! The cost of one handoff through the hub tracker (ruling 17, counting as
+//! trace format 1.1) and through the exchange tracker (ruling 4 of 1.2, the
+//! default), at the 10th handoff of a task and at the 10,000th: it must not
+//! grow with the task's history (the hub tracker keeps 64 agents, 16
+//! recipients per sender, 32 distinct texts per sender and recipient; the
+//! exchange tracker the task's last 64 exchanged texts).
 //!
 //! The stream is a hub-and-spoke team's: an orchestrator instructs four
 //! workers in turn and each replies, with instructions and replies drawn
@@ -11,7 +13,9 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use loopguard_core_types::{Config, Event};
-use loopguard_detectors::{HubState, HubTracker};
+use loopguard_detectors::{
+    EvidenceRef, ExchangeRepeats, ExchangeRepeatsState, HubState, HubTracker,
+};
 
 const WORKERS: [&str; 4] = ["web_surfer", "file_surfer", "coder", "terminal"];
 
@@ -67,9 +71,47 @@ fn per_handoff(c: &mut Criterion) {
     group.finish();
 }
 
+fn exchanges_per_handoff(c: &mut Criterion) {
+    let tracker = ExchangeRepeats::new(&Config::default());
+    let stream = handoffs(1_000, 11);
+    let mut group = c.benchmark_group("exchanges/per_handoff");
+    group.throughput(Throughput::Elements(1));
+    for warm in [10usize, 10_000] {
+        let mut state = ExchangeRepeatsState::default();
+        for (line, event) in (1..).zip(&handoffs(warm, 3)) {
+            tracker.observe(
+                &mut state,
+                event,
+                None,
+                || EvidenceRef::new(line, None),
+                None,
+            );
+        }
+        let mut line = warm as u64;
+        group.bench_with_input(
+            BenchmarkId::from_parameter(format!("after_{warm}_handoffs")),
+            &warm,
+            |b, _| {
+                b.iter(|| {
+                    line += 1;
+                    let event = &stream[line as usize % stream.len()];
+                    black_box(tracker.observe(
+                        &mut state,
+                        event,
+                        None,
+                        || EvidenceRef::new(line, None),
+                        None,
+                    ))
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = per_handoff
+    targets = per_handoff, exchanges_per_handoff
 }
 criterion_main!(benches);

@@ -923,6 +923,9 @@ fn episode_id_seed() -> u64 {
 /// know better (a cycle's agents) set their own; a plugin's kinds are the
 /// plugin's to name; a phase kind is about phases, and stays without.
 fn name_agents(detections: &mut [Detection], event: &Event) {
+    if detections.is_empty() {
+        return;
+    }
     let agents: Vec<&str> = match &event.kind {
         EventKind::Handoff { from, to, .. } | EventKind::Collaboration { from, to, .. } => {
             vec![from.as_str(), to.as_str()]
