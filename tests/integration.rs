@@ -29,6 +29,8 @@ mod failures;
 mod hubs;
 #[path = "integration/import.rs"]
 mod import;
+#[path = "integration/installed.rs"]
+mod installed;
 #[path = "integration/isolation.rs"]
 mod isolation;
 #[path = "integration/limits.rs"]

@@ -7,16 +7,15 @@
 //! (The routes' own behaviour, auth and limits are tested in the serve
 //! crate.)
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 use crate::support::{
-    PgSchema, loopguard, parse_jsonl, replay_jsonl, replay_report, run, sqlite_url, store_report,
-    trace,
+    PgSchema, http_request, loopguard, parse_jsonl, replay_jsonl, replay_report, run, sqlite_url,
+    store_report, trace,
 };
 
 /// A running `loopguard serve`.
@@ -67,24 +66,7 @@ impl Serve {
 
     /// One HTTP/1.1 request: the status and the body.
     fn request(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).expect("the server accepts");
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
-             content-length: {}\r\nconnection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).expect("sent");
-        stream.write_all(body).expect("sent");
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).expect("an answer");
-        let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .expect("a status");
-        (status, body.to_owned())
+        http_request(&self.addr, method, path, content_type, body)
     }
 
     /// `POST /v1/events` of NDJSON: the answer lines.

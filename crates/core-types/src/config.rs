@@ -532,8 +532,10 @@ pub struct SemanticConfig {
     /// fall back to exact normalized-text matching and every detection says
     /// so.
     pub enabled: bool,
-    /// Where the model files are (default: `LOOPGUARD_MODEL_DIR`, else
-    /// `models/cache/` of the checkout). Config wins over the environment.
+    /// Where the model files are (default: `LOOPGUARD_MODEL_DIR`, else the
+    /// user's cache directory, `$XDG_CACHE_HOME/loopguard/models` or
+    /// `~/.cache/loopguard/models`; `models/cache/` of the checkout when
+    /// loopguard runs from its checkout). Config wins over the environment.
     pub model_dir: Option<std::path::PathBuf>,
     /// The ONNX Runtime library (default: `ORT_DYLIB_PATH`, else the pinned
     /// copy in the model directory).

@@ -1,25 +1,86 @@
 //! `loopguard.Decision` and `loopguard.Detection`: the engine's answer,
-//! read-only, with typed attributes.
+//! read-only, with typed attributes. Both compare, hash and pickle as
+//! their JSON dict.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use loopguard_core_types as core;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::convert;
+
+/// A value made again from its fields, as `to_dict()` gives them: a dict
+/// (`fields`), keywords (`more`), or both; `what` names it in the error.
+fn from_fields<T: DeserializeOwned>(
+    py: Python<'_>,
+    fields: Option<&Bound<'_, PyAny>>,
+    more: Option<&Bound<'_, PyDict>>,
+    what: &str,
+) -> PyResult<T> {
+    let merged = PyDict::new(py);
+    if let Some(fields) = fields {
+        let fields = fields.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} is made from a dict of its fields (as to_dict() gives them)"
+            ))
+        })?;
+        merged.update(fields.as_mapping())?;
+    }
+    if let Some(more) = more {
+        merged.update(more.as_mapping())?;
+    }
+    let text = convert::dict_to_json(merged.as_any())
+        .map_err(|err| PyValueError::new_err(err.message(what)))?;
+    serde_json::from_str(&text).map_err(|err| PyValueError::new_err(format!("{what}: {err}")))
+}
+
+/// Whether two values have the same JSON (the same `to_dict()`).
+fn same_json(a: &impl Serialize, b: &impl Serialize) -> bool {
+    match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A hash of the value's JSON text, so that equal values hash alike.
+fn json_hash(value: &impl Serialize) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_value(value)
+        .map(|value| value.to_string())
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// `(cls, (dict,))`: how pickle makes the value again.
+fn reduce<'py>(
+    cls: Bound<'py, PyType>,
+    dict: Bound<'py, PyDict>,
+) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+    let py = cls.py();
+    Ok((cls, PyTuple::new(py, [dict])?))
+}
 
 /// loopguard's answer to one event.
 ///
 /// `action` is what to do (`"none"`, `"warn"`, `"break_cycle"`,
 /// `"inject_context"`, `"pivot"`, `"block"`, `"escalate"`, `"abort"`);
-/// `detections` is the evidence for it.
+/// `stopped` says whether the run must stop (`escalate` or `abort`);
+/// `detections` is the evidence for it. Two decisions are equal when their
+/// `to_dict()` are; a decision pickles as that dict.
 ///
-/// >>> import loopguard
+/// >>> import loopguard, pickle
 /// >>> guard = loopguard.Guard(semantic=False)
 /// >>> d = guard.observe({"type": "handoff", "task": "T", "from": "a", "to": "b"})
-/// >>> d.action, d.loop_count, d.status
-/// ('none', 0, 'active')
+/// >>> d.action, d.stopped, d.loop_count, d.status
+/// ('none', False, 0, 'active')
+/// >>> pickle.loads(pickle.dumps(d)) == d
+/// True
 #[pyclass(frozen, module = "loopguard", name = "Decision")]
 #[derive(Debug)]
 pub(crate) struct Decision {
@@ -37,10 +98,33 @@ impl Decision {
 
 #[pymethods]
 impl Decision {
+    /// A decision from its fields, as :meth:`to_dict` gives them (a dict,
+    /// keywords, or both): ``Decision(d.to_dict()) == d``. Raises
+    /// ``ValueError`` naming a field that is missing or wrong.
+    #[new]
+    #[pyo3(signature = (fields=None, /, **more))]
+    fn py_new(
+        py: Python<'_>,
+        fields: Option<&Bound<'_, PyAny>>,
+        more: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Decision> {
+        Ok(Decision::new(from_fields(py, fields, more, "a Decision")?))
+    }
+
     /// What to do: the strongest action of all detections.
     #[getter]
     fn action(&self) -> &'static str {
         self.inner.action.as_str()
+    }
+
+    /// Whether the orchestrator must stop the task's run: the action is
+    /// ``escalate`` (the human gate) or ``abort``.
+    #[getter]
+    fn stopped(&self) -> bool {
+        matches!(
+            self.inner.action,
+            core::Action::Escalate | core::Action::Abort
+        )
     }
 
     /// The task's loop count after this event.
@@ -117,11 +201,33 @@ impl Decision {
         Ok(convert::serialize_to_python(py, &*self.inner)?.cast_into::<PyDict>()?)
     }
 
+    /// :meth:`to_dict` under the name serializers look for on a named
+    /// tuple, so a LangGraph checkpoint keeps a decision (and makes it
+    /// again with ``Decision(**fields)``).
+    fn _asdict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.to_dict(py)
+    }
+
     /// The decision as one line of JSON (`loopguard replay --format
     /// jsonl`).
     fn to_json(&self) -> PyResult<String> {
         serde_json::to_string(&*self.inner)
             .map_err(|err| pyo3::exceptions::PyValueError::new_err(err.to_string()))
+    }
+
+    fn __eq__(&self, other: &Decision) -> bool {
+        same_json(&*self.inner, &*other.inner)
+    }
+
+    fn __hash__(&self) -> u64 {
+        json_hash(&*self.inner)
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        reduce(py.get_type::<Decision>(), slf.get().to_dict(py)?)
     }
 
     fn __repr__(&self) -> String {
@@ -144,7 +250,8 @@ impl Decision {
 }
 
 /// One detector's finding on one event: what loops, why, and the events
-/// that show it.
+/// that show it. Equal, hashed and pickled as its `to_dict()`, as a
+/// `Decision` is.
 #[pyclass(frozen, module = "loopguard", name = "Detection")]
 #[derive(Debug)]
 pub(crate) struct Detection {
@@ -153,6 +260,21 @@ pub(crate) struct Detection {
 
 #[pymethods]
 impl Detection {
+    /// A detection from its fields, as :meth:`to_dict` gives them (a dict,
+    /// keywords, or both). Raises ``ValueError`` naming a field that is
+    /// missing or wrong.
+    #[new]
+    #[pyo3(signature = (fields=None, /, **more))]
+    fn py_new(
+        py: Python<'_>,
+        fields: Option<&Bound<'_, PyAny>>,
+        more: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Detection> {
+        Ok(Detection {
+            inner: from_fields(py, fields, more, "a Detection")?,
+        })
+    }
+
     /// The kind of loop (`"agent_pair"`, `"tool_repeat"`, ...).
     #[getter]
     fn kind(&self) -> String {
@@ -231,6 +353,27 @@ impl Detection {
     /// The detection as a dict (every field the JSON output has).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         Ok(convert::serialize_to_python(py, &self.inner)?.cast_into::<PyDict>()?)
+    }
+
+    /// :meth:`to_dict` under the name serializers look for on a named
+    /// tuple (see :meth:`Decision._asdict`).
+    fn _asdict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.to_dict(py)
+    }
+
+    fn __eq__(&self, other: &Detection) -> bool {
+        same_json(&self.inner, &other.inner)
+    }
+
+    fn __hash__(&self) -> u64 {
+        json_hash(&self.inner)
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        reduce(py.get_type::<Detection>(), slf.get().to_dict(py)?)
     }
 
     fn __repr__(&self) -> String {

@@ -29,6 +29,20 @@ create_exception!(
     LoopguardError,
     "The store cannot be opened or read."
 );
+create_exception!(
+    loopguard,
+    ModelError,
+    LoopguardError,
+    "The embedding model cannot be fetched, verified or loaded; the message says where it was \
+     looked for, which rule chose that directory, and what to do."
+);
+create_exception!(
+    loopguard,
+    UnknownTaskError,
+    LoopguardError,
+    "A task the guard has seen no event of (from ``human()`` or ``completed()``); the message \
+     names the task."
+);
 
 /// Why a guard cannot start or answer.
 #[derive(Debug, thiserror::Error)]
@@ -39,9 +53,18 @@ pub(crate) enum GuardError {
     /// The store.
     #[error("{0}")]
     Store(String),
-    /// The model, a plugin or the judge cannot start.
+    /// The embedding model cannot be provisioned or loaded.
+    #[error("{0}")]
+    Model(String),
+    /// A plugin, the judge or the runtime cannot start.
     #[error("{0}")]
     Start(String),
+    /// A task the guard has seen no event of.
+    #[error(
+        "no task {0:?}: the guard has seen no event of it (human() and completed() act on a \
+         task the guard knows; check the task id)"
+    )]
+    UnknownTask(String),
     /// The guard was closed.
     #[error("the guard is closed")]
     Closed,
@@ -53,6 +76,8 @@ impl From<GuardError> for PyErr {
         match err {
             GuardError::Config(_) => ConfigError::new_err(message),
             GuardError::Store(_) => StoreError::new_err(message),
+            GuardError::Model(_) => ModelError::new_err(message),
+            GuardError::UnknownTask(_) => UnknownTaskError::new_err(message),
             GuardError::Start(_) | GuardError::Closed => LoopguardError::new_err(message),
         }
     }

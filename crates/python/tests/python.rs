@@ -280,6 +280,14 @@ fn model_available() -> bool {
     dir.join("model.onnx").is_file()
 }
 
+/// Whether `path` is inside `dir` (both canonical).
+fn inside(path: &Path, dir: &Path) -> bool {
+    match (std::fs::canonicalize(path), std::fs::canonicalize(dir)) {
+        (Ok(path), Ok(dir)) => path.starts_with(dir),
+        _ => false,
+    }
+}
+
 #[test]
 fn the_python_package_passes_its_pytest_suite() {
     let target = target_dir();
@@ -309,6 +317,12 @@ fn the_python_package_passes_its_pytest_suite() {
         .env("LANGSMITH_TRACING", "false");
     if model_available() {
         pytest.env("LOOPGUARD_PY_SEMANTIC", "1");
+        // A package installed outside the checkout (a target directory
+        // elsewhere) would keep its model in the user's cache directory:
+        // point it at the checkout's files instead of fetching them again.
+        if std::env::var_os("LOOPGUARD_MODEL_DIR").is_none() && !inside(&target, &root) {
+            pytest.env("LOOPGUARD_MODEL_DIR", root.join("models/cache"));
+        }
     }
     // The plugin that segfaults on a chosen line: a guard's plugins run in
     // a worker process (the package's `loopguard-plugin-worker` script).

@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Without DIR the lookup order applies: `LOOPGUARD_MODEL_DIR`, then the
-//! workspace's `models/cache/`.
+//! checkout's `models/cache/` (this example runs from the checkout).
 
 use std::time::Instant;
 
@@ -19,9 +19,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let resolved = options.resolve();
     println!(
-        "model directory: {} ({:?})",
+        "model directory: {} ({})",
         resolved.model_dir.display(),
-        resolved.model_dir_origin
+        resolved.model_dir_rule()
     );
 
     let start = Instant::now();

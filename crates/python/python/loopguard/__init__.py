@@ -16,6 +16,8 @@ happens, and act on the :class:`Decision` before the next step runs::
 
 A bad event raises :class:`EventError` naming the field, and changes
 nothing. ``await guard.aobserve(event)`` decides off the event loop.
+:func:`fetch_model` fetches the embedding model a default ``Guard()``
+uses (once, into the user's cache directory) and says where it is.
 
 Adapters for agent frameworks (the OpenAI Agents SDK, LangChain/LangGraph,
 AutoGen AgentChat) are in :mod:`loopguard.integrations`; they raise
@@ -26,18 +28,27 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 from typing import Any, Dict, Optional
 
+from . import _loopguard
 from ._loopguard import (
     ConfigError,
     Decision,
     Detection,
     EventError,
     LoopguardError,
+    ModelError,
     StoreError,
+    UnknownTaskError,
     __version__,
+    fetch_model,
 )
 from ._loopguard import Guard as _NativeGuard
+
+# Before any guard starts: the model directory's rules ask where this
+# package lives, and the model is fetched with this interpreter's pip.
+_loopguard._locate(_loopguard.__file__, sys.executable or None)
 
 __all__ = [
     "ConfigError",
@@ -47,8 +58,11 @@ __all__ = [
     "Guard",
     "LoopDetected",
     "LoopguardError",
+    "ModelError",
     "StoreError",
+    "UnknownTaskError",
     "__version__",
+    "fetch_model",
     "stop_reason",
 ]
 
@@ -60,6 +74,7 @@ class Guard(_NativeGuard):
     ``None`` (the defaults), a TOML file's path, or a dict of the same
     sections; ``store`` is ``"memory"``, ``"sqlite://PATH"`` or
     ``"postgres://..."``; ``semantic=False`` turns the embedding model off.
+    A model that cannot be fetched or loaded raises :class:`ModelError`.
 
     Thread-safe: one engine behind the guard, the GIL released while it
     works. Use it as a context manager (or call :meth:`close`) so a

@@ -265,3 +265,93 @@ def test_the_larger_tuned_encoder_is_loaded_when_the_config_names_it():
     assert all(
         "the shipped judge weights for the larger tuned encoder" in r for r in reasons
     ), reasons
+
+
+def test_decisions_compare_hash_and_pickle_as_their_dicts():
+    import copy
+    import pickle
+
+    guard = loopguard.Guard(semantic=False)
+    failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    decisions = [guard.observe(failure) for _ in range(4)]
+    last = decisions[-1]
+    for decision in decisions:
+        again = pickle.loads(pickle.dumps(decision))
+        assert isinstance(again, loopguard.Decision)
+        assert again == decision and again is not decision
+        assert hash(again) == hash(decision)
+        assert again.to_dict() == decision.to_dict()
+        assert copy.deepcopy(decision) == decision
+    assert loopguard.Decision(last.to_dict()) == last
+    assert loopguard.Decision(**last.to_dict()) == last
+    assert decisions[0] != last and last != last.to_dict()
+    assert len({decisions[0], pickle.loads(pickle.dumps(decisions[0]))}) == 1
+    [detection] = last.detections
+    assert pickle.loads(pickle.dumps(detection)) == detection
+    assert loopguard.Detection(detection.to_dict()) == detection
+    assert hash(loopguard.Detection(**detection.to_dict())) == hash(detection)
+    assert detection != last
+    with pytest.raises(ValueError, match="Decision"):
+        loopguard.Decision({"task": "T"})
+    with pytest.raises(TypeError, match="dict"):
+        loopguard.Decision("not a dict")
+
+
+def test_stopped_is_true_exactly_when_the_run_must_stop():
+    guard = loopguard.Guard(semantic=False)
+    failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    decisions = [guard.observe(failure) for _ in range(4)]
+    decisions.append(guard.observe(hop("T", "coder", "reviewer")))
+    assert [d.stopped for d in decisions] == [d.action in ("escalate", "abort") for d in decisions]
+    assert [d.stopped for d in decisions] == [False, False, False, True, True]
+    # Behind the gate a decision has no detection and still stops.
+    assert decisions[-1].detections == [] and decisions[-1].stopped
+    for action in ("none", "warn", "break_cycle", "inject_context", "pivot", "block"):
+        assert not loopguard.Decision(decisions[0].to_dict(), action=action).stopped
+    assert loopguard.Decision(decisions[0].to_dict(), action="abort").stopped
+
+
+def test_human_and_completed_refuse_a_task_the_guard_never_saw():
+    guard = loopguard.Guard(semantic=False)
+    guard.observe(hop("T", "planner", "coder"))
+    before = guard.report()
+    for reset in (guard.human, guard.completed):
+        with pytest.raises(loopguard.UnknownTaskError, match='"unknown-task"') as caught:
+            reset("unknown-task")
+        assert isinstance(caught.value, loopguard.LoopguardError)
+    assert guard.report() == before
+    assert guard.status("unknown-task") is None
+    # A known task is reset as before.
+    assert guard.human("T").status == "active"
+    assert guard.completed("T").status == "completed"
+
+
+def test_human_knows_a_task_from_the_store_after_a_restart(tmp_path):
+    url = f"sqlite://{tmp_path / 'loopguard.db'}"
+    failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    with loopguard.Guard(store=url, semantic=False) as guard:
+        assert [guard.observe(failure) for _ in range(4)][-1].stopped
+    with loopguard.Guard(store=url, semantic=False) as again:
+        assert again.status("T") == "escalated"
+        assert again.gate("T").stopped
+        assert again.human("T", note="fixed").status == "active"
+        assert again.gate("T") is None
+        with pytest.raises(loopguard.UnknownTaskError):
+            again.human("U")
+
+
+def test_status_and_gate_say_whether_a_task_is_stopped():
+    guard = loopguard.Guard(semantic=False)
+    assert guard.status("T") is None and guard.gate("T") is None
+    guard.observe(hop("T", "planner", "coder"))
+    assert guard.status("T") == "active" and guard.gate("T") is None
+    failure = {"type": "failure", "task": "T", "agent": "coder", "error": "E0308"}
+    stopped = [guard.observe(failure) for _ in range(4)][-1]
+    gate = guard.gate("T")
+    assert guard.status("T") == "escalated"
+    assert gate.action == "escalate" and gate.stopped and gate.status == "escalated"
+    assert gate.task == "T" and gate.line == 0 and gate.detections == []
+    assert gate.loop_count == stopped.loop_count
+    assert "escalated" in loopguard.stop_reason(gate)
+    # Asking changes nothing: no event was observed.
+    assert guard.report()["events"] == 5

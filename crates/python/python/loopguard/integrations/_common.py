@@ -10,10 +10,6 @@ from typing import Any, Optional
 
 from .. import Decision
 
-STOP_ACTIONS = ("escalate", "abort")
-"""The actions that stop a run."""
-
-
 def require(module: str, package: str, adapter: str) -> ModuleType:
     """Imports the framework ``module``, or raises an ImportError that names
     the pip ``package`` to install for ``adapter``."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import Decision, Guard, stop_reason
-from ._common import STOP_ACTIONS, arguments, new_task, require
+from ._common import arguments, new_task, require
 
 require("autogen_agentchat", "autogen-agentchat", "autogen")
 
@@ -91,7 +91,7 @@ class LoopGuardTermination(TerminationCondition):
             for event in self._events(message):
                 decision = await self.guard.aobserve({**event, "task": self.task})
                 self.decisions.append(decision)
-                if decision.action in STOP_ACTIONS:
+                if decision.stopped:
                     self._stopped = self.last_stop = decision
                     return StopMessage(
                         content=f"loopguard: {stop_reason(decision)}", source=self.source

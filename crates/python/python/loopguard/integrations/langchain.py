@@ -11,8 +11,12 @@ this agent to that one. On ``inject_context`` for a call the model gets the
 directive as that call's answer (a ``ToolMessage``) instead of the repeated
 result. On ``escalate`` or ``abort`` the call's answer (or the refused
 handoff's) is kept, the decision goes into the state (``loopguard_stop``:
-action, reason, decision) and the agent jumps to its end before the next
-model call. A run that ends otherwise completes its task.
+``action``, ``reason``, ``decision``, a :class:`loopguard.Decision`) and
+the agent jumps to its end before the next model call; the run's last
+message is then an ``AIMessage`` (name ``loopguard``) saying why. A run
+whose task is already stopped (behind the human gate, or aborted) ends the
+same way before its first model call. A run that ends otherwise completes
+its task.
 
 Example::
 
@@ -21,7 +25,7 @@ Example::
                          middleware=[LoopGuardMiddleware(guard, agent="researcher")])
     state = agent.invoke({"messages": [HumanMessage("Find the flaky test")]})
     if state.get("loopguard_stop"):
-        print(state["loopguard_stop"]["reason"])     # why the run was stopped
+        print(state["messages"][-1].content)         # loopguard: why the run was stopped
 
 Each run is a task of its own (``langchain-<hex>``, kept in the state as
 ``loopguard_task`` and cleared when the run completes) unless ``task``
@@ -35,7 +39,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Dict, Optional, Union
 
 from .. import Decision, Guard, stop_reason
-from ._common import STOP_ACTIONS, directive, json_value, new_task, require
+from ._common import directive, json_value, new_task, require
 
 require("langchain.agents", "langchain", "langchain")
 
@@ -45,7 +49,7 @@ from langchain.agents.middleware import (  # noqa: E402
     hook_config,
 )
 from langchain.agents.middleware.types import ToolCallRequest  # noqa: E402
-from langchain_core.messages import ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
@@ -61,7 +65,8 @@ class LoopGuardState(AgentState):
     loopguard_task: NotRequired[Optional[str]]
     """The loopguard task of this run."""
     loopguard_stop: NotRequired[Optional[Dict[str, Any]]]
-    """Set when loopguard stopped the run: ``action``, ``reason``, ``decision``."""
+    """Set when loopguard stopped the run: ``action``, ``reason`` and the
+    ``decision`` (a :class:`loopguard.Decision`)."""
 
 
 class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
@@ -91,23 +96,32 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         return "loopguard"
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> Dict[str, Any]:
-        """Starts the run's task (or keeps the one the input names)."""
+        """Starts the run's task (or keeps the one the input names); a task
+        that is already stopped stops the run before its first step."""
         task = self.task or state.get("loopguard_task") or new_task("langchain")
-        return {"loopguard_task": task, "loopguard_stop": None}
+        gate = self.guard.gate(task)
+        return {"loopguard_task": task, "loopguard_stop": _stop(gate) if gate else None}
 
     @hook_config(can_jump_to=["end"])
     def before_model(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> Optional[Dict[str, Any]]:
-        """Ends the run before the next model call once loopguard stopped it."""
-        return {"jump_to": "end"} if state.get("loopguard_stop") else None
+        """Ends the run before the next model call once loopguard stopped it,
+        with an AIMessage that says why."""
+        stop = state.get("loopguard_stop")
+        if not stop:
+            return None
+        said = AIMessage(content=f"loopguard: {stop['reason']}", name="loopguard")
+        return {"jump_to": "end", "messages": [said]}
 
     def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> Optional[Dict[str, Any]]:
-        """A run that ended without being stopped completes its task."""
+        """A run that ended without being stopped completes its task (when
+        the guard has seen any event of it)."""
         task = state.get("loopguard_task")
         if not task or state.get("loopguard_stop"):
             return None
-        self.guard.completed(task)
+        if self.guard.status(task) is not None:
+            self.guard.completed(task)
         return {"loopguard_task": None}
 
     def wrap_tool_call(
@@ -180,15 +194,19 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
     def _act(self, request: ToolCallRequest, answer: ToolAnswer, decision: Decision) -> ToolAnswer:
         """The answer the agent gets for this decision."""
         call_id, name = request.tool_call.get("id") or "", request.tool_call["name"]
-        if decision.action in STOP_ACTIONS:
-            reason = stop_reason(decision)
-            stop = {"action": decision.action, "reason": reason, "decision": decision.to_dict()}
+        if decision.stopped:
+            stop = _stop(decision)
             if isinstance(answer, Command):
                 # The handoff does not happen: this agent ends instead.
-                refused = f"loopguard refused the handoff to {answer.goto}: {reason}"
+                refused = f"loopguard refused the handoff to {answer.goto}: {stop['reason']}"
                 answer = ToolMessage(content=refused, tool_call_id=call_id, name=name)
             return Command(update={"messages": [answer], "loopguard_stop": stop})
         text = directive(decision)
         if text is None or isinstance(answer, Command):
             return answer
         return ToolMessage(content=text, tool_call_id=call_id, name=name)
+
+
+def _stop(decision: Decision) -> Dict[str, Any]:
+    """The state's ``loopguard_stop`` for a decision that stops the run."""
+    return {"action": decision.action, "reason": stop_reason(decision), "decision": decision}

@@ -40,7 +40,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .. import Decision, Guard, LoopDetected
-from ._common import STOP_ACTIONS, arguments, directive, json_value, new_task, require
+from ._common import arguments, directive, json_value, new_task, require
 
 require("agents", "openai-agents", "openai_agents")
 
@@ -72,7 +72,7 @@ class AgentsLoopDetected(LoopDetected, AgentsException):
 
 def check(decision: Decision) -> Decision:
     """Raises :class:`AgentsLoopDetected` when ``decision`` stops the run."""
-    if decision.action in STOP_ACTIONS:
+    if decision.stopped:
         raise AgentsLoopDetected(decision)
     return decision
 
@@ -124,8 +124,10 @@ class LoopGuardHooks(RunHooks[Any]):
         check(await self._observe(_event(context, agent, tool, result)))
 
     async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
-        """The run ended with a final output: its task is completed."""
-        self.guard.completed(self.task)
+        """The run ended with a final output: its task is completed (when
+        the run fed it any event)."""
+        if self.decisions:
+            self.guard.completed(self.task)
         self.decisions = []
         if self._fixed_task is None:
             self.task = new_task("openai-agents")

@@ -1,0 +1,72 @@
+//! `loopguard models`: where the embedding model's files are looked for
+//! (and which rule chose that directory), and fetching them ahead of the
+//! first run.
+
+use std::io::{self, Write};
+
+use loopguard_semantic::{ModelFiles, ProvisionOptions, Resolved};
+
+use crate::cli::{ModelsArgs, ModelsCommand};
+use crate::outcome::Outcome;
+use crate::setup;
+
+/// Runs `loopguard models fetch|where`.
+pub(crate) fn run(command: &ModelsCommand) -> anyhow::Result<Outcome> {
+    match command {
+        ModelsCommand::Fetch(args) => fetch(args),
+        ModelsCommand::Where(args) => locate(args),
+    }
+}
+
+/// The lookup of `args`: `--dir`, else the config's `[semantic]`, else the
+/// environment and the defaults.
+fn resolve(args: &ModelsArgs) -> anyhow::Result<Resolved> {
+    let config = setup::load_config(args.config.as_deref())?;
+    let mut options: ProvisionOptions = loopguard_semantic::provision_options(&config.semantic);
+    if let Some(dir) = &args.dir {
+        options = options.model_dir(dir);
+    }
+    Ok(options.resolve())
+}
+
+/// `loopguard models fetch`: the files in place, fetched when missing.
+fn fetch(args: &ModelsArgs) -> anyhow::Result<Outcome> {
+    let resolved = resolve(args)?;
+    let files = ModelFiles::ensure_resolved_notify(&resolved, setup::announce_fetch)?;
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "model files ready in {} ({})",
+        files.dir().display(),
+        resolved.model_dir_rule()
+    )?;
+    Ok(Outcome::Clean)
+}
+
+/// `loopguard models where`: the directory, its rule, and whether the
+/// files are there and intact (checked, never fetched).
+fn locate(args: &ModelsArgs) -> anyhow::Result<Outcome> {
+    let resolved = resolve(args)?;
+    let mut checked = resolved.clone();
+    checked.offline = true;
+    let state = ModelFiles::ensure_resolved(&checked);
+    let mut out = io::stdout().lock();
+    writeln!(out, "{}", resolved.model_dir.display())?;
+    writeln!(out, "  chosen by: {}", resolved.model_dir_rule())?;
+    match state {
+        Ok(_) => {
+            writeln!(out, "  files: all there and intact")?;
+            Ok(Outcome::Clean)
+        }
+        Err(_) => {
+            writeln!(
+                out,
+                "  files: not all there or not intact; `loopguard models fetch` puts them in place"
+            )?;
+            anyhow::bail!(
+                "the model files in {} are not ready: run `loopguard models fetch`",
+                resolved.model_dir.display()
+            )
+        }
+    }
+}
