@@ -172,3 +172,40 @@ def test_a_conversation_by_design_runs_to_the_end():
     stopped, result = team(loopguard.Guard({"cycles": {"count": "every"}}, semantic=False))
     assert stopped.last_stop is not None
     assert result.stop_reason.startswith("loopguard: ")
+
+
+def test_a_run_whose_task_is_already_stopped_ends_before_its_first_step():
+    guard = loopguard.Guard(semantic=False)
+    condition = LoopGuardTermination(guard, task="gated")
+    loop = [call(i, "lookup_weather", city="Paris") for i in range(20)]
+    first = RoundRobinGroupChat(
+        [weather_agent(loop)], termination_condition=condition | MaxMessageTermination(60)
+    )
+    asyncio.run(first.run(task="What is the weather in Paris?"))
+    assert condition.last_stop.action == "escalate"
+    events = guard.report()["events"]
+
+    # The task is behind the human gate: the next run is stopped on its
+    # task message, before the agent speaks or runs a tool.
+    ran.clear()
+    again = RoundRobinGroupChat(
+        [weather_agent(loop)], termination_condition=condition | MaxMessageTermination(60)
+    )
+    result = asyncio.run(again.run(task="Try again."))
+    assert ran == [] and executions(result) == []
+    assert [m.source for m in result.messages] == ["user"]
+    assert guard.report()["events"] == events
+    gate = guard.gate("gated")
+    assert condition.last_stop == gate
+    assert result.stop_reason == f"loopguard: {loopguard.stop_reason(gate)}"
+    assert "escalated" in result.stop_reason
+
+    # Once a human lifts the gate, the task runs again.
+    guard.human("gated")
+    done = RoundRobinGroupChat(
+        [weather_agent([call(0, "lookup_weather", city="Paris"), "Sunny. TERMINATE"])],
+        termination_condition=condition | TextMentionTermination("TERMINATE"),
+    )
+    result = asyncio.run(done.run(task="And now?"))
+    assert ran == [("lookup_weather", "Paris")]
+    assert not result.stop_reason.startswith("loopguard")

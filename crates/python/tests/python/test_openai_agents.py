@@ -202,3 +202,34 @@ def test_a_run_without_events_completes_nothing():
     result = asyncio.run(Runner.run(agent, "Hello", hooks=hooks, max_turns=5))
     assert result.final_output == "Hi."
     assert guard.report()["tasks"] == []
+
+
+def test_a_run_whose_task_is_already_stopped_ends_before_its_first_step():
+    guard = loopguard.Guard(semantic=False)
+    hooks = LoopGuardHooks(guard, task="gated")
+    script = [("lookup_weather", {"city": "Paris"})] * 12
+    triage, _, _ = team(script, [hooks.tool_output_guardrail])
+    with pytest.raises(loopguard.LoopDetected):
+        asyncio.run(Runner.run(triage, "Weather in Paris?", hooks=hooks, max_turns=20))
+    events = guard.report()["events"]
+
+    # The task is behind the human gate: the next run neither calls the
+    # model nor runs a tool.
+    triage, model, ran = team(script, [hooks.tool_output_guardrail])
+    [weather] = triage.handoffs
+    with pytest.raises(loopguard.LoopDetected) as caught:
+        asyncio.run(Runner.run(weather, "Try again", hooks=hooks, max_turns=20))
+    assert model.inputs == [] and ran == []
+    assert guard.report()["events"] == events
+    assert caught.value.decision == guard.gate("gated")
+    assert caught.value.decision.action == "escalate"
+    assert "escalated" in str(caught.value)
+
+    # Once a human lifts the gate, the task runs again.
+    guard.human("gated")
+    once = [("lookup_weather", {"city": "Paris"})]
+    triage, model, ran = team(once, [hooks.tool_output_guardrail])
+    [weather] = triage.handoffs
+    result = asyncio.run(Runner.run(weather, "And now?", hooks=hooks, max_turns=5))
+    assert result.final_output == "Done."
+    assert ran == [("lookup_weather", "Paris")]

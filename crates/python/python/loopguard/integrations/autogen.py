@@ -9,6 +9,9 @@ agent's chat message as a handoff from that agent to the one who spoke
 before it (the user's task is not an exchange between agents). On
 ``escalate`` or ``abort`` it stops the team with the reason as the
 ``StopMessage``; the team's ``stop_reason`` is ``loopguard: <reason>``.
+A run whose task is already stopped (behind the human gate, or aborted) is
+stopped the same way on its task message, before any agent speaks (a run
+without a task message is stopped on its first agent's answer instead).
 
 Example::
 
@@ -75,6 +78,7 @@ class LoopGuardTermination(TerminationCondition):
         self.last_stop: Optional[Decision] = None
         self._calls: Dict[str, Tuple[str, str]] = {}
         self._speaker: Optional[str] = None
+        self._started = False
 
     @property
     def terminated(self) -> bool:
@@ -87,16 +91,25 @@ class LoopGuardTermination(TerminationCondition):
         """Observes the new messages; a StopMessage with the reason on escalate/abort."""
         if self._stopped is not None:
             raise TerminatedException("loopguard has already stopped this run")
+        if not self._started:
+            # The run's first check (on its task message, before any agent
+            # speaks): a task that is already stopped stops the run.
+            self._started = True
+            gate = self.guard.gate(self.task)
+            if gate is not None:
+                return self._stop(gate)
         for message in messages:
             for event in self._events(message):
                 decision = await self.guard.aobserve({**event, "task": self.task})
                 self.decisions.append(decision)
                 if decision.stopped:
-                    self._stopped = self.last_stop = decision
-                    return StopMessage(
-                        content=f"loopguard: {stop_reason(decision)}", source=self.source
-                    )
+                    return self._stop(decision)
         return None
+
+    def _stop(self, decision: Decision) -> StopMessage:
+        """Stops the run on ``decision``: the StopMessage with its reason."""
+        self._stopped = self.last_stop = decision
+        return StopMessage(content=f"loopguard: {stop_reason(decision)}", source=self.source)
 
     async def reset(self) -> None:
         """The run ended: completes its task unless loopguard stopped it."""
@@ -108,6 +121,7 @@ class LoopGuardTermination(TerminationCondition):
         self.decisions = []
         self._calls.clear()
         self._speaker = None
+        self._started = False
 
     def _events(self, message: BaseAgentEvent | BaseChatMessage) -> Iterator[Dict[str, Any]]:
         """The contract's events for one message (none for most)."""

@@ -9,8 +9,9 @@ each call with the output the tool returned, and when loopguard says
 ``inject_context`` it rejects that output (the SDK's ``reject_content``), so
 the model gets the directive as the repeated call's answer. ``escalate`` and
 ``abort`` raise :class:`loopguard.LoopDetected` (as
-:class:`AgentsLoopDetected`) out of ``Runner.run``. A run that ends with a
-final output completes its task.
+:class:`AgentsLoopDetected`) out of ``Runner.run``; a run whose task is
+already stopped (behind the human gate, or aborted) raises it before its
+first model call. A run that ends with a final output completes its task.
 
 The guardrail is an output guardrail, not an input one, because loopguard
 judges a repeated call by what it returned (ruling 15 of the trace format):
@@ -31,8 +32,8 @@ Example::
 
 One hooks object serves one run at a time: give concurrent runs a
 ``LoopGuardHooks`` (and tools) each. After ``LoopDetected`` the task stays
-behind the human gate (every later event of it answers ``escalate``) until
-``guard.human(hooks.task)``.
+behind the human gate (every later run of it stops before its first step)
+until ``guard.human(hooks.task)``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,14 @@ class LoopGuardHooks(RunHooks[Any]):
         decision = await self.guard.aobserve({**event, "task": self.task})
         self.decisions.append(decision)
         return decision
+
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        """An agent starts its turn: a task that is already stopped (behind
+        the human gate, or aborted) raises LoopDetected before the agent's
+        first model call, and so before any of its tools runs."""
+        gate = self.guard.gate(self.task)
+        if gate is not None:
+            raise AgentsLoopDetected(gate)
 
     async def on_handoff(
         self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
