@@ -1,20 +1,56 @@
 //! An installed `loopguard`, away from the checkout that built it: the
-//! binary copied to a temporary folder, run from another directory with an
-//! empty `HOME`, in a mount namespace where the checkout is hidden under an
-//! empty tmpfs (`unshare --user --map-root-user --mount`), so that reading
-//! any path of the build tree finds nothing. The model files go to that
-//! home's cache; the demo runs with semantic matching on; `serve` keeps its
-//! store in that home's data folder.
+//! README's "Install" line `cargo install --locked --path crates/cli`, with
+//! `--root` a temporary folder (and `--debug`, reusing the dev-profile
+//! crates this test run already compiled), run from another directory with
+//! an empty `HOME`, in a mount namespace where the checkout is hidden under
+//! an empty tmpfs (`unshare --user --map-root-user --mount`; the binary is
+//! copied out of the target directory first, which is inside), so that
+//! reading any path of the build tree finds nothing. The model files go to
+//! that home's cache; the demo runs with semantic matching on; `serve`
+//! keeps its store in that home's data folder.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 
 use tempfile::TempDir;
 
 use crate::support::http_request;
 
-/// A copy of the built binary and an empty home, outside the checkout.
+/// The README's `cargo install` line, run once per test run into a folder
+/// of the target directory: the installed `loopguard` (each test copies it
+/// out of the checkout before running it).
+fn cargo_installed() -> &'static Path {
+    static INSTALLED: OnceLock<PathBuf> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let binary = Path::new(env!("CARGO_BIN_EXE_loopguard"));
+        // <target>/debug/loopguard
+        let target = binary
+            .ancestors()
+            .nth(2)
+            .expect("the binary is in a target directory");
+        let root = target.join("tmp/cargo-install");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let installed = Command::new(cargo)
+            .args(["install", "--locked", "--path"])
+            .arg(checkout().join("crates/cli"))
+            .args(["--debug", "--force", "--quiet", "--root"])
+            .arg(&root)
+            .env("CARGO_TARGET_DIR", target)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            installed.status.success(),
+            "cargo install failed: {}",
+            text(&installed.stderr)
+        );
+        root.join("bin/loopguard")
+    })
+}
+
+/// The installed binary, an empty home and a working directory, outside
+/// the checkout.
 struct Installed {
     root: TempDir,
 }
@@ -25,11 +61,8 @@ impl Installed {
         for dir in ["bin", "home", "elsewhere"] {
             std::fs::create_dir(root.path().join(dir)).expect("a folder");
         }
-        std::fs::copy(
-            env!("CARGO_BIN_EXE_loopguard"),
-            root.path().join("bin/loopguard"),
-        )
-        .expect("the binary copies");
+        std::fs::copy(cargo_installed(), root.path().join("bin/loopguard"))
+            .expect("the installed binary copies");
         Installed { root }
     }
 

@@ -46,6 +46,7 @@ fn _loopguard(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_plugin_worker, module)?)?;
     module.add_function(wrap_pyfunction!(fetch_model, module)?)?;
     module.add_function(wrap_pyfunction!(locate, module)?)?;
+    module.add_function(wrap_pyfunction!(run_cli, module)?)?;
     Ok(())
 }
 
@@ -70,6 +71,17 @@ fn fetch_model(
     let source = guard::config_source(config)?;
     let dir = py.detach(|| setup::fetch_model(&source, dir.as_deref()))?;
     Ok(dir.into_os_string())
+}
+
+/// Runs the `loopguard` command line with `argv` (the program's name
+/// first, as `sys.argv`) and returns its exit status: the package's
+/// `loopguard` console script (`loopguard._cli:main`) is this, so a pip
+/// install gives the whole command (`serve`, `replay`, `import`, `eval`,
+/// `tune`, `models`, ...) with no Rust toolchain. The GIL is released while
+/// it runs; `serve` stops on SIGTERM or SIGINT as the binary does.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| loopguard_cli::run(argv))
 }
 
 /// Names this extension module's file (for the rule that reads a

@@ -150,3 +150,8 @@ def run_plugin_worker(
     """Serves one plugin over stdin and stdout (the ``loopguard-plugin-worker``
     script's work; not for direct use)."""
     ...
+
+def run_cli(argv: List[str]) -> int:
+    """Runs the ``loopguard`` command line with ``argv`` (program name first)
+    and returns its exit status (the ``loopguard`` console script's work)."""
+    ...
