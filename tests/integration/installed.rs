@@ -7,7 +7,8 @@
 //! copied out of the target directory first, which is inside), so that
 //! reading any path of the build tree finds nothing. The model files go to
 //! that home's cache; the demo runs with semantic matching on; `serve`
-//! keeps its store in that home's data folder.
+//! keeps its store in that home's data folder. The README's "Install"
+//! section is run line by line this way, its air-gapped route included.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -192,11 +193,112 @@ fn an_installed_binary_keeps_the_model_in_the_users_cache_and_never_reads_the_ch
     );
 }
 
+/// The commands of the README's "Install" section, in order: each bash
+/// line with its continuation lines joined and its comment cut.
+fn readme_install_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(checkout().join("README.md")).expect("README.md");
+    let section = readme
+        .split_once("\n## Install\n")
+        .and_then(|(_, rest)| rest.split_once("\n## "))
+        .map(|(section, _)| section.to_owned())
+        .expect("README.md has an \"Install\" section");
+    let mut commands = Vec::new();
+    for block in section.split("```bash\n").skip(1) {
+        let code = block.split_once("\n```").map_or(block, |(code, _)| code);
+        let joined = code.replace("\\\n", " ");
+        for line in joined.lines() {
+            let command = line.split(" #").next().unwrap_or(line);
+            let command = command.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !command.is_empty() {
+                commands.push(command);
+            }
+        }
+    }
+    commands
+}
+
+/// What the README's "Install" section says to run, as this test runs it.
+const INSTALL: [&str; 12] = [
+    // Run by `cargo_installed` (with --debug and --root).
+    "cargo install --locked --path crates/cli",
+    // Not run here: the same binary as the line above, in the release
+    // profile (a cold release build takes minutes).
+    "cargo build --release -p loopguard-cli",
+    // Run by loopguard-python's wheel test (crates/python/tests/python.rs),
+    // in the dev profile.
+    "pip install maturin && maturin build --release -m crates/python/Cargo.toml --out dist && pip install dist/loopguard_rs-*.whl",
+    "loopguard models fetch",
+    "loopguard models where",
+    "loopguard demo",
+    "loopguard models fetch --dir ./loopguard-models",
+    "export LOOPGUARD_MODEL_DIR=/opt/loopguard-models",
+    "loopguard models where",
+    // With --listen 127.0.0.1:0: any free port, read from stderr.
+    "loopguard serve &",
+    r#"curl -s localhost:7878/v1/events -H 'content-type: application/json' -d '{"type":"failure","task":"T1","agent":"coder","error":"assertion failed: x == 3"}'"#,
+    "xdg-open http://127.0.0.1:7878/",
+];
+
 #[test]
-fn an_installed_server_keeps_its_store_in_the_users_data_folder() {
+fn the_readme_install_section_runs_line_by_line() {
+    assert_eq!(
+        readme_install_commands(),
+        INSTALL,
+        "the README's \"Install\" commands changed: update this test with them"
+    );
     let installed = Installed::new();
+    let home = installed.home();
+    let cache = home.join(".cache/loopguard/models");
+
+    // loopguard models fetch / where / demo
+    let fetched = installed.run(&["models", "fetch"]);
+    let said = text(&fetched.stdout);
+    assert!(fetched.status.success(), "{said}{}", text(&fetched.stderr));
+    assert!(
+        said.contains(&format!("model files ready in {}", cache.display())),
+        "{said}"
+    );
+    let located = installed.run(&["models", "where"]);
+    let said = text(&located.stdout);
+    assert!(located.status.success(), "{said}");
+    assert!(said.contains("all there and intact"), "{said}");
+    let demo = installed.run(&["demo"]);
+    let said = text(&demo.stdout);
+    assert!(demo.status.success(), "{said}{}", text(&demo.stderr));
+    assert!(
+        said.contains("calibrated judge: same request: yes"),
+        "{said}"
+    );
+
+    // The air-gapped route: fetch into a folder, copy it to a machine with
+    // an empty home and no fetching, point LOOPGUARD_MODEL_DIR at it.
+    let fetched = installed.run(&["models", "fetch", "--dir", "./loopguard-models"]);
+    assert!(fetched.status.success(), "{}", text(&fetched.stderr));
+    assert!(text(&fetched.stdout).contains("(set by --dir)"));
+    let folder = installed.root.path().join("elsewhere/loopguard-models");
+    let copied = installed.root.path().join("opt/loopguard-models");
+    std::fs::create_dir_all(&copied).expect("a folder");
+    for entry in std::fs::read_dir(&folder).expect("the fetched folder") {
+        let entry = entry.expect("an entry");
+        std::fs::copy(entry.path(), copied.join(entry.file_name())).expect("copied");
+    }
+    let target_home = installed.root.path().join("target-machine-home");
+    std::fs::create_dir(&target_home).expect("a folder");
+    let located = installed
+        .command(&["models", "where"])
+        .env("HOME", &target_home)
+        .env("LOOPGUARD_MODEL_DIR", &copied)
+        .env("LOOPGUARD_OFFLINE", "1")
+        .output()
+        .expect("unshare runs");
+    let said = text(&located.stdout);
+    assert!(located.status.success(), "{said}{}", text(&located.stderr));
+    assert!(said.contains("set by LOOPGUARD_MODEL_DIR"), "{said}");
+    assert!(said.contains("all there and intact"), "{said}");
+
+    // The first five minutes with the server.
     let mut child = installed
-        .command(&["--no-semantic", "serve", "--listen", "127.0.0.1:0"])
+        .command(&["serve", "--listen", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -216,12 +318,22 @@ fn an_installed_server_keeps_its_store_in_the_users_data_folder() {
             break addr.to_owned();
         }
     };
-    let event = br#"{"type":"handoff","task":"T1","from":"planner","to":"coder","content":"Add a retry budget"}"#;
-    let (status, body) = http_request(&addr, "POST", "/v1/events", "application/json", event);
+    let event = INSTALL[10]
+        .split_once(" -d '")
+        .and_then(|(_, rest)| rest.strip_suffix('\''))
+        .expect("the curl line posts one event");
+    let (status, body) = http_request(
+        &addr,
+        "POST",
+        "/v1/events",
+        "application/json",
+        event.as_bytes(),
+    );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(r#""task":"T1""#), "{body}");
-    let (status, body) = http_request(&addr, "GET", "/healthz", "application/json", b"");
-    assert_eq!(status, 200, "{body}");
+    let (status, page) = http_request(&addr, "GET", "/", "text/html", b"");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("<html"), "{page}");
 
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -232,6 +344,6 @@ fn an_installed_server_keeps_its_store_in_the_users_data_folder() {
     let mut rest = String::new();
     let _ = stderr.read_to_string(&mut rest);
     assert!(exit.success(), "{seen}{rest}");
-    let store = installed.home().join(".local/share/loopguard/serve.sqlite");
+    let store = home.join(".local/share/loopguard/serve.sqlite");
     assert!(store.is_file(), "{} after: {seen}{rest}", store.display());
 }

@@ -18,6 +18,15 @@ pub(crate) fn run(command: &ModelsCommand) -> anyhow::Result<Outcome> {
     }
 }
 
+/// Which rule chose the directory, in words: `--dir` names itself.
+fn rule(args: &ModelsArgs, resolved: &Resolved) -> &'static str {
+    if args.dir.is_some() {
+        "set by --dir"
+    } else {
+        resolved.model_dir_rule()
+    }
+}
+
 /// The lookup of `args`: `--dir`, else the config's `[semantic]`, else the
 /// environment and the defaults.
 fn resolve(args: &ModelsArgs) -> anyhow::Result<Resolved> {
@@ -32,13 +41,17 @@ fn resolve(args: &ModelsArgs) -> anyhow::Result<Resolved> {
 /// `loopguard models fetch`: the files in place, fetched when missing.
 fn fetch(args: &ModelsArgs) -> anyhow::Result<Outcome> {
     let resolved = resolve(args)?;
-    let files = ModelFiles::ensure_resolved_notify(&resolved, setup::announce_fetch)?;
+    let rule = rule(args, &resolved);
+    let files = ModelFiles::ensure_resolved_notify(&resolved, |plan| {
+        let mut plan = plan.clone();
+        plan.rule = rule;
+        setup::announce_fetch(&plan);
+    })?;
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "model files ready in {} ({})",
-        files.dir().display(),
-        resolved.model_dir_rule()
+        "model files ready in {} ({rule})",
+        files.dir().display()
     )?;
     Ok(Outcome::Clean)
 }
@@ -52,7 +65,7 @@ fn locate(args: &ModelsArgs) -> anyhow::Result<Outcome> {
     let state = ModelFiles::ensure_resolved(&checked);
     let mut out = io::stdout().lock();
     writeln!(out, "{}", resolved.model_dir.display())?;
-    writeln!(out, "  chosen by: {}", resolved.model_dir_rule())?;
+    writeln!(out, "  chosen by: {}", rule(args, &resolved))?;
     match state {
         Ok(_) => {
             writeln!(out, "  files: all there and intact")?;
