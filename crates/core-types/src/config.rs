@@ -74,8 +74,25 @@ pub struct ServeConfig {
     /// answered 413.
     pub body_limit_bytes: usize,
     /// Requests handled at once (default 64); one more is answered 503 at
-    /// once rather than queued, so memory stays bounded.
+    /// once rather than queued, so memory stays bounded. A request takes its
+    /// place only once its body has been read, so slow senders hold none.
     pub queue: usize,
+    /// How long a client may take to send a request's headers, in
+    /// milliseconds (default 5000); a slower one's connection is closed and
+    /// counted in `/metrics`. It bounds an idle keep-alive connection too.
+    pub header_timeout_ms: u64,
+    /// How long a client may take to send a request's body, in
+    /// milliseconds (default 5000); a slower one is answered 408 and
+    /// counted in `/metrics`.
+    pub body_timeout_ms: u64,
+    /// Connections open at once (default 1024); one more is closed as soon
+    /// as it is accepted, and counted in `/metrics`.
+    pub max_connections: usize,
+    /// After SIGTERM or SIGINT, how long the requests in flight may take to
+    /// finish, in milliseconds (default 10000); then the connections still
+    /// open are closed, every answered decision is committed, and the
+    /// server exits.
+    pub shutdown_grace_ms: u64,
     /// Where to POST each decision that asks for an action (not `none`), as
     /// JSON, as `replay --format jsonl` prints it (default none). Delivery
     /// never holds up an answer: decisions wait in a bounded queue and are
@@ -110,6 +127,10 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:7878".to_owned(),
             body_limit_bytes: 1024 * 1024,
             queue: 64,
+            header_timeout_ms: 5000,
+            body_timeout_ms: 5000,
+            max_connections: 1024,
+            shutdown_grace_ms: 10_000,
             webhook_url: None,
             webhook_attempts: 3,
             webhook_timeout_ms: 5000,
@@ -1745,6 +1766,26 @@ impl Config {
                 "must be between 1 and 1048576",
             ));
         }
+        for (key, value) in [
+            ("serve.header_timeout_ms", serve.header_timeout_ms),
+            ("serve.body_timeout_ms", serve.body_timeout_ms),
+            ("serve.shutdown_grace_ms", serve.shutdown_grace_ms),
+        ] {
+            if !(1..=3_600_000).contains(&value) {
+                return Err(invalid(
+                    key,
+                    value,
+                    "must be between 1 and 3600000 (an hour)",
+                ));
+            }
+        }
+        if !(1..=1 << 20).contains(&serve.max_connections) {
+            return Err(invalid(
+                "serve.max_connections",
+                serve.max_connections,
+                "must be between 1 and 1048576",
+            ));
+        }
         if !(1..=3_600_000).contains(&serve.otlp_flush_ms) {
             return Err(invalid(
                 "serve.otlp_flush_ms",
@@ -2301,6 +2342,16 @@ mod tests {
             ),
             ("[serve]\nwebhook_queue = 0\n", "serve.webhook_queue"),
             ("[serve]\notlp_flush_ms = 0\n", "serve.otlp_flush_ms"),
+            (
+                "[serve]\nheader_timeout_ms = 0\n",
+                "serve.header_timeout_ms",
+            ),
+            ("[serve]\nbody_timeout_ms = 0\n", "serve.body_timeout_ms"),
+            ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
+            (
+                "[serve]\nshutdown_grace_ms = 0\n",
+                "serve.shutdown_grace_ms",
+            ),
             ("[serve]\notlp_max_traces = 0\n", "serve.otlp_max_traces"),
             (
                 "[serve]\notlp_max_spans_per_trace = 0\n",

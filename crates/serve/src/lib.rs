@@ -21,14 +21,24 @@
 //!
 //! With a token ([`ServeOptions::token`]) every `/v1` request needs
 //! `Authorization: Bearer TOKEN`; [`check_listen`] refuses a non-loopback
-//! address without one. Bodies are bounded ([`ServeOptions::body_limit_bytes`],
-//! 413 beyond), and so are the requests handled at once
-//! ([`ServeOptions::queue`], 503 beyond: nothing waits in an unbounded
-//! queue). Every decision also goes to `GET /metrics` and, with
+//! address without one. Every request is bounded:
+//! - its headers must arrive within [`ServeOptions::header_timeout`] (else
+//!   the connection is closed), and a write's body within
+//!   [`ServeOptions::body_timeout`] (else 408) and
+//!   [`ServeOptions::body_limit_bytes`] (else 413);
+//! - at most [`ServeOptions::queue`] requests are handled at once (503
+//!   beyond: nothing waits in an unbounded queue), and a write takes its
+//!   place only once its body is read, so slow senders hold none;
+//!   `/readyz` says not ready while every place is taken;
+//! - at most [`ServeOptions::max_connections`] connections are open.
+//!
+//! Each refusal is counted in `/metrics` (`loopguard_refused_total`). Every
+//! decision also goes to `GET /metrics` and, with
 //! [`ServeOptions::webhook`], each one that asks for an action is POSTed to
 //! a webhook ([`WebhookOptions`]) without holding up the answer.
-//! [`Server::run`] serves until its shutdown future resolves, lets
-//! the requests in flight finish, and commits what was answered.
+//! [`Server::run`] serves until its shutdown future resolves, lets the
+//! requests in flight finish for at most [`ServeOptions::shutdown_grace`],
+//! closes what is still open, and commits what was answered.
 //!
 //! ```
 //! use loopguard_core_types::Config;
@@ -52,6 +62,8 @@ pub use error::ServeError;
 pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
 pub use webhook::WebhookOptions;
 
+mod body;
+mod connections;
 mod dashboard;
 mod error;
 mod metrics;

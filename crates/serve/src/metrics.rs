@@ -81,6 +81,12 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+/// `reason`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 /// What the metrics keep per task.
 #[derive(Debug, Clone, Copy)]
 struct TaskTrack {
@@ -111,6 +117,7 @@ pub(crate) struct Metrics {
     observe_seconds: Histogram,
     otlp_spans: Family<OutcomeLabels, Counter>,
     webhook: Family<OutcomeLabels, Counter>,
+    refused: Family<ReasonLabels, Counter>,
     tracked: Mutex<lru::LruCache<String, TaskTrack>>,
 }
 
@@ -202,6 +209,14 @@ impl Metrics {
             "Decisions for the webhook: delivered, failed (every attempt), dropped (the queue was full)",
             webhook.clone(),
         );
+        let refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "refused",
+            "Requests and connections refused: header_timeout (the connection closed), \
+             body_timeout (408), connections (serve.max_connections open), queue (503, \
+             serve.queue requests handled)",
+            refused.clone(),
+        );
         let capacity = NonZeroUsize::new(TRACKED_TASKS).unwrap_or(NonZeroUsize::MIN);
         Metrics {
             registry,
@@ -218,6 +233,7 @@ impl Metrics {
             observe_seconds,
             otlp_spans,
             webhook,
+            refused,
             tracked: Mutex::new(lru::LruCache::new(capacity)),
         }
     }
@@ -274,6 +290,12 @@ impl Metrics {
     /// Counts one decision for the webhook by its `outcome`.
     pub(crate) fn webhook(&self, outcome: &'static str) {
         self.webhook.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// Counts one request or connection refused, by its `reason`:
+    /// `header_timeout`, `body_timeout`, `connections` or `queue`.
+    pub(crate) fn refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Follows the decision's task: its status, gate, loops, resolution.

@@ -52,9 +52,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
 use axum::extract::State as Shared;
-use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loopguard_core_types::Event;
@@ -320,12 +318,9 @@ enum Encoding {
 pub(crate) async fn post_traces(
     Shared(state): Shared<Arc<State>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: crate::body::ReadBody,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return crate::routes::rejected(rejection),
-    };
+    let body = body.bytes;
     let media = crate::routes::media_type(&headers);
     let encoding = match media.as_deref() {
         Some(PROTOBUF) => Encoding::Protobuf,

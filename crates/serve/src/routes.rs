@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State as Shared};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -18,6 +18,7 @@ use loopguard_host::{DetectionSummary, ReplayItem, StoreError, store_report};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::body::ReadBody;
 use crate::dashboard;
 use crate::server::State;
 
@@ -33,23 +34,28 @@ const NDJSON: [&str; 4] = [
 
 /// The router over `state`.
 pub(crate) fn router(state: Arc<State>) -> Router {
-    let api = Router::new()
+    // Writes take their place among the requests handled at once only
+    // once their body is read (`ReadBody`); reads, which have no body, take
+    // it first.
+    let writes = Router::new()
         .route("/v1/events", post(post_events))
+        .route("/v1/tasks/{task}/human", post(post_human))
+        .route("/v1/traces", post(crate::otlp::post_traces))
+        .layer(DefaultBodyLimit::max(state.options.body_limit_bytes));
+    let reads = Router::new()
         .route("/v1/tasks", get(get_tasks))
         .route("/v1/tasks/{task}", get(get_task))
-        .route("/v1/tasks/{task}/human", post(post_human))
         .route(
             "/v1/tasks/{task}/timeline",
             get(dashboard::get_task_timeline),
         )
         .route("/v1/dashboard", get(dashboard::get_dashboard))
         .route("/v1/live", get(dashboard::get_live))
-        .route("/v1/traces", post(crate::otlp::post_traces))
-        .layer(DefaultBodyLimit::max(state.options.body_limit_bytes))
-        // Outermost first: auth, then the limit on requests at once (an
-        // unauthorized request takes no place). Route layers: a path that
-        // is no route is a 404, token or not.
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), limit))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&state), limit));
+    // Auth outermost (an unauthorized request takes no place). Route
+    // layers: a path that is no route is a 404, token or not.
+    let api = writes
+        .merge(reads)
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), auth));
     Router::new()
         .route("/healthz", get(healthz))
@@ -100,19 +106,26 @@ async fn auth(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -
 /// 503 when `queue` requests are already being handled: nothing waits.
 async fn limit(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -> Response {
     let Ok(_permit) = Arc::clone(&state.permits).try_acquire_owned() else {
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "overloaded: {} requests are being handled (serve.queue); retry later",
-                state.options.queue
-            ),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return overloaded(&state);
     };
     next.run(request).await
+}
+
+/// The 503 for a request that finds every place taken (counted in
+/// `/metrics`).
+pub(crate) fn overloaded(state: &State) -> Response {
+    state.outlets.metrics.refused("queue");
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!(
+            "overloaded: {} requests are being handled (serve.queue); retry later",
+            state.options.queue
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// The response to a body that could not be read (413 over the limit).
@@ -138,12 +151,9 @@ pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
 async fn post_events(
     Shared(state): Shared<Arc<State>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: ReadBody,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return rejected(rejection),
-    };
+    let body = body.bytes;
     match media_type(&headers).as_deref() {
         Some(JSON) => one_event(&state, &body).await,
         Some(media) if NDJSON.contains(&media) => many_events(&state, &body).await,
@@ -282,12 +292,9 @@ struct HumanBody {
 async fn post_human(
     Shared(state): Shared<Arc<State>>,
     Path(task): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    body: ReadBody,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return rejected(rejection),
-    };
+    let body = body.bytes;
     let human = if body.iter().all(u8::is_ascii_whitespace) {
         HumanBody::default()
     } else {
@@ -398,6 +405,18 @@ async fn healthz() -> &'static str {
 /// `GET /readyz`: the store answers a cheap query and accepts writes (the
 /// model, when semantic matching is on, loads before the server listens).
 async fn readyz(Shared(state): Shared<Arc<State>>) -> Response {
+    if state.permits.available_permits() == 0 {
+        return json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({
+                "ready": false,
+                "reason": format!(
+                    "overloaded: {} requests are being handled (serve.queue)",
+                    state.options.queue
+                ),
+            }),
+        );
+    }
     let store = state.store();
     if let Err(err) = store.load_task("").await {
         return json_response(

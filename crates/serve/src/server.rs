@@ -30,8 +30,21 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// The largest request body in bytes; a larger one is answered 413.
     pub body_limit_bytes: usize,
-    /// Requests handled at once; one more is answered 503 at once.
+    /// Requests handled at once; one more is answered 503 at once. A
+    /// request takes its place once its body is read.
     pub queue: usize,
+    /// How long a client may take to send a request's headers; slower, the
+    /// connection is closed (`serve.header_timeout_ms`).
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body; slower, 408
+    /// (`serve.body_timeout_ms`).
+    pub body_timeout: Duration,
+    /// Connections open at once; one more is closed when accepted
+    /// (`serve.max_connections`).
+    pub max_connections: usize,
+    /// After the shutdown signal, how long requests in flight may take
+    /// before the open connections are closed (`serve.shutdown_grace_ms`).
+    pub shutdown_grace: Duration,
     /// Where decisions that ask for an action are POSTed (none: nowhere).
     pub webhook: Option<WebhookOptions>,
     /// How long an OTLP trace whose root span has not arrived waits after
@@ -57,6 +70,10 @@ impl ServeOptions {
             token: config.token.clone(),
             body_limit_bytes: config.body_limit_bytes,
             queue: config.queue.max(1),
+            header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
+            body_timeout: Duration::from_millis(config.body_timeout_ms.max(1)),
+            max_connections: config.max_connections.max(1),
+            shutdown_grace: Duration::from_millis(config.shutdown_grace_ms.max(1)),
             webhook: WebhookOptions::from_config(config),
             otlp_flush: Duration::from_millis(config.otlp_flush_ms.max(1)),
             otlp_max_traces: config.otlp_max_traces.max(1),
@@ -298,20 +315,35 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` resolves, then stops accepting,
-    /// ends the live streams, lets the requests in flight finish, and
-    /// [`finish`](Server::finish)es.
+    /// ends the live streams, lets the requests in flight finish for at most
+    /// [`ServeOptions::shutdown_grace`] (then closes the connections still
+    /// open), and [`finish`](Server::finish)es: every answered decision is
+    /// committed.
+    ///
+    /// Each connection is served by hyper with a timeout for its headers
+    /// ([`ServeOptions::header_timeout`]); at most
+    /// [`ServeOptions::max_connections`] are open at once.
     pub async fn run(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Finished, ServeError> {
-        let closing = Arc::clone(&self.state.closing);
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move {
+        let options = &self.state.options;
+        crate::connections::serve(
+            listener,
+            self.router(),
+            crate::connections::Limits {
+                header_timeout: options.header_timeout,
+                max_connections: options.max_connections,
+                shutdown_grace: options.shutdown_grace,
+            },
+            Arc::clone(&self.state.outlets.metrics),
+            async move {
                 shutdown.await;
-                closing.send_replace(true);
-            })
-            .await?;
+            },
+            Arc::clone(&self.state.closing),
+        )
+        .await?;
         Ok(self.finish().await)
     }
 
