@@ -361,6 +361,18 @@ pub struct Decision {
     /// that ran backwards, counted at the task's latest time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Whether this decision was made on the engine's own copy of the task
+    /// while a shared store (PostgreSQL, several engines) could not be
+    /// written: another engine may have moved the task on meanwhile, so a
+    /// degraded decision may be behind the fleet's. The writes wait and are
+    /// written when the store answers. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub degraded: bool,
+}
+
+/// For `skip_serializing_if`: a `false` flag is left out.
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 #[cfg(test)]
@@ -440,6 +452,7 @@ mod tests {
             detections: vec![detection],
             errors: Vec::new(),
             notes: Vec::new(),
+            degraded: false,
         };
         let json = serde_json::to_value(&decision).expect("serializes");
         assert_eq!(json["line"], 9);
@@ -453,7 +466,17 @@ mod tests {
         );
         assert!(json["detections"][0].get("line").is_none());
         assert!(json.get("directive").is_none());
+        assert!(json.get("degraded").is_none(), "absent unless true");
         let back: Decision = serde_json::from_value(json).expect("deserializes");
         assert_eq!(back, decision);
+
+        let degraded = Decision {
+            degraded: true,
+            ..decision
+        };
+        let json = serde_json::to_value(&degraded).expect("serializes");
+        assert_eq!(json["degraded"], true);
+        let back: Decision = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, degraded);
     }
 }

@@ -195,6 +195,14 @@ impl Decision {
         self.inner.notes.clone()
     }
 
+    /// Whether it was decided on this engine's own copy of the task while
+    /// a shared store could not be written (provisional: another engine
+    /// may have moved the task on).
+    #[getter]
+    fn degraded(&self) -> bool {
+        self.inner.degraded
+    }
+
     /// The decision as the dict `loopguard replay --format jsonl` prints
     /// for it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -398,6 +398,7 @@ impl Guard {
             detections: Vec::new(),
             errors: Vec::new(),
             notes: Vec::new(),
+            degraded: false,
         })))
     }
 

@@ -689,6 +689,7 @@ mod tests {
                 detections: Vec::new(),
                 errors: Vec::new(),
                 notes: Vec::new(),
+                degraded: false,
             })
         };
         for line in 1..=6 {

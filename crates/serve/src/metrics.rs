@@ -428,6 +428,7 @@ mod tests {
             detections: Vec::new(),
             errors: Vec::new(),
             notes: Vec::new(),
+            degraded: false,
         }
     }
 

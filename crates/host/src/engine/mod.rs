@@ -58,6 +58,11 @@ use crate::store::{
 };
 use crate::writer::CommitQueue;
 
+/// The note on a degraded decision (see [`Decision::degraded`]).
+const DEGRADED_NOTE: &str = "degraded: decided on this engine's own copy of the task while \
+     the shared store could not be written; another engine may have moved the task on, so \
+     treat this decision as provisional until the store answers";
+
 /// Shards of the task map: enough that tokio tasks working on different
 /// loopguard tasks rarely wait for each other.
 const SHARDS: usize = 64;
@@ -391,6 +396,12 @@ impl LoopGuard {
         if let Err(err) = writes.write(self.store.as_ref(), lock, &self.backlog).await {
             tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
             decision.errors.push(format!("store: {err}"));
+            if self.persistence.is_shared() {
+                // The shared row does not hold this event: the fleet's
+                // other engines decide without it until it is written.
+                decision.degraded = true;
+                decision.notes.push(DEGRADED_NOTE.to_owned());
+            }
         }
         self.log(&decision);
         self.sweep_now_and_then(now_ms);
@@ -671,6 +682,7 @@ impl LoopGuard {
             detections,
             errors,
             notes: late.into_iter().collect(),
+            degraded: false,
         };
         (decision, writes)
     }

@@ -50,6 +50,7 @@ def test_decision_attributes_are_typed():
     assert decision.task == "T"
     assert decision.directive is None
     assert decision.errors == []
+    assert decision.degraded is False
     [detection] = decision.detections
     assert isinstance(detection, loopguard.Detection)
     assert detection.kind == "agent_pair"
