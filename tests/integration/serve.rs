@@ -7,7 +7,8 @@
 //! (The routes' own behaviour, auth and limits are tested in the serve
 //! crate.)
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -437,4 +438,43 @@ fn a_segfaulting_plugin_cannot_end_serve() {
     assert_eq!(status, 200, "{body}");
     let (code, stderr) = serve.terminate();
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn sigterm_ends_serve_within_the_grace_period_while_stalled_bodies_hold_connections() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let config = dir.path().join("loopguard.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nbody_timeout_ms = 60000\nshutdown_grace_ms = 1000\n",
+    )
+    .expect("config written");
+    let config = config.to_string_lossy().into_owned();
+    let serve = Serve::start(&["--no-semantic", "--store", "memory", "--config", &config]);
+    let answered = serve
+        .event(r#"{"type":"handoff","task":"T1","from":"planner","to":"coder","content":"go"}"#);
+    assert_eq!(answered["task"], "T1");
+    // Ten requests whose bodies stop halfway, as a stalled client sends.
+    let stalled: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&serve.addr).expect("the server accepts");
+            stream
+                .write_all(
+                    b"POST /v1/events HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                      content-length: 100\r\n\r\n{\"type\":",
+                )
+                .expect("sent");
+            stream
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let (code, stderr) = serve.terminate();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "SIGTERM ended serve within the 1 s grace period, not {:?}: {stderr}",
+        started.elapsed()
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    drop(stalled);
 }
