@@ -88,6 +88,10 @@ pub struct ServeConfig {
     /// Connections open at once (default 1024); one more is closed as soon
     /// as it is accepted, and counted in `/metrics`.
     pub max_connections: usize,
+    /// The most bytes one connection buffers while reading a request's
+    /// head (default 65536): longer headers are answered 431, so no
+    /// connection holds more memory than this before its body is read.
+    pub max_header_bytes: usize,
     /// After SIGTERM or SIGINT, how long the requests in flight may take to
     /// finish, in milliseconds (default 10000); then the connections still
     /// open are closed, every answered decision is committed, and the
@@ -130,6 +134,7 @@ impl Default for ServeConfig {
             header_timeout_ms: 5000,
             body_timeout_ms: 5000,
             max_connections: 1024,
+            max_header_bytes: 64 * 1024,
             shutdown_grace_ms: 10_000,
             webhook_url: None,
             webhook_attempts: 3,
@@ -1779,6 +1784,13 @@ impl Config {
                 ));
             }
         }
+        if !(8192..=16 << 20).contains(&serve.max_header_bytes) {
+            return Err(invalid(
+                "serve.max_header_bytes",
+                serve.max_header_bytes,
+                "must be between 8192 and 16777216",
+            ));
+        }
         if !(1..=1 << 20).contains(&serve.max_connections) {
             return Err(invalid(
                 "serve.max_connections",
@@ -2348,6 +2360,10 @@ mod tests {
             ),
             ("[serve]\nbody_timeout_ms = 0\n", "serve.body_timeout_ms"),
             ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
+            (
+                "[serve]\nmax_header_bytes = 100\n",
+                "serve.max_header_bytes",
+            ),
             (
                 "[serve]\nshutdown_grace_ms = 0\n",
                 "serve.shutdown_grace_ms",

@@ -1,5 +1,5 @@
-//! Accepting connections: hyper serves each one, with a timeout for a
-//! request's headers; at most `max_connections` are open at once (one more
+//! Accepting connections: hyper serves each one, with a timeout and a size
+//! limit for a request's headers (431 beyond); at most `max_connections` are open at once (one more
 //! is closed as soon as it is accepted). On shutdown the listener closes,
 //! the live streams end, the requests in flight get `shutdown_grace` to
 //! finish, and every connection still open after that is closed.
@@ -29,6 +29,8 @@ pub(crate) struct Limits {
     pub(crate) header_timeout: Duration,
     /// Connections open at once.
     pub(crate) max_connections: usize,
+    /// Bytes one connection buffers while reading a request's head.
+    pub(crate) max_header_bytes: usize,
     /// After shutdown, how long the requests in flight may take.
     pub(crate) shutdown_grace: Duration,
 }
@@ -70,7 +72,8 @@ pub(crate) async fn serve(
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_header_bytes.max(8192));
         let connection = builder.serve_connection(
             TokioIo::new(stream),
             TowerToHyperService::new(router.clone()),

@@ -30,7 +30,9 @@
 //!   beyond: nothing waits in an unbounded queue), and a write takes its
 //!   place only once its body is read, so slow senders hold none;
 //!   `/readyz` says not ready while every place is taken;
-//! - at most [`ServeOptions::max_connections`] connections are open.
+//! - at most [`ServeOptions::max_connections`] connections are open, and
+//!   each buffers at most [`ServeOptions::max_header_bytes`] of a request's
+//!   head (431 beyond).
 //!
 //! Each refusal is counted in `/metrics` (`loopguard_refused_total`). Every
 //! decision also goes to `GET /metrics` and, with

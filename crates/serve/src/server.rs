@@ -42,6 +42,9 @@ pub struct ServeOptions {
     /// Connections open at once; one more is closed when accepted
     /// (`serve.max_connections`).
     pub max_connections: usize,
+    /// Bytes one connection buffers while reading a request's head; longer
+    /// headers are answered 431 (`serve.max_header_bytes`, at least 8192).
+    pub max_header_bytes: usize,
     /// After the shutdown signal, how long requests in flight may take
     /// before the open connections are closed (`serve.shutdown_grace_ms`).
     pub shutdown_grace: Duration,
@@ -73,6 +76,7 @@ impl ServeOptions {
             header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(config.body_timeout_ms.max(1)),
             max_connections: config.max_connections.max(1),
+            max_header_bytes: config.max_header_bytes.max(8192),
             shutdown_grace: Duration::from_millis(config.shutdown_grace_ms.max(1)),
             webhook: WebhookOptions::from_config(config),
             otlp_flush: Duration::from_millis(config.otlp_flush_ms.max(1)),
@@ -335,6 +339,7 @@ impl Server {
             crate::connections::Limits {
                 header_timeout: options.header_timeout,
                 max_connections: options.max_connections,
+                max_header_bytes: options.max_header_bytes,
                 shutdown_grace: options.shutdown_grace,
             },
             Arc::clone(&self.state.outlets.metrics),

@@ -272,3 +272,26 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_beyond_the_per_connection_limit_are_answered_431() {
+    let server = Running::start(ServeOptions {
+        max_header_bytes: 16 * 1024,
+        ..options(Duration::from_secs(5))
+    })
+    .await;
+    let mut stream = TcpStream::connect(server.addr()).await.expect("accepts");
+    let padding = "x".repeat(64 * 1024);
+    let head = format!("GET /healthz HTTP/1.1\r\nhost: loopguard\r\nx-padding: {padding}\r\n\r\n");
+    let _ = stream.write_all(head.as_bytes()).await;
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    // A request within the limit is answered.
+    let health = server
+        .request(reqwest::Method::GET, "/healthz")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(health.status(), StatusCode::OK);
+    server.stop().await;
+}
