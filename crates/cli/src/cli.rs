@@ -173,12 +173,17 @@ pub(crate) enum Command {
     /// GET /v1/tasks/TASK, POST /v1/tasks/TASK/human, GET /v1/live (server-
     /// sent events), GET /metrics (Prometheus), GET / (the dashboard), GET
     /// /healthz, GET /readyz (see the README's "Serve"). With `[serve]
-    /// webhook_url`, each decision with an action is also POSTed there. The store defaults to sqlite://DATA/serve.sqlite, DATA
-    /// being $LOOPGUARD_DATA_DIR, else $XDG_DATA_HOME/loopguard, else
+    /// webhook_url`, each decision with an action is also POSTed there.
+    /// The store defaults to sqlite://DATA/serve.sqlite, DATA being
+    /// $LOOPGUARD_DATA_DIR, else $XDG_DATA_HOME/loopguard, else
     /// ~/.local/share/loopguard, so a restart keeps every task. Listening
-    /// on anything but loopback needs `[serve] token`. On SIGTERM or SIGINT
-    /// the requests in flight finish and every answered decision is
-    /// committed. Exit status: 0 after a clean shutdown, 1 when some
+    /// on anything but loopback needs `[serve] token`. Slow clients are
+    /// bounded: headers and bodies must arrive within `[serve]
+    /// header_timeout_ms` and `body_timeout_ms` (5 s each; a late body is
+    /// answered 408), and at most `max_connections` are open. On SIGTERM or
+    /// SIGINT the requests in flight get `shutdown_grace_ms` (10 s) to
+    /// finish, the connections still open are closed, and every answered
+    /// decision is committed. Exit status: 0 after a clean shutdown, 1 when some
     /// answered event's writes never reached the store, 2 when the config,
     /// the model, the store or the address stops it from starting.
     Serve(ServeArgs),
