@@ -1,7 +1,7 @@
 //! Hostile and broken clients: bodies that stall, headers that never end,
 //! more requests than places, and a shutdown with such connections open.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loopguard_serve::ServeOptions;
 use reqwest::StatusCode;
@@ -26,9 +26,23 @@ async fn stalled_body(addr: &str) -> TcpStream {
 /// Everything the server sends until it closes the connection, or what it
 /// sent within `within` if it keeps it open.
 async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> String {
+    closed_within(stream, within).await.0
+}
+
+/// What the server sent, and whether it closed the connection within
+/// `within` (a bound against hanging, not a measured time).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> (String, bool) {
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(within, stream.read_to_end(&mut answer)).await;
-    String::from_utf8_lossy(&answer).into_owned()
+    let closed = tokio::time::timeout(within, stream.read_to_end(&mut answer))
+        .await
+        .is_ok();
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}
+
+/// Whether the server has sent nothing on `stream` yet (and not closed it).
+fn nothing_answered_yet(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(stream.try_read(&mut byte), Err(err) if err.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// `GET /metrics`.
@@ -71,7 +85,7 @@ fn options(body_timeout: Duration) -> ServeOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seventy_stalled_bodies_take_no_place_and_are_answered_408() {
-    let body_timeout = Duration::from_millis(1500);
+    let body_timeout = Duration::from_secs(5);
     let server = Running::start(options(body_timeout)).await;
     assert_eq!(
         ServeOptions::default().queue,
@@ -82,7 +96,6 @@ async fn seventy_stalled_bodies_take_no_place_and_are_answered_408() {
     for _ in 0..70 {
         stalled.push(stalled_body(server.addr()).await);
     }
-    let started = Instant::now();
 
     // Every other client is served at once, writes included.
     let tasks = server
@@ -105,10 +118,10 @@ async fn seventy_stalled_bodies_take_no_place_and_are_answered_408() {
         .await
         .expect("an answer");
     assert_eq!(ready.status(), StatusCode::OK, "nothing is overloaded");
+    // Served while every stalled body was still waiting for its timeout.
     assert!(
-        started.elapsed() < body_timeout,
-        "served within the body timeout: {:?}",
-        started.elapsed()
+        stalled.iter().all(nothing_answered_yet),
+        "the other clients were answered before any stalled body timed out"
     );
 
     // Each stalled body is answered 408 once its time is up.
@@ -133,13 +146,9 @@ async fn headers_that_never_end_are_closed_after_the_header_timeout() {
         .write_all(b"POST /v1/events HTTP/1.1\r\nhost: loopguard\r\n")
         .await
         .expect("sent");
-    let started = Instant::now();
-    let _ = read_until_closed(&mut stream, Duration::from_secs(10)).await;
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
-        "closed after the 500 ms header timeout, not {waited:?}"
-    );
+    let (answer, closed) = closed_within(&mut stream, Duration::from_secs(10)).await;
+    assert!(closed, "the connection is closed: {answer}");
+    assert!(answer.is_empty(), "closed unanswered: {answer}");
     let metrics = metrics(&server).await;
     assert!(
         metrics.contains(r#"loopguard_refused_total{reason="header_timeout"} 1"#),
@@ -238,15 +247,11 @@ async fn shutdown_ends_within_the_grace_with_stalled_connections_open() {
         stalled.push(stalled_body(server.addr()).await);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = Instant::now();
+    // The stalled bodies would hold a graceful shutdown for their 60 s
+    // body timeout; the grace of 0.5 s closes them long before this bound.
     let finished = tokio::time::timeout(Duration::from_secs(10), server.stop())
         .await
-        .expect("the server stops despite the stalled connections");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "stopped within the grace period, not {:?}",
-        started.elapsed()
-    );
+        .expect("the server stops after its grace, despite the stalled connections");
     assert_eq!(finished.lost, 0);
     assert_eq!(finished.last_line, 1, "the answered event is committed");
     for stream in &mut stalled {
@@ -262,13 +267,16 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
         .write_all(b"GET /healthz HTTP/1.1\r\nhost: loopguard\r\n\r\n")
         .await
         .expect("sent");
-    let started = Instant::now();
-    let answer = read_until_closed(&mut stream, Duration::from_secs(10)).await;
+    let (answer, closed) = closed_within(&mut stream, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let waited = started.elapsed();
     assert!(
-        waited < Duration::from_secs(5),
-        "an idle connection is closed after the 500 ms header timeout, not {waited:?}"
+        closed,
+        "the idle connection is closed by the header timeout"
+    );
+    let metrics = metrics(&server).await;
+    assert!(
+        metrics.contains(r#"loopguard_refused_total{reason="header_timeout"} 1"#),
+        "{metrics}"
     );
     server.stop().await;
 }
