@@ -3,7 +3,8 @@
 //! non-loopback address without a token refuses to start; SIGTERM commits
 //! every answered event; a restart on the same SQLite file keeps the tasks;
 //! two servers on one PostgreSQL keep one exact count for a task fed
-//! through both.
+//! through both, and, while their database connections are cut again and
+//! again, never answer backwards and store what a replay stores.
 //! (The routes' own behaviour, auth and limits are tested in the serve
 //! crate.)
 
@@ -11,6 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -477,4 +479,165 @@ fn sigterm_ends_serve_within_the_grace_period_while_stalled_bodies_hold_connecti
     );
     assert_eq!(code, Some(0), "{stderr}");
     drop(stalled);
+}
+
+/// The events of four tasks in turn (`rounds` of each): one looping on a
+/// failure until it escalates, one reset by `human` now and then, one by
+/// `completed`, one ping-ponging between two agents.
+fn fleet_events(rounds: usize) -> Vec<String> {
+    let mut events = Vec::with_capacity(rounds * 4);
+    for n in 0..rounds {
+        let (from, to) = if n % 2 == 0 {
+            ("planner", "coder")
+        } else {
+            ("coder", "planner")
+        };
+        events.push(
+            r#"{"type":"failure","task":"F-esc","agent":"coder","error":"E1 mismatched types"}"#
+                .to_owned(),
+        );
+        events.push(if n % 4 == 1 {
+            r#"{"type":"human","task":"F-human","note":"go on"}"#.to_owned()
+        } else {
+            r#"{"type":"failure","task":"F-human","agent":"coder","error":"E2"}"#.to_owned()
+        });
+        events.push(if n % 5 == 2 {
+            r#"{"type":"completed","task":"F-done"}"#.to_owned()
+        } else {
+            r#"{"type":"failure","task":"F-done","agent":"coder","error":"E3"}"#.to_owned()
+        });
+        events.push(format!(
+            r#"{{"type":"handoff","task":"F-pair","from":"{from}","to":"{to}"}}"#
+        ));
+    }
+    events
+}
+
+#[test]
+fn two_servers_under_terminated_backends_never_answer_backwards_and_store_the_replay() {
+    const TASKS: usize = 4;
+    const FAULTS_FOR: Duration = Duration::from_secs(6);
+    const FAULT_EVERY: Duration = Duration::from_millis(100);
+    let Some(schema) = PgSchema::create("serve_fleet_faults") else {
+        return;
+    };
+    let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.subsec_nanos())
+        .unwrap_or_default();
+    let name = format!("lg_serve_fleet_{}_{nanos}", std::process::id());
+    let url = format!("{}&application_name={name}", schema.url);
+    let servers = [
+        Serve::start(&["--no-semantic", "--store", &url]),
+        Serve::start(&["--no-semantic", "--store", &url]),
+    ];
+
+    // Every backend of both servers terminated, 0.1 s apart, for 6 s.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (done, name) = (Arc::clone(&done), name.clone());
+        std::thread::spawn(move || -> (usize, i64) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let pool = sqlx::PgPool::connect(&base)
+                    .await
+                    .expect("the killer connects");
+                let (mut rounds, mut killed) = (0, 0);
+                let until = Instant::now() + FAULTS_FOR;
+                while Instant::now() < until {
+                    let now: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
+                         FROM pg_stat_activity \
+                         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                    )
+                    .bind(&name)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap_or_default();
+                    rounds += 1;
+                    killed += now;
+                    tokio::time::sleep(FAULT_EVERY).await;
+                }
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                pool.close().await;
+                (rounds, killed)
+            })
+        })
+    };
+    let events = fleet_events(100_000);
+    let mut answered = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        if done.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        // Each task's events alternate between the servers.
+        let server = &servers[(index + index / TASKS) % 2];
+        answered.push(server.event(event));
+    }
+    let (rounds, killed) = killer.join().expect("the killer ends");
+    assert!(rounds >= 50, "{rounds} rounds of terminated backends");
+    assert!(killed >= 50, "{killed} backends terminated");
+
+    // The replay of the same events, in the same order, by one engine.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let sent = dir.path().join("sent.jsonl");
+    let mut text = events[..answered.len()].join("\n");
+    text.push('\n');
+    std::fs::write(&sent, text).expect("written");
+    let path = sent.to_str().expect("a UTF-8 path");
+    let replay = run(["replay", "--no-semantic", "--format", "jsonl", path]);
+    assert_eq!(replay.code, Some(0), "{}", replay.stderr);
+    let replayed = parse_jsonl(&replay.stdout);
+    assert_eq!(replayed.len(), answered.len());
+    let mut degraded = 0;
+    for (at, (got, want)) in answered.iter().zip(&replayed).enumerate() {
+        if got["degraded"] == true {
+            degraded += 1;
+            continue;
+        }
+        assert_eq!(
+            verdict(got),
+            verdict(want),
+            "decision {at} ({degraded} degraded so far)"
+        );
+    }
+
+    // SIGTERM writes what waits; the store then holds what the replay
+    // decided for every task.
+    for server in servers {
+        let (code, stderr) = server.terminate();
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let stored = store_report(&schema.url);
+    let report = run(["replay", "--no-semantic", "--format", "json", path]);
+    assert_eq!(report.code, Some(0), "{}", report.stderr);
+    let report: Value = serde_json::from_str(&report.stdout).expect("a JSON report");
+    for want in report["tasks"].as_array().expect("tasks") {
+        let got = stored["tasks"]
+            .as_array()
+            .and_then(|tasks| tasks.iter().find(|task| task["task"] == want["task"]))
+            .unwrap_or_else(|| panic!("{} stored", want["task"]));
+        for key in ["status", "loop_count", "pivots"] {
+            assert_eq!(got[key], want[key], "{key}: {got} vs {want}");
+        }
+        let kinds = |task: &Value| -> Vec<Value> {
+            task["detections"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|detection| detection["kind"].clone())
+                .collect()
+        };
+        assert_eq!(kinds(got), kinds(want), "{}'s detections", want["task"]);
+    }
+    eprintln!(
+        "serve fleet: {} events, {killed} backends terminated in {rounds} rounds, {degraded} degraded decisions",
+        answered.len()
+    );
 }

@@ -9,10 +9,9 @@
 use loopguard_core_types::{Action, Detection, TaskStatus, Timestamp};
 use tokio::sync::oneshot;
 
-use crate::backlog::{Backlog, NotWritten};
 use crate::store::{
     AuditEntry, AuditRecord, CycleEpisode, Durability, PivotRecord, Resolution, Store, StoreError,
-    TaskCommit, TaskLock, TaskSnapshot,
+    TaskCommit, TaskSnapshot,
 };
 
 /// How the engine persists, from the store's [`Durability`].
@@ -157,14 +156,10 @@ pub(crate) enum Writes {
     },
     /// A durable store: the event's commit, written directly.
     Commit(Box<TaskCommit>),
-    /// A shared store: the event's commit, written through the task's row
-    /// lock after the task's earlier unwritten commits (the [`Backlog`]).
+    /// A shared store: the event's commit, merged with the task's other
+    /// events and written through its row lock (see
+    /// [`crate::engine`]'s shared path), never by [`Writes::write`].
     Shared(Box<TaskCommit>),
-    /// A shared store that did not answer when the event was loaded: the
-    /// commit was kept in the [`Backlog`] when it was decided (so a task's
-    /// commits wait in the order they were decided), or refused when the
-    /// backlog is full.
-    Kept(NotWritten),
     /// A durable store with group commit: the queued commit's answer.
     Queued(oneshot::Receiver<Result<(), StoreError>>),
 }
@@ -172,14 +167,8 @@ pub(crate) enum Writes {
 impl Writes {
     /// Writes them. A store that fails loses nothing already in memory: a
     /// failed episode or snapshot write is logged; a failed commit is
-    /// returned, for the decision to report (on a shared store it waits in
-    /// the `backlog` and is written when the database answers).
-    pub(crate) async fn write(
-        self,
-        store: &dyn Store,
-        lock: Option<Box<dyn TaskLock>>,
-        backlog: &Backlog,
-    ) -> Result<(), WriteError> {
+    /// returned, for the decision to report.
+    pub(crate) async fn write(self, store: &dyn Store) -> Result<(), StoreError> {
         match self {
             Writes::Memory { episodes, snapshot } => {
                 for episode in &episodes {
@@ -194,32 +183,15 @@ impl Writes {
                 }
                 Ok(())
             }
-            Writes::Commit(commit) => match lock {
-                Some(lock) => Ok(lock.commit(&commit).await?),
-                None => Ok(store.commit(std::slice::from_ref(&commit)).await?),
-            },
-            Writes::Shared(commit) => Ok(backlog.commit_through(lock, *commit).await?),
-            Writes::Kept(why) => Err(why.into()),
+            Writes::Commit(commit) => store.commit(std::slice::from_ref(&commit)).await,
+            Writes::Shared(commit) => store.commit(std::slice::from_ref(&commit)).await,
             Writes::Queued(answer) => match answer.await {
-                Ok(outcome) => Ok(outcome?),
+                Ok(outcome) => outcome,
                 Err(_) => Err(StoreError::Backend {
                     backend: format!("{store:?}"),
                     message: "the store's writer stopped".into(),
-                }
-                .into()),
+                }),
             },
         }
     }
-}
-
-/// Why an event's writes did not reach the store.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WriteError {
-    /// The store refused or could not be reached.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A shared store's commit waits in the backlog (or was refused by a
-    /// full one).
-    #[error(transparent)]
-    Backlog(#[from] NotWritten),
 }

@@ -186,26 +186,6 @@ pub fn status_after_reset(resolution: Resolution) -> TaskStatus {
     }
 }
 
-/// The counters of a task reloaded from a shared store after another
-/// engine moved it on: never softer than what this engine last wrote for
-/// it (`committed`), unless a reset happened in between (ruling 1: only
-/// `completed` and `human` lower a loop count or lift the gate). Without a
-/// reset, the loop count is the higher of the two and the status the
-/// stronger ([`stronger_status`]); after one, the stored counters stand.
-pub fn counts_on_reload(
-    committed: TaskCounts,
-    stored: TaskCounts,
-    reset_between: bool,
-) -> TaskCounts {
-    if reset_between {
-        return stored;
-    }
-    TaskCounts {
-        loop_count: stored.loop_count.max(committed.loop_count),
-        status: stronger_status(stored.status, committed.status),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,44 +417,5 @@ mod tests {
             ),
             None
         );
-    }
-
-    #[test]
-    fn a_reload_never_softens_a_status_or_lowers_a_loop_count_except_after_a_reset() {
-        let ours = TaskCounts {
-            loop_count: 4,
-            status: TaskStatus::Escalated,
-        };
-        let older = TaskCounts {
-            loop_count: 1,
-            status: TaskStatus::Active,
-        };
-        // An older row (a write this engine made was lost): ours stands.
-        assert_eq!(counts_on_reload(ours, older, false), ours);
-        // Another engine moved it further on: theirs stands.
-        let further = TaskCounts {
-            loop_count: 6,
-            status: TaskStatus::AbortedStuck,
-        };
-        assert_eq!(counts_on_reload(ours, further, false), further);
-        // Mixed: each counter the stronger of the two.
-        let paused_lower = TaskCounts {
-            loop_count: 2,
-            status: TaskStatus::Paused,
-        };
-        assert_eq!(
-            counts_on_reload(ours, paused_lower, false),
-            TaskCounts {
-                loop_count: 4,
-                status: TaskStatus::Paused,
-            }
-        );
-        // A `human` or `completed` in between: the reset stands.
-        assert_eq!(counts_on_reload(ours, older, true), older);
-        let completed = TaskCounts {
-            loop_count: 0,
-            status: TaskStatus::Completed,
-        };
-        assert_eq!(counts_on_reload(ours, completed, true), completed);
     }
 }

@@ -94,6 +94,19 @@ const COMMIT_TASK: &str = "INSERT INTO loopguard_tasks \
      loop_count = excluded.loop_count, pivots = excluded.pivots, last_seen = excluded.last_seen, \
      version = excluded.version, state = excluded.state \
      WHERE excluded.version > loopguard_tasks.version";
+/// A shared store's commit, written only over the version it was decided
+/// on (`$8`, 0 for a task without a row): a compare-and-swap, so that a
+/// commit built on an older row is refused rather than written over a
+/// newer one. The task's row lock already serializes the engines; this is
+/// what makes an overwrite impossible even so.
+#[cfg(feature = "postgres")]
+const COMMIT_TASK_OVER: &str = "INSERT INTO loopguard_tasks \
+     (task, status, loop_count, pivots, last_seen, version, state) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (task) DO UPDATE SET status = excluded.status, \
+     loop_count = excluded.loop_count, pivots = excluded.pivots, last_seen = excluded.last_seen, \
+     version = excluded.version, state = excluded.state \
+     WHERE loopguard_tasks.version = $8";
 const INSERT_AUDIT: &str =
     "INSERT INTO loopguard_audit (task, line, at, entry, detail) VALUES ($1, $2, $3, $4, $5)";
 const AUDIT: &str = "SELECT task, line, at, detail FROM loopguard_audit ORDER BY seq";
@@ -643,6 +656,31 @@ macro_rules! sql_store {
                 commit: &TaskCommit,
                 done: &mut usize,
             ) -> Result<(), StoreError> {
+                self.write_journal(tx, commit, done).await?;
+                let record = &commit.record;
+                sqlx::query(COMMIT_TASK)
+                    .bind(&record.snapshot.task)
+                    .bind(enum_text(&record.snapshot.status))
+                    .bind(i64::from(record.snapshot.loop_count))
+                    .bind(i64::from(record.snapshot.pivots))
+                    .bind(record.snapshot.last_seen.0)
+                    .bind(wide(record.version))
+                    .bind(record.state.as_deref())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|err| error(&self.backend, "commit", err))?;
+                self.fault.after_statement(&self.backend, done)?;
+                Ok(())
+            }
+
+            /// Inside the transaction open on `tx`: a commit's pivot
+            /// records, audit rows and episodes.
+            async fn write_journal(
+                &self,
+                tx: &mut <$db as sqlx::Database>::Connection,
+                commit: &TaskCommit,
+                done: &mut usize,
+            ) -> Result<(), StoreError> {
                 let backend = &self.backend;
                 let failed = |err| error(backend, "commit", err);
                 for pivot in &commit.pivots {
@@ -676,19 +714,6 @@ macro_rules! sql_store {
                         .map_err(failed)?;
                     self.fault.after_statement(backend, done)?;
                 }
-                let record = &commit.record;
-                sqlx::query(COMMIT_TASK)
-                    .bind(&record.snapshot.task)
-                    .bind(enum_text(&record.snapshot.status))
-                    .bind(i64::from(record.snapshot.loop_count))
-                    .bind(i64::from(record.snapshot.pivots))
-                    .bind(record.snapshot.last_seen.0)
-                    .bind(wide(record.version))
-                    .bind(record.state.as_deref())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(failed)?;
-                self.fault.after_statement(backend, done)?;
                 Ok(())
             }
 
@@ -1179,8 +1204,34 @@ impl TaskLock for PgTaskLock {
     async fn commit(mut self: Box<Self>, commit: &TaskCommit) -> Result<(), StoreError> {
         let mut done = 0;
         self.store
-            .write_commit(&mut self.tx, commit, &mut done)
+            .write_journal(&mut self.tx, commit, &mut done)
             .await?;
+        let over = self.record.as_ref().map_or(0, |record| record.version);
+        let record = &commit.record;
+        let backend = &self.store.backend;
+        let written = sqlx::query(COMMIT_TASK_OVER)
+            .bind(&record.snapshot.task)
+            .bind(enum_text(&record.snapshot.status))
+            .bind(i64::from(record.snapshot.loop_count))
+            .bind(i64::from(record.snapshot.pivots))
+            .bind(record.snapshot.last_seen.0)
+            .bind(wide(record.version))
+            .bind(record.state.as_deref())
+            .bind(wide(over))
+            .execute(&mut *self.tx)
+            .await
+            .map_err(|err| error(backend, "commit", err))?;
+        if written.rows_affected() != 1 {
+            return Err(error(
+                backend,
+                "commit",
+                format!(
+                    "task {}'s row is no longer at version {over}: the commit is refused, not written over it",
+                    record.snapshot.task
+                ),
+            ));
+        }
+        self.store.fault.after_statement(backend, &mut done)?;
         let line = self.store.run.current().map(|_| commit.line);
         self.store.write_progress(&mut self.tx, line).await?;
         let backend = self.store.backend.clone();

@@ -345,24 +345,12 @@ mod postgres {
             let (line, event) = &events[pivot_at];
             let decision = guard.observe_line(*line, event.clone()).await;
             assert_eq!(decision.action, Action::Pivot);
-            assert!(
-                decision
-                    .errors
-                    .iter()
-                    .any(|e| e.contains("injected failure")),
-                "{:?}",
-                decision.errors
-            );
-            // The engine kept the failed commit (its background writer
-            // retries as soon as the database answers): once it has drained,
-            // the pivot, its count, the state and the audit rows are in the
-            // store together, written once.
-            for _ in 0..100 {
-                if guard.write_pending().await? == 0 {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
+            // The failed commit rolled back whole; the engine tried again
+            // at once, from the stored row: the decision is written, not
+            // degraded, and the pivot, its count, the state and the audit
+            // rows are in the store together, written once.
+            assert!(decision.errors.is_empty(), "{:?}", decision.errors);
+            assert!(!decision.degraded, "{decision:?}");
             assert_eq!(guard.pending_writes(), 0);
             let pivots = store.pivots(None).await?;
             assert_eq!(pivots.len(), 1);

@@ -20,7 +20,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::postgres::Schema;
 use super::{failure_e1, postgres_guard};
 
-type AnyError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long the store may take to hold everything once the database is
 /// back (the engine writes what it kept in the background).
@@ -28,14 +28,14 @@ const CATCH_UP: Duration = Duration::from_secs(30);
 
 /// A TCP proxy on a loopback port in front of the PostgreSQL server:
 /// stopped, it refuses connections and cuts the ones it carried.
-struct Proxy {
-    port: u16,
+pub(super) struct Proxy {
+    pub(super) port: u16,
     target: SocketAddr,
     running: Option<JoinHandle<()>>,
 }
 
 impl Proxy {
-    async fn start(target: SocketAddr) -> Result<Proxy, AnyError> {
+    pub(super) async fn start(target: SocketAddr) -> Result<Proxy, AnyError> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let mut proxy = Proxy {
@@ -64,7 +64,7 @@ impl Proxy {
     }
 
     /// Refuses new connections and cuts the open ones.
-    async fn stop(&mut self) {
+    pub(super) async fn stop(&mut self) {
         if let Some(running) = self.running.take() {
             running.abort();
             let _ = running.await;
@@ -72,7 +72,7 @@ impl Proxy {
     }
 
     /// Listens again on the same port.
-    async fn restart(&mut self) -> Result<(), AnyError> {
+    pub(super) async fn restart(&mut self) -> Result<(), AnyError> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             match TcpListener::bind(("127.0.0.1", self.port)).await {
@@ -88,7 +88,7 @@ impl Proxy {
 }
 
 /// The server's address and a schema URL routed through `port` instead.
-fn through_port(url: &str, port: u16) -> Result<(SocketAddr, String), AnyError> {
+pub(super) fn through_port(url: &str, port: u16) -> Result<(SocketAddr, String), AnyError> {
     let (scheme, rest) = url.split_once("://").ok_or("a URL")?;
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
@@ -110,7 +110,7 @@ fn through_port(url: &str, port: u16) -> Result<(SocketAddr, String), AnyError> 
 /// (one of them escalates), one reset by `human`, one by `completed`, one
 /// ping-ponging between two agents. `phase` numbers keep each task's
 /// events in their own order across phases.
-fn events(phase: u32, per_task: u32) -> Result<Vec<(u64, Event)>, AnyError> {
+pub(super) fn events(phase: u32, per_task: u32) -> Result<Vec<(u64, Event)>, AnyError> {
     let mut events = Vec::new();
     for n in 0..per_task {
         let step = phase * 1000 + n;
@@ -154,7 +154,7 @@ async fn decide(guard: &LoopGuard, line: u64, event: Event) -> Result<serde_json
     without_outage(&decision)
 }
 
-fn without_outage(
+pub(super) fn without_outage(
     decision: &loopguard_core_types::Decision,
 ) -> Result<serde_json::Value, AnyError> {
     assert_eq!(
@@ -182,14 +182,14 @@ fn without_outage(
 /// What the store holds of one task, without what differs between runs by
 /// design (wall-clock times, episode ids).
 #[derive(Debug, PartialEq)]
-struct TaskKept {
+pub(super) struct TaskKept {
     snapshot: Option<TaskSnapshot>,
     audit: Vec<AuditEntry>,
     pivots: usize,
     episodes: Vec<CycleEpisode>,
 }
 
-async fn kept(store: &dyn Store, tasks: &[&str]) -> Result<Vec<TaskKept>, AnyError> {
+pub(super) async fn kept(store: &dyn Store, tasks: &[&str]) -> Result<Vec<TaskKept>, AnyError> {
     let mut all = Vec::new();
     for task in tasks {
         let mut snapshot = store.load_task(task).await?;
@@ -216,7 +216,7 @@ async fn kept(store: &dyn Store, tasks: &[&str]) -> Result<Vec<TaskKept>, AnyErr
     Ok(all)
 }
 
-const TASKS: [&str; 4] = ["T-esc", "T-human", "T-done", "T-pair"];
+pub(super) const TASKS: [&str; 4] = ["T-esc", "T-human", "T-done", "T-pair"];
 
 /// Waits until `store` holds what `reference` holds (the engine writes
 /// what it kept once the database is back), or the time is up.
@@ -419,9 +419,8 @@ async fn backends_terminated_one_by_one_lose_no_event_and_keep_loop_counts_exact
 }
 
 #[tokio::test]
-async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
--> Result<(), AnyError> {
-    let Some(schema) = Schema::create("outage_floor")
+async fn a_commit_is_written_only_over_the_row_it_was_decided_on() -> Result<(), AnyError> {
+    let Some(schema) = Schema::create("outage_over")
         .await
         .map_err(|err| err.to_string())?
     else {
@@ -432,29 +431,45 @@ async fn a_reload_from_a_row_written_from_older_state_does_not_soften_the_task()
         for _ in 0..4 {
             guard.observe(failure_e1()?).await;
         }
-        // Another replica that worked from an older row (no reset: the same
-        // episode open) wrote a higher version with lower counters.
-        let mut record = store.load_record("T").await?.ok_or("T kept")?;
+        // A writer holds the task's row lock, its row at version 4...
+        let lock = store.lock_task("T").await?;
+        let seen = lock.record().cloned().ok_or("T kept")?;
         assert_eq!(
-            (record.snapshot.status, record.snapshot.loop_count),
-            (TaskStatus::Escalated, 3)
+            (seen.snapshot.status, seen.snapshot.loop_count, seen.version),
+            (TaskStatus::Escalated, 3, 4)
         );
-        record.snapshot.status = TaskStatus::Active;
-        record.snapshot.loop_count = 1;
-        record.version += 5;
-        store
-            .commit(&[loopguard_host::TaskCommit {
-                line: 0,
-                record,
-                audit: Vec::new(),
-                pivots: Vec::new(),
-                episodes: Vec::new(),
-            }])
-            .await?;
+        // ...when a write that bypasses the lock moves the row on.
+        let mut newer = seen.clone();
+        newer.snapshot.status = TaskStatus::Active;
+        newer.snapshot.loop_count = 1;
+        newer.version = 9;
+        let bare = |record| loopguard_host::TaskCommit {
+            line: 0,
+            record,
+            audit: Vec::new(),
+            pivots: Vec::new(),
+            episodes: Vec::new(),
+        };
+        store.commit(&[bare(newer)]).await?;
+        // The writer's commit, decided on version 4, is refused.
+        let mut stale = seen.clone();
+        stale.version = 5;
+        let refused = lock.commit(&bare(stale)).await;
+        let message = refused.err().map(|err| err.to_string()).unwrap_or_default();
+        assert!(message.contains("no longer at version 4"), "{message}");
+        let kept = store.load_record("T").await?.ok_or("T kept")?;
+        assert_eq!((kept.version, kept.snapshot.loop_count), (9, 1));
+        // The engine's next event is applied to the newest row, and
+        // answered from it.
         let decision = guard.observe(failure_e1()?).await;
         assert!(decision.errors.is_empty(), "{:?}", decision.errors);
-        assert_eq!(decision.status, TaskStatus::Escalated);
-        assert_eq!(decision.loop_count, 4);
+        assert!(!decision.degraded);
+        assert_eq!(
+            (decision.status, decision.loop_count),
+            (TaskStatus::Active, 2)
+        );
+        let kept = store.load_record("T").await?.ok_or("T kept")?;
+        assert_eq!((kept.version, kept.snapshot.loop_count), (10, 2));
         // A `human` on the other replica resets it: that reset stands.
         let human = Event::from_json(r#"{"type":"human","task":"T","note":"ok"}"#)?;
         let other = LoopGuard::builder(Config::default())

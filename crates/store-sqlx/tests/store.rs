@@ -17,6 +17,8 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 #[path = "engine.rs"]
 mod engine;
 
+#[path = "fleet.rs"]
+mod fleet;
 /// The engine on PostgreSQL through an outage: connections refused,
 /// backends terminated.
 #[path = "outage.rs"]

@@ -4,8 +4,10 @@
 //! method of its own (`docs/architecture.md` walks them):
 //!
 //! 1. **load** the task's stored record when the engine does not hold the
-//!    task, or always on a shared store (under its row lock), and
-//!    [`restore`](saved) it;
+//!    task, and [`restore`](saved) it; on a shared store (PostgreSQL, a
+//!    fleet of engines) every event is instead applied to the task's
+//!    newest stored row, under its lock, with the task's events that wait
+//!    for the database (the [shared] path);
 //! 2. **topic**, **arguments** and **exchanges**: the semantic assigner's
 //!    topic for the event's text, a tool call's free-text arguments matched
 //!    by meaning, and a handoff's text matched with its sender's earlier
@@ -21,9 +23,11 @@
 //!
 //! [registry]: loopguard_detectors::registry
 //! [policy]: crate::policy
+//! [shared]: self::shared
 
 mod episode;
 mod saved;
+mod shared;
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -43,9 +47,9 @@ use parking_lot::Mutex;
 
 use self::episode::EpisodeEvent;
 pub use self::saved::STATE_FORMAT;
-use self::saved::{Restored, StoredStateOut};
+use self::saved::{Restored, StoredStateOut, WriterMark};
 use crate::HostError;
-use crate::backlog::{Backlog, NotWritten};
+use crate::backlog::Backlog;
 use crate::extension::{
     ArgumentMatcher, ExchangeMatcher, ExchangeRef, ExtensionDetector, ToolCallRef, TopicAssigner,
     topic_text,
@@ -53,9 +57,7 @@ use crate::extension::{
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
 use crate::store::StoreError;
-use crate::store::{
-    CycleEpisode, MemoryStore, Store, TaskCommit, TaskLock, TaskRecord, TaskSnapshot,
-};
+use crate::store::{CycleEpisode, MemoryStore, Store, TaskCommit, TaskRecord, TaskSnapshot};
 use crate::writer::CommitQueue;
 
 /// The note on a degraded decision (see [`Decision::degraded`]).
@@ -93,6 +95,13 @@ const SWEEP_EVERY: u64 = 1024;
 /// ```
 #[derive(Debug)]
 pub struct LoopGuard {
+    engine: Arc<Engine>,
+}
+
+/// The engine's parts, shared with its background writer (see
+/// [`LoopGuard::pending_writes`]).
+#[derive(Debug)]
+pub(crate) struct Engine {
     config: Arc<Config>,
     detectors: BuiltinDetectors,
     extensions: Vec<Arc<dyn ExtensionDetector>>,
@@ -109,8 +118,13 @@ pub struct LoopGuard {
     queue: OnceLock<CommitQueue>,
     /// A shared store's commits not written yet (see [`crate::backlog`]).
     backlog: Arc<Backlog>,
-    /// Whether the backlog's flusher runs.
+    /// Whether the backlog's background writer runs.
     flusher: OnceLock<()>,
+    /// This engine's id in the writer marks it leaves on a shared store's
+    /// rows.
+    engine_id: u64,
+    /// The number of this engine's next commit to a shared store.
+    commit_seq: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -131,6 +145,8 @@ struct TaskState {
     /// The version of the task's stored record this state matches (durable
     /// stores only).
     version: u64,
+    /// A shared store's writer marks, written back with the record.
+    writers: Vec<WriterMark>,
 }
 
 impl TaskState {
@@ -145,6 +161,7 @@ impl TaskState {
             last_seen_ms: restored.snapshot.last_seen.as_millis(),
             episode: restored.episode,
             version: restored.version,
+            writers: restored.writers,
         }
     }
 
@@ -168,21 +185,9 @@ impl TaskState {
     }
 }
 
-/// What the engine holds of a task when an event of it is loaded: its
-/// newest version (committed or not) and what a reload must not undo.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    version: u64,
-    counts: TaskCounts,
-    episode: Option<u64>,
-}
-
-/// What the stages before [`LoopGuard::decide`] worked out for one event.
+/// What the stages before [`Engine::decide`] worked out for one event.
 struct Gathered {
     restored: Option<Restored>,
-    /// Whether a shared store's row lock is held for the event (its commit
-    /// goes through it; without it, the commit waits in the backlog).
-    locked: bool,
     extension_detections: Vec<Detection>,
     extension_states: BTreeMap<String, serde_json::Value>,
     errors: Vec<String>,
@@ -243,22 +248,26 @@ impl LoopGuardBuilder {
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         Ok(LoopGuard {
-            detectors: BuiltinDetectors::new(&self.config),
-            config: Arc::new(self.config),
-            extensions: self.extensions,
-            topics: self.topics,
-            arguments: self.arguments,
-            exchanges: self.exchanges,
-            persistence: Persistence::of(store.as_ref()),
-            store,
-            shards,
-            sequence: AtomicU64::new(0),
-            observed: AtomicU64::new(0),
-            next_sweep: AtomicUsize::new(0),
-            next_episode: AtomicU64::new(episode_id_seed()),
-            queue: OnceLock::new(),
-            backlog: Arc::new(Backlog::default()),
-            flusher: OnceLock::new(),
+            engine: Arc::new(Engine {
+                detectors: BuiltinDetectors::new(&self.config),
+                config: Arc::new(self.config),
+                extensions: self.extensions,
+                topics: self.topics,
+                arguments: self.arguments,
+                exchanges: self.exchanges,
+                persistence: Persistence::of(store.as_ref()),
+                store,
+                shards,
+                sequence: AtomicU64::new(0),
+                observed: AtomicU64::new(0),
+                next_sweep: AtomicUsize::new(0),
+                next_episode: AtomicU64::new(episode_id_seed()),
+                queue: OnceLock::new(),
+                backlog: Arc::new(Backlog::default()),
+                flusher: OnceLock::new(),
+                engine_id: crate::extension::id_seed(),
+                commit_seq: AtomicU64::new(1),
+            }),
         })
     }
 }
@@ -283,18 +292,18 @@ impl LoopGuard {
 
     /// The engine's configuration.
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.engine.config
     }
 
     /// The engine's store.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.engine.store
     }
 
     /// Observes one streamed event: an event without `ts` happened "now",
     /// and the decision's `line` is the engine's own sequence number.
     pub async fn observe(&self, event: Event) -> Decision {
-        let line = self.sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        let line = self.engine.sequence.fetch_add(1, Ordering::Relaxed) + 1;
         let time = event.ts.unwrap_or_else(Timestamp::now);
         self.observe_inner(line, event, Some(time)).await
     }
@@ -306,9 +315,18 @@ impl LoopGuard {
         self.observe_inner(line, event, time).await
     }
 
+    async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
+        if self.engine.persistence.is_shared() {
+            Engine::start_writer(&self.engine);
+            self.engine.observe_shared(line, event, time).await
+        } else {
+            self.engine.observe_owned(line, event, time).await
+        }
+    }
+
     /// The live state of a task, if the engine holds it in memory.
     pub fn task(&self, task: &str) -> Option<TaskSnapshot> {
-        let shard = self.shard_of(task).lock();
+        let shard = self.engine.shard_of(task).lock();
         shard
             .tasks
             .get(task)
@@ -317,7 +335,8 @@ impl LoopGuard {
 
     /// Number of tasks held in memory.
     pub fn live_tasks(&self) -> usize {
-        self.shards
+        self.engine
+            .shards
             .iter()
             .map(|shard| shard.lock().tasks.len())
             .sum()
@@ -327,11 +346,30 @@ impl LoopGuard {
     /// `now`. The engine also does this on its own, one shard at a time, as
     /// events arrive. Returns how many tasks were evicted.
     pub fn evict_idle(&self, now: Timestamp) -> usize {
-        (0..self.shards.len())
-            .map(|index| self.sweep_shard(index, now.as_millis()))
+        (0..self.engine.shards.len())
+            .map(|index| self.engine.sweep_shard(index, now.as_millis()))
             .sum()
     }
 
+    /// Events of a shared store's tasks not yet written (the database did
+    /// not answer when they were decided, see [`Decision::degraded`]).
+    /// They are written in the background as the database answers again,
+    /// and before each task's next event; each is applied to the task's
+    /// newest stored row, never written over it.
+    pub fn pending_writes(&self) -> usize {
+        self.engine.backlog.len()
+    }
+
+    /// Writes the waiting events now (see [`LoopGuard::pending_writes`]),
+    /// e.g. before shutting down. Returns how many still wait: 0 when all
+    /// are written, else the store's error.
+    pub async fn write_pending(&self) -> Result<usize, StoreError> {
+        self.engine.write_waiting().await?;
+        Ok(self.engine.backlog.len())
+    }
+}
+
+impl Engine {
     fn sweep_shard(&self, index: usize, now_ms: i64) -> usize {
         let ttl_ms = i64::try_from(self.config.engine.task_ttl_secs.saturating_mul(1000))
             .unwrap_or(i64::MAX);
@@ -364,14 +402,37 @@ impl LoopGuard {
         &self.shards[index]
     }
 
-    async fn observe_inner(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
+    /// One event on a memory or durable store (one engine owns the task):
+    /// load, apply, write.
+    async fn observe_owned(&self, line: u64, event: Event, time: Option<Timestamp>) -> Decision {
         let mut errors = Vec::new();
-        let (lock, restored) = self.load(&event.task, line, &mut errors).await;
-        let locked = lock.is_some();
-        let topic = self.assign_topic(&event, line, &mut errors).await;
-        let matched_args = self.match_arguments(&event, line, &mut errors).await;
-        let matched_text = self.match_exchange(&event, line, &mut errors).await;
-        let mut observed = ObservedEvent::new(line, &event)
+        let restored = self.load(&event.task, line, &mut errors).await;
+        let (mut decision, writes) = self.apply(line, &event, time, restored, errors).await;
+        decision.task = event.task;
+        decision.id = event.id;
+        if let Err(err) = writes.write(self.store.as_ref()).await {
+            tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
+            decision.errors.push(format!("store: {err}"));
+        }
+        self.finish(&decision, time);
+        decision
+    }
+
+    /// Stages 2 to 4 for one event: its decision (without its task and id,
+    /// which the caller moves in) and what it writes. `restored` is the
+    /// task's stored record, installed before the event is decided.
+    async fn apply(
+        &self,
+        line: u64,
+        event: &Event,
+        time: Option<Timestamp>,
+        restored: Option<Restored>,
+        mut errors: Vec<String>,
+    ) -> (Decision, Writes) {
+        let topic = self.assign_topic(event, line, &mut errors).await;
+        let matched_args = self.match_arguments(event, line, &mut errors).await;
+        let matched_text = self.match_exchange(event, line, &mut errors).await;
+        let mut observed = ObservedEvent::new(line, event)
             .at(time)
             .with_topic(topic.as_ref())
             .with_matched_args(matched_args.as_ref())
@@ -385,97 +446,39 @@ impl LoopGuard {
         let now_ms = time.unwrap_or_else(Timestamp::now).as_millis();
         let gathered = Gathered {
             restored,
-            locked,
             extension_detections,
             extension_states,
             errors,
         };
-        let (mut decision, writes) = self.decide(&mut observed, now_ms, gathered);
-        decision.task = event.task;
-        decision.id = event.id;
-        if let Err(err) = writes.write(self.store.as_ref(), lock, &self.backlog).await {
-            tracing::error!(task = %decision.task, line = decision.line, error = %err, "store commit failed");
-            decision.errors.push(format!("store: {err}"));
-            if self.persistence.is_shared() {
-                // The shared row does not hold this event: the fleet's
-                // other engines decide without it until it is written.
-                decision.degraded = true;
-                decision.notes.push(DEGRADED_NOTE.to_owned());
-            }
-        }
-        self.log(&decision);
-        self.sweep_now_and_then(now_ms);
-        decision
+        self.decide(&mut observed, now_ms, gathered)
     }
 
-    /// Stage 1, load: the task's stored record, restored, when the engine
-    /// must read it: always on a shared store (under the task's row lock,
-    /// which the returned guard holds until the commit), and otherwise
-    /// when the engine does not hold the task (new, evicted, or from
-    /// before a restart).
-    ///
-    /// On a shared store the record replaces the engine's copy only when
-    /// it is newer than the engine's newest version, committed or not
-    /// (another engine moved the task on): a task whose commits wait in
-    /// the backlog, or whose stored row is older, keeps the engine's copy.
-    /// A reload never softens the task ([`policy::counts_on_reload`]).
-    /// While the store does not answer, the event is decided on the
-    /// engine's copy without waiting for it.
-    async fn load(
-        &self,
-        task: &str,
-        line: u64,
-        errors: &mut Vec<String>,
-    ) -> (Option<Box<dyn TaskLock>>, Option<Restored>) {
-        let mut lock: Option<Box<dyn TaskLock>> = None;
-        let mut held = None;
-        let stored = if self.persistence.is_shared() {
-            self.start_flusher();
-            if self.backlog.unreachable() {
-                errors.push(format!(
-                    "store: {} (decided on the engine's copy of the task)",
-                    self.backlog.last_failure()
-                ));
+    /// Stage 5's bookkeeping: log the decision, and now and then sweep idle
+    /// tasks.
+    fn finish(&self, decision: &Decision, time: Option<Timestamp>) {
+        self.log(decision);
+        self.sweep_now_and_then(time.unwrap_or_else(Timestamp::now).as_millis());
+    }
+
+    /// Stage 1, load (memory and durable stores): the task's stored record,
+    /// restored, when the engine does not hold the task (new, evicted, or
+    /// from before a restart).
+    async fn load(&self, task: &str, line: u64, errors: &mut Vec<String>) -> Option<Restored> {
+        if self.is_live(task) {
+            return None;
+        }
+        let stored = match self.store.load_record(task).await {
+            Ok(record) => record,
+            Err(err) => {
+                tracing::error!(task = %task, line, error = %err, "task read failed");
+                errors.push(format!("store: {err}"));
                 None
-            } else {
-                match self.store.lock_task(task).await {
-                    Ok(taken) => {
-                        let stored = taken.record().cloned();
-                        lock = Some(taken);
-                        held = self.held(task);
-                        // Only a record newer than the engine's newest copy
-                        // replaces it.
-                        stored
-                            .filter(|record| held.is_none_or(|held| record.version > held.version))
-                    }
-                    Err(err) => {
-                        tracing::error!(task = %task, line, error = %err, "task lock failed");
-                        self.backlog.mark_unreachable(&err);
-                        errors.push(format!("store: {err}"));
-                        None
-                    }
-                }
-            }
-        } else if self.is_live(task) {
-            None
-        } else {
-            match self.store.load_record(task).await {
-                Ok(record) => record,
-                Err(err) => {
-                    tracing::error!(task = %task, line, error = %err, "task read failed");
-                    errors.push(format!("store: {err}"));
-                    None
-                }
             }
         };
-        let mut restored = match stored {
+        match stored {
             Some(record) => Some(self.restore(record, line, errors).await),
             None => None,
-        };
-        if let (Some(held), Some(restored)) = (held, restored.as_mut()) {
-            keep_what_was_written(&held, restored, task, line);
         }
-        (lock, restored)
     }
 
     /// Stage 2, topic: the topic a semantic assigner chooses for the
@@ -589,7 +592,6 @@ impl LoopGuard {
     ) -> (Decision, Writes) {
         let Gathered {
             restored,
-            locked,
             extension_detections,
             extension_states,
             mut errors,
@@ -665,7 +667,6 @@ impl LoopGuard {
             journal,
             episodes,
             &extension_states,
-            locked,
             &mut errors,
         );
         let decision = Decision {
@@ -730,7 +731,6 @@ impl LoopGuard {
         journal: Journal,
         episodes: Vec<CycleEpisode>,
         extension_states: &BTreeMap<String, serde_json::Value>,
-        locked: bool,
         errors: &mut Vec<String>,
     ) -> Writes {
         let group_commit = match self.persistence {
@@ -746,6 +746,7 @@ impl LoopGuard {
             builtin: &state.builtin,
             episode: state.episode.as_deref(),
             extensions: extension_states,
+            writers: &state.writers,
         }) {
             Ok(text) => Some(text),
             Err(err) => {
@@ -768,15 +769,7 @@ impl LoopGuard {
             episodes,
         };
         if self.persistence.is_shared() {
-            if locked {
-                return Writes::Shared(Box::new(commit));
-            }
-            // Kept now, under the task's lock, so that a task's commits
-            // wait in the order they were decided.
-            return Writes::Kept(match self.backlog.keep(commit) {
-                Ok(()) => NotWritten::Unreachable,
-                Err(full) => full,
-            });
+            return Writes::Shared(Box::new(commit));
         }
         let queue = if group_commit {
             self.commit_queue()
@@ -798,53 +791,6 @@ impl LoopGuard {
             let index = self.next_sweep.fetch_add(1, Ordering::Relaxed) % self.shards.len();
             self.sweep_shard(index, now_ms);
         }
-    }
-
-    /// What the engine holds of a task, if it holds it: its newest version
-    /// (committed or waiting in the backlog), its counters and its open
-    /// episode.
-    fn held(&self, task: &str) -> Option<Held> {
-        self.shard_of(task)
-            .lock()
-            .tasks
-            .get(task)
-            .map(|state| Held {
-                version: state.version,
-                counts: state.counts,
-                episode: state.episode.as_ref().map(|episode| episode.id),
-            })
-    }
-
-    /// Starts the shared store's backlog flusher, once, on the tokio
-    /// runtime the engine is driven from (none outside one: the backlog is
-    /// then written before each task's next commit only).
-    fn start_flusher(&self) {
-        if self.flusher.get().is_some() {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        self.flusher.get_or_init(|| {
-            self.backlog
-                .start_flusher(&runtime, Arc::clone(&self.store));
-        });
-    }
-
-    /// Commits of a shared store waiting to be written (the database did
-    /// not answer when their events were decided); they are written in
-    /// the background as it answers again, and before each task's next
-    /// commit.
-    pub fn pending_writes(&self) -> usize {
-        self.backlog.len()
-    }
-
-    /// Writes the waiting commits now (see [`LoopGuard::pending_writes`]),
-    /// e.g. before shutting down. Returns how many still wait: 0 when all
-    /// are written, else the store's error.
-    pub async fn write_pending(&self) -> Result<usize, StoreError> {
-        self.backlog.flush(self.store.as_ref()).await?;
-        Ok(self.backlog.len())
     }
 
     /// The durable writer's queue, started on first use (on the tokio
@@ -891,35 +837,6 @@ impl LoopGuard {
             ),
         }
     }
-}
-
-/// A reloaded task never softens what this engine last held of it
-/// ([`policy::counts_on_reload`]) unless a reset happened in between: the
-/// episode this engine had open is closed in the stored state (or, for an
-/// abort, the stored task is no longer aborted).
-fn keep_what_was_written(held: &Held, restored: &mut Restored, task: &str, line: u64) {
-    // A reset in between closes the episode this engine had open
-    // (and is the only way out of an abort).
-    let reset_between = held
-        .episode
-        .is_some_and(|open| restored.episode.as_ref().map(|e| e.id) != Some(open))
-        || (held.counts.status == TaskStatus::AbortedStuck
-            && restored.snapshot.status != TaskStatus::AbortedStuck);
-    let counts = policy::counts_on_reload(
-        held.counts,
-        TaskCounts {
-            loop_count: restored.snapshot.loop_count,
-            status: restored.snapshot.status,
-        },
-        reset_between,
-    );
-    if (counts.loop_count, counts.status)
-        != (restored.snapshot.loop_count, restored.snapshot.status)
-    {
-        tracing::warn!(task = %task, line, stored_loop_count = restored.snapshot.loop_count, stored_status = %restored.snapshot.status, loop_count = counts.loop_count, status = %counts.status, "reloaded task kept at least what this engine wrote");
-    }
-    restored.snapshot.loop_count = counts.loop_count;
-    restored.snapshot.status = counts.status;
 }
 
 /// Where this engine's episode ids start: a value no other engine writing

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use loopguard_detectors::BuiltinState;
 use serde::{Deserialize, Serialize};
 
-use super::LoopGuard;
+use super::Engine;
 use crate::extension::{ArgumentMatcher, ExchangeMatcher, ExtensionError, TopicAssigner};
 use crate::store::{CycleEpisode, TaskRecord, TaskSnapshot};
 
@@ -39,6 +39,38 @@ pub(super) struct StoredStateOut<'a> {
     pub(super) episode: Option<&'a CycleEpisode>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub(super) extensions: &'a BTreeMap<String, serde_json::Value>,
+    /// A shared store's writer marks (see [`WriterMark`]); none elsewhere.
+    #[serde(skip_serializing_if = "<[WriterMark]>::is_empty")]
+    pub(super) writers: &'a [WriterMark],
+}
+
+/// The mark an engine writing to a shared store leaves on a task's row
+/// with each commit: which engine, and which of its commits. An engine
+/// whose commit got no answer (the connection was cut during `COMMIT`)
+/// reads it back to learn whether the commit landed. A row keeps the
+/// newest [`WRITER_MARKS`] engines' marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct WriterMark {
+    /// The engine (a random id per engine instance).
+    pub(super) engine: u64,
+    /// The engine's commit number (rising within the engine).
+    pub(super) mark: u64,
+    /// When it was written (Unix milliseconds), to drop the oldest.
+    pub(super) at: i64,
+}
+
+/// Writer marks a row keeps, at most: engines that wrote the task lately.
+pub(super) const WRITER_MARKS: usize = 16;
+
+/// Sets `engine`'s mark in `marks` to `mark`, dropping the oldest marks
+/// beyond [`WRITER_MARKS`].
+pub(super) fn stamp(marks: &mut Vec<WriterMark>, mark: WriterMark) {
+    marks.retain(|kept| kept.engine != mark.engine);
+    marks.push(mark);
+    if marks.len() > WRITER_MARKS {
+        marks.sort_by_key(|kept| std::cmp::Reverse(kept.at));
+        marks.truncate(WRITER_MARKS);
+    }
 }
 
 /// [`StoredStateOut`] read back.
@@ -50,6 +82,8 @@ struct StoredStateIn {
     episode: Option<Box<CycleEpisode>>,
     #[serde(default)]
     extensions: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    writers: Vec<WriterMark>,
 }
 
 /// A task read back from the store, to take the place of (or fill in for)
@@ -59,9 +93,10 @@ pub(super) struct Restored {
     pub(super) version: u64,
     pub(super) builtin: BuiltinState,
     pub(super) episode: Option<Box<CycleEpisode>>,
+    pub(super) writers: Vec<WriterMark>,
 }
 
-impl LoopGuard {
+impl Engine {
     /// Reads a stored record back: the built-in detectors' state, and the
     /// extensions' states handed back to them. A state that cannot be read
     /// leaves the counters (loop count, status, pivots) and says so.
@@ -97,12 +132,18 @@ impl LoopGuard {
                 None
             }
         };
-        let (builtin, episode, mut extensions) = match state {
-            Some(state) => (state.builtin, state.episode, state.extensions),
+        let (builtin, episode, mut extensions, writers) = match state {
+            Some(state) => (
+                state.builtin,
+                state.episode,
+                state.extensions,
+                state.writers,
+            ),
             None => (
                 BuiltinState::restored(record.snapshot.pivots),
                 None,
                 BTreeMap::new(),
+                Vec::new(),
             ),
         };
         for extension in &self.extensions {
@@ -144,6 +185,18 @@ impl LoopGuard {
             version: record.version,
             builtin,
             episode,
+            writers,
+        }
+    }
+
+    /// Forgets what the extensions and the semantic seams hold of `task`:
+    /// it has no stored record to continue from.
+    pub(super) async fn forget_task_state(&self, task: &str) {
+        for extension in &self.extensions {
+            extension.reset_task(task).await;
+        }
+        for (_, seam) in self.seams() {
+            seam.reset(task).await;
         }
     }
 
@@ -167,7 +220,7 @@ impl LoopGuard {
     }
 }
 
-impl LoopGuard {
+impl Engine {
     /// The engine's seams that keep per-task state (the topic assigner,
     /// the argument and exchange matchers), each with the key its state is
     /// saved under among the extensions' states.
