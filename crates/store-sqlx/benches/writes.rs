@@ -1,15 +1,16 @@
 //! Store writes per backend: one task snapshot upsert, one new cycle-log
 //! episode, and an episode upsert (the same id again), as the engine does
 //! them after an event; and the second opinion's kept answers: a new one
-//! kept (and read back), and one recalled. Memory and SQLite (a temp file, WAL) always;
-//! PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` names a server (in a
-//! schema of its own, dropped afterwards).
+//! kept (and read back), and one recalled. Memory and SQLite (a temp file,
+//! WAL) always; PostgreSQL when `LOOPGUARD_TEST_POSTGRES_URL` names a
+//! server (in a schema of its own, dropped afterwards), with a fleet's
+//! commit beside a single engine's (`commit/postgres`).
 use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use loopguard_core_types::{Action, TaskStatus, Timestamp};
-use loopguard_host::{CycleEpisode, KeptOpinion, Store, TaskSnapshot};
+use loopguard_host::{CycleEpisode, KeptOpinion, Store, TaskCommit, TaskRecord, TaskSnapshot};
 use tokio::runtime::Runtime;
 
 fn snapshot(loop_count: u32) -> TaskSnapshot {
@@ -79,6 +80,53 @@ fn bench_store(c: &mut Criterion, runtime: &Runtime, name: &str, store: &Arc<dyn
     group.finish();
 }
 
+/// A task's commit at `version`: its record (with a detector state of a
+/// few hundred bytes, as an engine writes) and nothing else.
+fn record_commit(task: &str, version: u64) -> TaskCommit {
+    let mut snapshot = snapshot(2);
+    snapshot.task = task.to_owned();
+    TaskCommit {
+        line: version,
+        record: TaskRecord {
+            snapshot,
+            version,
+            state: Some(format!(
+                r#"{{"format":1,"builtin":{{"padding":"{}"}}}}"#,
+                "x".repeat(400)
+            )),
+        },
+        audit: Vec::new(),
+        pivots: Vec::new(),
+        episodes: Vec::new(),
+    }
+}
+
+/// A shared store's commit against a durable store's: `commit` writes a
+/// record whose version only has to be higher than the stored one;
+/// `lock_and_commit_over_version` takes the task's row lock, reads the row
+/// and writes over exactly the version it read (what each event costs a
+/// fleet on PostgreSQL, the version check included).
+fn bench_commit(c: &mut Criterion, runtime: &Runtime, store: &Arc<dyn Store>) {
+    let mut group = c.benchmark_group("commit/postgres");
+    let mut version = 0u64;
+    group.bench_function("commit", |b| {
+        b.iter(|| {
+            version += 1;
+            runtime.block_on(store.commit(black_box(&[record_commit("plain", version)])))
+        })
+    });
+    group.bench_function("lock_and_commit_over_version", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let lock = store.lock_task("shared").await?;
+                let next = lock.record().map_or(0, |record| record.version) + 1;
+                lock.commit(black_box(&record_commit("shared", next))).await
+            })
+        })
+    });
+    group.finish();
+}
+
 fn writes(c: &mut Criterion) {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -122,7 +170,10 @@ fn writes(c: &mut Criterion) {
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
     match runtime.block_on(loopguard_store_sqlx::open_store(&url)) {
-        Ok(postgres) => bench_store(c, &runtime, "postgres", &postgres),
+        Ok(postgres) => {
+            bench_store(c, &runtime, "postgres", &postgres);
+            bench_commit(c, &runtime, &postgres);
+        }
         Err(err) => eprintln!("PostgreSQL skipped: {err}"),
     }
     let dropped =
