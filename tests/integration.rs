@@ -1,13 +1,16 @@
 //! Integration tests of the `loopguard` binary: every test runs the built
 //! command on a trace in `tests/traces/` (or on standard input) and checks
 //! the JSON it prints against the trace format's rules (`docs/spec/`); the
-//! exception is `docs`, which checks the repository's own files: relative
-//! Markdown links resolve, and nothing cites a spec folder outside the
-//! repository.
+//! exceptions are `docs` and `history`, which check the repository's own
+//! files (`repo`): relative Markdown links resolve, nothing cites a spec
+//! folder outside the repository, and no product file outside `research/`
+//! tells the history of the work.
 //!
 //! All of them compile into this one test binary (a faster build on a
 //! 2-core machine); the modules group them by area.
 
+#[path = "integration/repo.rs"]
+mod repo;
 #[path = "integration/support.rs"]
 mod support;
 
@@ -25,6 +28,10 @@ mod durability;
 mod exchanges;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/heldout.rs"]
+mod heldout;
+#[path = "integration/history.rs"]
+mod history;
 #[path = "integration/hubs.rs"]
 mod hubs;
 #[path = "integration/import.rs"]

@@ -1725,7 +1725,7 @@ fn eval_only_scores_the_judge_the_config_runs() {
     assert_eq!(overridden["judge"], "calibrated");
     assert!(close(threshold(&overridden), tuned), "{overridden}");
     // So does --weights: they are the calibrated judge's.
-    let weights = workspace("crates/semantic/judge-weights.json");
+    let weights = workspace("crates/judge/judge-weights.json");
     let (_, weighed) = eval_with(&cosine, &["--weights".as_ref(), weights.as_os_str()]);
     assert_eq!(weighed["judge"], "calibrated");
     assert!(close(threshold(&weighed), shipped), "{weighed}");

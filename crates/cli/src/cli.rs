@@ -172,7 +172,7 @@ pub(crate) enum Command {
     /// Routes: POST /v1/events, POST /v1/traces (OTLP/HTTP), GET /v1/tasks,
     /// GET /v1/tasks/TASK, POST /v1/tasks/TASK/human, GET /v1/live (server-
     /// sent events), GET /metrics (Prometheus), GET / (the dashboard), GET
-    /// /healthz, GET /readyz (see the README's "Serve"). With `[serve]
+    /// /healthz, GET /readyz (see docs/serve.md). With `[serve]
     /// webhook_url`, each decision with an action is also POSTed there.
     /// The store defaults to sqlite://DATA/serve.sqlite, DATA being
     /// $LOOPGUARD_DATA_DIR, else $XDG_DATA_HOME/loopguard, else

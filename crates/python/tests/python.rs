@@ -12,9 +12,9 @@
 //! extension module must not link libpython; it is installed into a fresh
 //! virtualenv outside the checkout, and with an empty `HOME`, from another
 //! directory, in a mount namespace where the checkout is an empty tmpfs,
-//! the README's Python examples run as written (semantic matching on: the
-//! model lands in that home's cache), and the wheel's `loopguard` command
-//! runs the demo, `models where` and `serve`.
+//! the Python examples of `docs/python.md` run as written (semantic
+//! matching on: the model lands in that home's cache), and the wheel's
+//! `loopguard` command runs the demo, `models where` and `serve`.
 //!
 //! Set `LOOPGUARD_PYTHON` to choose the interpreter (default `python3`).
 
@@ -369,19 +369,18 @@ fn the_python_package_passes_its_pytest_suite() {
     eprintln!("{}", String::from_utf8_lossy(&output.stdout));
 }
 
-/// The ```python blocks of the README's "Python" section up to its
-/// framework adapters: the model fetch and the plain `Guard` example, as a
-/// user copies them.
-fn readme_python_examples() -> Vec<String> {
-    let readme = match std::fs::read_to_string(workspace().join("README.md")) {
-        Ok(readme) => readme,
-        Err(err) => panic!("cannot read README.md: {err}"),
+/// The ```python blocks of `docs/python.md` before its "Framework adapters"
+/// section: the model fetch and the plain `Guard` example, as a user
+/// copies them.
+fn documented_python_examples() -> Vec<String> {
+    let page = match std::fs::read_to_string(workspace().join("docs/python.md")) {
+        Ok(page) => page,
+        Err(err) => panic!("cannot read docs/python.md: {err}"),
     };
-    let section = readme
-        .split_once("\n## Python\n")
-        .and_then(|(_, rest)| rest.split_once("\n### Framework adapters"))
+    let section = page
+        .split_once("\n## Framework adapters")
         .map(|(section, _)| section)
-        .unwrap_or_else(|| panic!("README.md has no \"## Python\" section before its adapters"));
+        .unwrap_or_else(|| panic!("docs/python.md has no \"## Framework adapters\" section"));
     section
         .split("```python\n")
         .skip(1)
@@ -548,9 +547,9 @@ fn the_wheel_installs_and_runs_with_no_checkout_and_no_toolchain() {
         .env("HOME", &home));
     assert!(installed.status.success(), "{}", text(&installed));
 
-    // The README's examples, as a user copies them, with semantic matching
-    // on: the model lands in that home's cache.
-    let examples = readme_python_examples();
+    // The documented examples, as a user copies them, with semantic
+    // matching on: the model lands in that home's cache.
+    let examples = documented_python_examples();
     assert!(examples.len() >= 2, "{examples:?}");
     for (number, example) in examples.iter().enumerate() {
         let script = root.path().join(format!("example_{number}.py"));
@@ -565,7 +564,7 @@ fn the_wheel_installs_and_runs_with_no_checkout_and_no_toolchain() {
         ));
         assert!(
             ran.status.success(),
-            "README example {number}:\n{example}\n{}",
+            "docs/python.md example {number}:\n{example}\n{}",
             text(&ran)
         );
     }

@@ -144,8 +144,8 @@ fn benches(c: &mut Criterion) {
     group.finish();
 
     // What the calibrated judge embeds for an undecided pair that is not in
-    // the cache, in one call: its two residual texts, and since session 17
-    // its two templates too when the texts share less than half their
+    // the cache, in one call: its two residual texts, and its two
+    // templates too when the texts share less than half their
     // words (`lexical::templates`). Each text is new (a fresh number).
     let mut group = c.benchmark_group("undecided_pair_uncached");
     let pair_texts = |with_templates: bool| {

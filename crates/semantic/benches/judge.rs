@@ -54,8 +54,8 @@ impl Embedder for Toy {
 }
 
 const CONTRAST: (&str, &str) = (
-    "Scale the payments-api deployment to 6 replicas in prod-eu.",
-    "Scale the payments-api deployment to 6 replicas in prod-us.",
+    "Resize the search-indexer pool to 4 nodes in prod-eu.",
+    "Resize the search-indexer pool to 4 nodes in prod-us.",
 );
 const REWORDING: (&str, &str) = (
     "Can you speed up the checkout query in orders/service.go?",
@@ -65,21 +65,23 @@ const REWORDING: (&str, &str) = (
 /// A long instruction with one word swapped: the words veto's order test
 /// walks every word the two texts share.
 const WORDS_SWAP: (&str, &str) = (
-    "Run the nightly load test against the staging checkout service at 500 requests per second for ten minutes and send me the p99 latency and the error rate.",
-    "Run the nightly load test against the production checkout service at 500 requests per second for ten minutes and send me the p99 latency and the error rate.",
+    "Replay the nightly export job against the staging billing database with 200 workers for twenty minutes and report the p95 duration and the failure count.",
+    "Replay the nightly export job against the production billing database with 200 workers for twenty minutes and report the p95 duration and the failure count.",
+);
+
+/// Another action on the same object, reworded: no veto, and the texts
+/// share too few words for their templates to be skipped.
+const ANOTHER_ACTION: (&str, &str) = (
+    "Open the Q3 goal-setting round in Workday for the design team.",
+    "Remind the design leads in Workday that their Q3 goals are due on Monday.",
 );
 
 /// The same step for another platform, reworded: no words veto (the text
-/// was written anew), so the names of one kind decide
-/// (`kind_veto`), and the names in one place are looked at before.
-const ANOTHER_ACTION: (&str, &str) = (
-    "Set up the H2 review cycle in Lattice for the engineering org.",
-    "Send managers a reminder in Lattice that their H2 reviews are due on Friday.",
-);
-
+/// was written anew), so the names of one kind decide (the `kind` veto),
+/// and the names in one place are looked at before.
 const KINDS: (&str, &str) = (
-    "Fix the deep links to product pages that open the home screen in the Android app.",
-    "Deep links to product pages open the home screen in the iOS app too; please fix them there.",
+    "Fix the blank screen after login in the Android app.",
+    "The iOS app shows a blank screen after login as well; look into it.",
 );
 
 fn bench(c: &mut Criterion) {
@@ -104,7 +106,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| compare(black_box(KINDS.0), black_box(KINDS.1)))
     });
     // Another action on the same object: no veto, the templates are
-    // written for the embedder (session 17).
+    // written for the embedder.
     c.bench_function("judge/first_look_with_templates", |b| {
         b.iter(|| {
             judge.first_look(

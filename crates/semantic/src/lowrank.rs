@@ -1,7 +1,8 @@
 //! A tuned encoder rebuilt from its difference with a base model.
 //!
-//! A model tuned with a low-rank update of its linear layers (session
-//! 25's all-mpnet-base-v2, `models/tuned-encoder/lowrank.py`) ships as
+//! A model tuned with a low-rank update of its linear layers (the larger
+//! tuned encoder, all-mpnet-base-v2; `research/tuned-encoder/lowrank.py`
+//! splits it) ships as
 //! three small parts instead of its full weights: the ONNX graph with every
 //! weight left out, the update's two factors per layer (a safetensors file,
 //! half or single precision), and a manifest naming where each of the
@@ -12,7 +13,7 @@
 //! place in the graph's protobuf as `raw_data`.
 //!
 //! `FastEmbedder::tuned_mpnet` loads the larger tuned encoder this way
-//! (`docs/tuning.md`, "Session 26"). The protobuf is walked, not
+//! (`models/tuned-encoder/README.md`). The protobuf is walked, not
 //! decoded: fields other than the graph's weights are copied byte for
 //! byte, so nothing of the graph is lost or reordered.
 

@@ -289,15 +289,15 @@ async fn every_candidates_residual_texts_are_embedded_in_one_inference() {
 }
 
 /// A rewording the pinned model puts below the judge's floor of 0.5 and
-/// the tuned encoder above it (a held-out pair of `data/pairs`): with the
-/// defaults (the tuned encoder on) the floor is on the nearer cosine and
-/// the judge calls it the same request; without the tuned encoder it is
-/// too far apart to be asked about.
+/// the tuned encoder above it (written for this test: cosines of about
+/// 0.46 and 0.63): with the defaults (the tuned encoder on) the floor is
+/// on the nearer cosine and the judge calls it the same request; without
+/// the tuned encoder it is too far apart to be asked about.
 #[tokio::test]
 async fn a_rewording_only_the_tuned_encoder_reads_as_near_is_a_loop() {
     let (a, b) = (
-        "choosing, through a formal bid, which travel agency books trips for US employees once the current contract ends",
-        "running the RFP to pick a new corporate travel management company for our US offices",
+        "asking several couriers for formal offers so we can decide who delivers web orders to European buyers after the shipping deal expires",
+        "running the RFP to select a new e-commerce logistics partner for the EU",
     );
     let dir = crate::common::model_dir(&[], &[]);
     let mut config = Config::default();

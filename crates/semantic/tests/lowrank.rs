@@ -1,6 +1,6 @@
 //! A model rebuilt by `lowrank::rebuild` runs in ONNX Runtime: the
 //! fixtures (`tests/fixtures/lowrank/`) were written by Python's `onnx`
-//! and `safetensors` packages, as `models/tuned-encoder/lowrank.py split`
+//! and `safetensors` packages, as `research/tuned-encoder/lowrank.py split`
 //! writes a tuned encoder's parts: a graph `y = x · w` whose weight `w`
 //! was left out, the base's `dense.weight` (out 2, in 3), a rank-1 update
 //! at half precision, and the manifest.

@@ -13,30 +13,30 @@ use loopguard_semantic::{
 
 use crate::common::{corrupt, embedder, files, judged_tuned_cosine, model_dir, pairs_seen_by};
 
-/// Pairs of the unseen batches (`data/pairs/unseen-batches-16-18.jsonl`,
-/// which neither the encoder nor the weights saw), with the cosine
-/// ONNX Runtime 1.31.1 gives from Python for the same file and tokenizer
-/// (`models/tuned-encoder/export.py`'s `embed`, 256 tokens).
+/// Pairs written for this test (none is in `data/pairs`), with the
+/// cosine ONNX Runtime 1.31.1 gives from Python for the same file and
+/// tokenizer (`research/tuned-encoder/export.py`'s `embed`, 256 tokens):
+/// one file name changed, one country, a "please" more, one line number.
 const FROM_PYTHON: [(&str, &str, f32); 4] = [
     (
-        "The order-router service panics with \"assignment to entry in nil map\" in router/quota.go line 142; please fix it.",
-        "The order-router service panics with \"assignment to entry in nil map\" in router/cache.go line 142; please fix it.",
-        0.88942,
+        "The sync daemon panics with \"called `Option::unwrap()` on a `None` value\" in src/daemon/watch.rs line 57; please fix it.",
+        "The sync daemon panics with \"called `Option::unwrap()` on a `None` value\" in src/daemon/queue.rs line 57; please fix it.",
+        0.84787,
     ),
     (
-        "Update the parental leave policy for our Ireland employees to 26 weeks fully paid, effective 1 September.",
-        "Update the parental leave policy for our Netherlands employees to 26 weeks fully paid, effective 1 September.",
-        0.44699,
+        "Extend the remote-work stipend for our Canada employees to 75 dollars a month, backdated to 1 March.",
+        "Extend the remote-work stipend for our Mexico employees to 75 dollars a month, backdated to 1 March.",
+        0.54807,
     ),
     (
-        "Fix the UTM tags in the spring_promo email campaign please; half the links use utm_source=newsletter and half use utm_source=email.",
-        "Fix the UTM tags in the spring_promo email campaign; half the links use utm_source=newsletter and half use utm_source=email.",
-        0.99689,
+        "Rename the cust_id column to customer_id in the orders_2024 table please; three dashboards and the nightly export still read cust_id.",
+        "Rename the cust_id column to customer_id in the orders_2024 table; three dashboards and the nightly export still read cust_id.",
+        0.98503,
     ),
     (
-        "Solder bridging on PCB line 4 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
-        "Solder bridging on PCB line 3 jumped to 2.1% this week; review the reflow oven profile and propose changes.",
-        0.75313,
+        "Downtime on conveyor line 8 doubled to 40 minutes a shift; review the motor maintenance log and propose a plan.",
+        "Downtime on conveyor line 2 doubled to 40 minutes a shift; review the motor maintenance log and propose a plan.",
+        0.82952,
     ),
 ];
 
@@ -142,8 +142,8 @@ fn the_built_in_copy_is_the_pinned_file_byte_for_byte() {
 #[test]
 fn the_texts_it_was_tuned_on_are_train_texts_and_never_test_ones() {
     let (seen_train, train, seen_test) = pairs_seen_by(tuned_encoder_saw);
-    // Every train pair (since session 29; its weights read each one's
-    // out-of-fold cosine from data/pairs/tuned-oof-cosines.jsonl).
+    // Every train pair (its weights read each one's out-of-fold cosine
+    // from data/pairs/tuned-oof-cosines.jsonl).
     assert_eq!(seen_train, train);
     assert_eq!(seen_test, 0);
     assert!(!tuned_encoder_saw("a text nobody wrote"));

@@ -18,7 +18,7 @@ use crate::common::{files, judged_tuned_cosine, pairs_seen_by};
 /// which neither the encoder nor the weights saw), with the cosine
 /// PyTorch gives for the tuned model before it is exported (a fresh
 /// process loading `finetune.py`'s saved model: mean pooling, 128 tokens;
-/// `models/tuned-encoder/README.md`, "The larger encoder").
+/// `research/tuned-encoder/README.md`, "The larger encoder").
 const FROM_PYTORCH: [(&str, &str, f32); 4] = [
     (
         "The order-router service panics with \"assignment to entry in nil map\" in router/quota.go line 142; please fix it.",
@@ -98,8 +98,8 @@ fn the_larger_tuned_encoder_reads_as_it_does_in_pytorch() {
 #[test]
 fn the_larger_encoder_was_tuned_on_every_train_pair_and_no_held_out_one() {
     let (seen_train, train, seen_test) = pairs_seen_by(mpnet_encoder_saw);
-    // Since session 30 (half of them before); its weights read each train
-    // pair's out-of-fold cosine from data/pairs/tuned-oof-cosines-mpnet.jsonl.
+    // Its weights read each train pair's out-of-fold cosine from
+    // data/pairs/tuned-oof-cosines-mpnet.jsonl.
     assert_eq!(seen_train, train);
     assert_eq!(seen_test, 0);
     assert!(!mpnet_encoder_saw("a text nobody wrote"));

@@ -9,7 +9,7 @@
 //! takes the 5th and 95th percentiles of each figure over the draws (the
 //! percentile bootstrap). On the 421 held-out pairs of
 //! `data/pairs/requests.jsonl` an interval is six to nine points wide
-//! (`docs/tuning.md`, session 32): two judges or two settings whose
+//! (`docs/tuning.md`, section 5): two judges or two settings whose
 //! figures differ by a point or two there are not told apart by them.
 
 use serde::Serialize;

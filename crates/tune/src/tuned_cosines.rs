@@ -6,7 +6,7 @@
 //! it deserves on text it never saw. When the encoder was tuned on every
 //! train pair, each pair's honest reading comes from an encoder tuned
 //! without it (one of k folds), computed where the encoder is tuned
-//! (`models/tuned-encoder/finetune.py oof`) and written one pair a line:
+//! (`research/tuned-encoder/finetune.py oof`) and written one pair a line:
 //!
 //! ```json
 //! {"a": "Deploy build 5812 to staging.", "b": "Ship 5812 to staging.", "tuned_cosine": 0.8123}

@@ -21,7 +21,7 @@ fn minilm_scores_shipped_pairs_and_caches_them() {
     assert!(all.issues.is_empty(), "{:?}", all.issues);
     assert!(all.pairs.len() >= 400, "{} pairs", all.pairs.len());
     assert!(all.split(Split::Test).count() > 0, "a held-out split");
-    // Twelve pairs of each split, and the README's reference pair.
+    // Twelve pairs of each split, and docs/semantic.md's reference pair.
     let mut few = all.clone();
     let train = all.split(Split::Train).take(12).cloned();
     let test = all.split(Split::Test).take(12).cloned();

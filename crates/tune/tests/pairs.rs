@@ -96,8 +96,8 @@ fn the_unseen_batches_read_cleanly_with_a_test_split_of_their_own() {
 }
 
 /// `data/pairs/second-annotator.jsonl` names real lines of the pair files,
-/// each once, and agrees with every label, as `data/pairs/README.md` and
-/// `docs/tuning.md` ("Session 18") say.
+/// each once, and agrees with every label, as `data/pairs/README.md` ("A
+/// second annotator") says.
 #[test]
 fn the_second_annotator_labels_real_pairs_and_agrees_with_them() {
     let requests = PairSet::read(&shipped_pairs("requests.jsonl")).expect("requests read");

@@ -1,9 +1,11 @@
-"""The README's Python examples, run verbatim: every ```python block of the
-workspace README's "## Python" section (up to "## Serve"). What an adapter
-example leaves to the user (a model, a tool) comes from the scripted
-models of the adapters' own tests; the block's text runs unchanged. Blocks
-that use the embedding model run only when its files are there
-(``LOOPGUARD_PY_SEMANTIC``, set by ``cargo test``)."""
+"""The documented Python examples, run verbatim: every ```python block of
+the workspace's ``docs/python.md``, the page about the package and its
+adapters; the Python examples of the workspace README and of this crate's
+README must be among them. What an adapter example leaves to the user (a
+model, a tool) comes from the scripted models of the adapters' own tests;
+the block's text runs unchanged. Blocks that use the embedding model run
+only when its files are there (``LOOPGUARD_PY_SEMANTIC``, set by ``cargo
+test``)."""
 
 import importlib.util
 import os
@@ -24,10 +26,11 @@ FRAMEWORKS = {
 }
 
 
+PAGE = "docs/python.md"
+
+
 def python_section() -> str:
-    text = (WORKSPACE / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Python\n")
-    return text[start : text.index("\n## Serve\n", start)]
+    return (WORKSPACE / PAGE).read_text(encoding="utf-8")
 
 
 def python_blocks(text: str) -> list:
@@ -89,7 +92,7 @@ def test_the_example_runs_as_written(block, capsys):
     if adapter is not None:
         pytest.importorskip(FRAMEWORKS[adapter])
         names.update(example_names(adapter))
-    exec(compile(block, f"README.md ({block_id(block)})", "exec"), names)
+    exec(compile(block, f"{PAGE} ({block_id(block)})", "exec"), names)
     printed = capsys.readouterr().out.strip()
     if adapter is not None:
         check_adapter_example(names["guard"], printed)
@@ -146,12 +149,20 @@ def test_the_event_table_names_every_event_type_and_links_the_spec():
     assert "tool_call" in types and "human" in types, types
     table = re.findall(r"^\| `([a-z_]+)` +\|", SECTION, flags=re.M)
     assert sorted(t for t in table if t != "type") == sorted(types)
-    assert "(docs/spec/trace-format.md)" in SECTION
+    assert "(spec/trace-format.md)" in SECTION
 
 
 def test_the_crate_readme_shows_only_examples_the_section_runs():
     crate = (WORKSPACE / "crates" / "python" / "README.md").read_text(encoding="utf-8")
     blocks = python_blocks(crate)
+    assert blocks
+    for block in blocks:
+        assert block in BLOCKS, block
+
+
+def test_the_workspace_readme_shows_only_examples_the_section_runs():
+    readme = (WORKSPACE / "README.md").read_text(encoding="utf-8")
+    blocks = python_blocks(readme)
     assert blocks
     for block in blocks:
         assert block in BLOCKS, block

