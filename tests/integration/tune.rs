@@ -68,6 +68,7 @@ fn a_small_pair_file_gives_the_table_and_six_files() {
     let out = dir.path().join("out");
     let run = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--embedder".as_ref(),
@@ -162,6 +163,7 @@ fn kind_and_format_json() {
     let pairs = pair_file(&dir, PAIRS);
     let run = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--embedder".as_ref(),
@@ -196,6 +198,7 @@ fn bad_lines_are_listed_and_strict_makes_them_exit_1() {
     let args = |strict: bool| {
         let mut args = vec![
             "tune".into(),
+            "threshold".into(),
             "--pairs".into(),
             pairs.clone().into_os_string(),
             "--embedder".into(),
@@ -253,10 +256,10 @@ fn a_bad_tuned_cosines_file_stops_the_run_before_any_work_and_names_its_line() {
     let fit = |extra: &[&str]| {
         let mut args: Vec<std::ffi::OsString> = vec![
             "tune".into(),
+            "judge".into(),
+            "fit".into(),
             "--pairs".into(),
             pairs.clone().into_os_string(),
-            "--judge".into(),
-            "calibrated".into(),
             "--tuned-cosines".into(),
             cosines.clone().into_os_string(),
         ];
@@ -276,13 +279,19 @@ fn a_bad_tuned_cosines_file_stops_the_run_before_any_work_and_names_its_line() {
     );
     // Nothing was embedded: the file is read first.
     assert!(!bad.stderr.contains("distinct texts"), "{}", bad.stderr);
+    // Without a tuned encoder there are no tuned cosines to replace: a
+    // usage error.
     let no_encoder = fit(&[]);
     assert_eq!(no_encoder.code, Some(2), "{no_encoder:?}");
     assert!(
-        no_encoder.stderr.contains("add --tuned-encoder"),
+        no_encoder
+            .stderr
+            .contains("the following required arguments were not provided")
+            && no_encoder.stderr.contains("--tuned-encoder"),
         "{}",
         no_encoder.stderr
     );
+    assert_eq!(no_encoder.stdout, "");
 }
 
 #[test]
@@ -291,6 +300,7 @@ fn unreadable_input_and_bad_ranges_exit_2() {
     let missing = dir.path().join("missing.jsonl");
     let unreadable = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--pairs".as_ref(),
         missing.as_os_str(),
         "--embedder".as_ref(),
@@ -319,6 +329,7 @@ fn unreadable_input_and_bad_ranges_exit_2() {
     ] {
         let mut args = vec![
             "tune".into(),
+            "threshold".into(),
             "--pairs".into(),
             pairs.clone().into_os_string(),
             "--embedder".into(),
@@ -332,6 +343,7 @@ fn unreadable_input_and_bad_ranges_exit_2() {
 
     let no_semantic = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--no-semantic".as_ref(),
@@ -355,6 +367,7 @@ fn a_trace_without_its_sidecar_exits_2_naming_it() {
     .expect("write a trace");
     let run = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--traces".as_ref(),
         dir.path().as_os_str(),
         "--embedder".as_ref(),
@@ -378,6 +391,7 @@ fn the_bundled_traces_with_their_holdout() {
     let holdout = workspace("data/tune-traces/holdout");
     let run = run([
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--traces".as_ref(),
         traces.as_os_str(),
         "--holdout".as_ref(),
@@ -432,6 +446,7 @@ fn the_shipped_pairs_end_to_end_and_cached() {
     let pairs = workspace("data/pairs/requests.jsonl");
     let args = [
         "tune".as_ref(),
+        "threshold".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--cache-dir".as_ref(),
@@ -492,6 +507,7 @@ fn trace_lines_that_are_not_events_are_listed_and_strict_exits_1() {
     let args = |strict: bool| {
         let mut args: Vec<std::ffi::OsString> = vec![
             "tune".into(),
+            "threshold".into(),
             "--traces".into(),
             trace.clone().into_os_string(),
             "--embedder".into(),
@@ -539,25 +555,32 @@ fn write_config(dir: &TempDir, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// `tune --pairs PAIRS --embedder lexical EXTRA`.
-fn tune_lexical(pairs: &Path, extra: &[&OsStr]) -> Run {
-    let mut args: Vec<&OsStr> = vec![
-        "tune".as_ref(),
+/// `tune judge fit`.
+const FIT: &[&str] = &["judge", "fit"];
+/// `tune judge eval`.
+const EVAL: &[&str] = &["judge", "eval"];
+/// `tune threshold`.
+const THRESHOLD: &[&str] = &["threshold"];
+
+/// `tune SUBCOMMAND --pairs PAIRS --embedder lexical EXTRA`.
+fn tune_lexical(subcommand: &[&str], pairs: &Path, extra: &[&OsStr]) -> Run {
+    let mut args: Vec<&OsStr> = vec!["tune".as_ref()];
+    args.extend(subcommand.iter().map(OsStr::new));
+    args.extend::<[&OsStr; 4]>([
         "--pairs".as_ref(),
         pairs.as_os_str(),
         "--embedder".as_ref(),
         "lexical".as_ref(),
-    ];
+    ]);
     args.extend_from_slice(extra);
     run(args)
 }
 
-/// `tune --pairs PAIRS --embedder lexical --eval-only JUDGE --format json`.
+/// `tune judge eval --pairs PAIRS --embedder lexical JUDGE --format json`.
 fn eval_only_json(pairs: &Path, judge: &[&OsStr]) -> Run {
-    let mut extra: Vec<&OsStr> = vec!["--eval-only".as_ref()];
-    extra.extend_from_slice(judge);
+    let mut extra: Vec<&OsStr> = judge.to_vec();
     extra.extend::<[&OsStr; 2]>(["--format".as_ref(), "json".as_ref()]);
-    tune_lexical(pairs, &extra)
+    tune_lexical(EVAL, pairs, &extra)
 }
 
 #[test]
@@ -578,9 +601,9 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
         &format!("[similarity]\njudge = \"cosine\"\nrequest_threshold = {threshold}\n"),
     );
     let text = tune_lexical(
+        EVAL,
         &pairs,
         &[
-            "--eval-only".as_ref(),
             "--config".as_ref(),
             config.as_os_str(),
             "--out".as_ref(),
@@ -741,9 +764,9 @@ fn eval_only_with_out_writes_every_verdict_and_the_mistakes_worst_first() {
     let blocked = dir.path().join("a-file");
     fs::write(&blocked, "").expect("write a file");
     let failed = tune_lexical(
+        EVAL,
         &pairs,
         &[
-            "--eval-only".as_ref(),
             "--config".as_ref(),
             config.as_os_str(),
             "--out".as_ref(),
@@ -764,13 +787,9 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     let pairs = pair_file(&dir, JUDGE_PAIRS);
     let weights = dir.path().join("weights").join("judge.json");
     let fitted = tune_lexical(
+        FIT,
         &pairs,
-        &[
-            "--judge".as_ref(),
-            "calibrated".as_ref(),
-            "--weights-out".as_ref(),
-            weights.as_os_str(),
-        ],
+        &["--weights-out".as_ref(), weights.as_os_str()],
     );
     assert_eq!(fitted.code, Some(0), "{fitted:?}");
     assert!(fitted.stdout.contains("calibrated"), "{}", fitted.stdout);
@@ -806,7 +825,7 @@ fn the_judge_is_fitted_written_and_scored_and_eval_only_prints_its_counts() {
     let written: Value =
         serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
             .expect("JSON");
-    assert_eq!(written["format"], 1);
+    assert_eq!(written["format"], 2);
     assert!(
         written["fitted_on"]
             .as_str()
@@ -863,17 +882,9 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
     let folds = |count: &str, extra: &[&OsStr]| {
         let mut args: Vec<&OsStr> = vec!["--folds".as_ref(), count.as_ref()];
         args.extend_from_slice(extra);
-        tune_lexical(&pairs, &args)
+        tune_lexical(FIT, &pairs, &args)
     };
-    let json = folds(
-        "2",
-        &[
-            "--judge".as_ref(),
-            "calibrated".as_ref(),
-            "--format".as_ref(),
-            "json".as_ref(),
-        ],
-    );
+    let json = folds("2", &["--format".as_ref(), "json".as_ref()]);
     assert_eq!(json.code, Some(0), "{json:?}");
     let document: Value = serde_json::from_str(json.stdout.trim()).expect("JSON");
     let cv = &document["cross_validation"];
@@ -900,7 +911,7 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
             .all(|t| t.as_f64().is_some_and(|t| (0.0..1.0).contains(&t))),
         "{cv}"
     );
-    let text = folds("2", &["--judge".as_ref(), "calibrated".as_ref()]);
+    let text = folds("2", &[]);
     assert!(
         text.stdout
             .contains("cross-validated on the 4 train pairs (2 folds, 10 shuffles)"),
@@ -930,28 +941,21 @@ fn folds_cross_validate_the_calibrated_judge_on_the_train_split() {
         "{}",
         text.stdout
     );
-    // Without the calibrated judge there is nothing to cross-validate.
-    let alone = folds("2", &[]);
-    assert_eq!(alone.code, Some(2), "{alone:?}");
+    // Scoring a judge fits nothing to cross-validate: `judge eval` takes
+    // no --folds, and clap says so before any work.
+    let eval = tune_lexical(EVAL, &pairs, &["--folds".as_ref(), "2".as_ref()]);
+    assert_eq!(eval.code, Some(2), "{eval:?}");
     assert!(
-        alone
-            .stderr
-            .contains("--folds cross-validates the calibrated judge"),
+        eval.stderr.contains("unexpected argument '--folds' found"),
         "{}",
-        alone.stderr
+        eval.stderr
     );
+    assert!(!eval.stderr.contains("distinct texts"), "{}", eval.stderr);
+    assert_eq!(eval.stdout, "");
     // More folds than pairs of a label: said, with the counts, and no
     // weights written.
     let weights = dir.path().join("never.json");
-    let too_many = folds(
-        "3",
-        &[
-            "--judge".as_ref(),
-            "calibrated".as_ref(),
-            "--weights-out".as_ref(),
-            weights.as_os_str(),
-        ],
-    );
+    let too_many = folds("3", &["--weights-out".as_ref(), weights.as_os_str()]);
     assert_eq!(too_many.code, Some(2), "{too_many:?}");
     assert!(
         too_many.stderr.contains("3 folds; 2 same, 2 different"),
@@ -968,9 +972,10 @@ fn the_shipped_reply_pairs_are_scored_whole_with_nothing_fitted() {
     let pairs = workspace("data/pairs/replies.jsonl");
     let scored = run([
         "tune".as_ref(),
+        "judge".as_ref(),
+        "eval".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
-        "--eval-only".as_ref(),
         "--format".as_ref(),
         "json".as_ref(),
     ]);
@@ -983,15 +988,111 @@ fn the_shipped_reply_pairs_are_scored_whole_with_nothing_fitted() {
 }
 
 #[test]
-fn judge_cosine_leaves_the_sweep_output_unchanged() {
+fn the_threshold_sweep_takes_none_of_the_judges_flags() {
     let dir = TempDir::new().expect("a temporary directory");
     let pairs = pair_file(&dir, PAIRS);
-    let (plain, cosine) = (
-        tune_lexical(&pairs, &[]),
-        tune_lexical(&pairs, &["--judge".as_ref(), "cosine".as_ref()]),
-    );
-    assert_eq!(plain.code, Some(0), "{plain:?}");
-    assert_eq!(plain.stdout, cosine.stdout);
+    let weights = dir.path().join("weights.json");
+    for (flags, flag) in [
+        (
+            &["--weights".as_ref(), weights.as_os_str()][..],
+            "--weights",
+        ),
+        (
+            &["--weights-out".as_ref(), weights.as_os_str()][..],
+            "--weights-out",
+        ),
+        (&["--judge".as_ref(), "cosine".as_ref()][..], "--judge"),
+        (&["--folds".as_ref(), "5".as_ref()][..], "--folds"),
+        (&["--second-opinion".as_ref()][..], "--second-opinion"),
+    ] {
+        let refused = tune_lexical(THRESHOLD, &pairs, flags);
+        assert_eq!(refused.code, Some(2), "{flag}: {refused:?}");
+        assert!(
+            refused
+                .stderr
+                .contains(&format!("unexpected argument '{flag}' found")),
+            "{flag}: {}",
+            refused.stderr
+        );
+        // A usage error: nothing read, nothing embedded, nothing written.
+        assert!(
+            !refused.stderr.contains("distinct texts"),
+            "{}",
+            refused.stderr
+        );
+        assert_eq!(refused.stdout, "", "{flag}");
+        assert!(!weights.exists(), "{flag}");
+    }
+}
+
+#[test]
+fn the_flat_spelling_of_tune_is_refused_naming_the_subcommand() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, PAIRS);
+    for (flags, says) in [
+        (
+            &[
+                "--pairs".as_ref(),
+                pairs.as_os_str(),
+                "--judge".as_ref(),
+                "calibrated".as_ref(),
+            ][..],
+            "`loopguard tune judge fit --pairs FILE`",
+        ),
+        (
+            &[
+                "--pairs".as_ref(),
+                pairs.as_os_str(),
+                "--eval-only".as_ref(),
+            ][..],
+            "`loopguard tune judge eval --pairs FILE`",
+        ),
+        (
+            &["--pairs".as_ref(), pairs.as_os_str()][..],
+            "`loopguard tune threshold --pairs FILE`",
+        ),
+        (
+            &[
+                "--eval-only".as_ref(),
+                "--pairs".as_ref(),
+                pairs.as_os_str(),
+            ][..],
+            "`loopguard tune judge eval --pairs FILE`",
+        ),
+        (
+            &["--traces".as_ref(), dir.path().as_os_str()][..],
+            "`loopguard tune threshold --traces DIR_OR_FILE`",
+        ),
+    ] {
+        let mut args: Vec<&OsStr> = vec!["tune".as_ref()];
+        args.extend_from_slice(flags);
+        let refused = run(args);
+        assert_eq!(refused.code, Some(2), "{flags:?}: {refused:?}");
+        assert!(
+            refused.stderr.contains(says),
+            "{flags:?}: {}",
+            refused.stderr
+        );
+        assert_eq!(refused.stdout, "");
+    }
+}
+
+#[test]
+fn strict_makes_bad_pair_lines_exit_1_when_the_judge_is_fitted_or_scored() {
+    let dir = TempDir::new().expect("a temporary directory");
+    let pairs = pair_file(&dir, &format!("{JUDGE_PAIRS}not json\n"));
+    for subcommand in [FIT, EVAL] {
+        let lenient = tune_lexical(subcommand, &pairs, &[]);
+        assert_eq!(lenient.code, Some(0), "{subcommand:?}: {lenient:?}");
+        assert!(
+            lenient.stderr.contains(":7: not a JSON object"),
+            "{}",
+            lenient.stderr
+        );
+        let strict = tune_lexical(subcommand, &pairs, &["--strict".as_ref()]);
+        assert_eq!(strict.code, Some(1), "{subcommand:?}: {strict:?}");
+        assert_eq!(strict.stdout, lenient.stdout, "the work is still done");
+    }
 }
 
 #[test]
@@ -1000,10 +1101,9 @@ fn the_judge_fit_draws_both_judges_curves_in_one_picture() {
     let pairs = pair_file(&dir, JUDGE_PAIRS);
     let out = dir.path().join("out");
     let fitted = tune_lexical(
+        FIT,
         &pairs,
         &[
-            "--judge".as_ref(),
-            "calibrated".as_ref(),
             "--out".as_ref(),
             out.as_os_str(),
             "--format".as_ref(),
@@ -1109,9 +1209,10 @@ fn eval_only_with_a_second_opinion_scores_the_judge_alone_and_with_it() {
     let (_runtime, fake) = labelling_llm(&pairs);
     let plain = run([
         "tune".as_ref(),
+        "judge".as_ref(),
+        "eval".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
-        "--eval-only".as_ref(),
         "--format".as_ref(),
         "json".as_ref(),
     ]);
@@ -1123,22 +1224,16 @@ fn eval_only_with_a_second_opinion_scores_the_judge_alone_and_with_it() {
     command
         .env("LOOPGUARD_LLM_BASE_URL", fake.base_url())
         .env("LOOPGUARD_LLM_MODEL", "labels")
-        .args(["tune", "--pairs"])
+        .args(["tune", "judge", "eval", "--pairs"])
         .arg(&pairs)
-        .args([
-            "--eval-only",
-            "--second-opinion",
-            "--format",
-            "json",
-            "--out",
-        ])
+        .args(["--second-opinion", "--format", "json", "--out"])
         .arg(dir.path());
     let judged = run_command(&mut command, b"");
     assert_eq!(judged.code, Some(0), "{judged:?}");
     let judged: Value = serde_json::from_str(judged.stdout.trim()).expect("one JSON object");
     let count = |value: &Value, key: &str| value[key].as_u64().unwrap_or(u64::MAX);
 
-    // The judge alone is what plain --eval-only prints.
+    // The judge alone is what plain `judge eval` prints.
     for key in ["tp", "fp", "fn", "tn"] {
         assert_eq!(
             count(&judged["judge_alone"], key),
@@ -1200,9 +1295,9 @@ fn eval_only_with_an_unreachable_second_opinion_keeps_the_judges_verdicts_and_wa
     command
         .env("LOOPGUARD_LLM_BASE_URL", format!("http://{address}/v1"))
         .env("LOOPGUARD_LLM_MODEL", "nobody")
-        .args(["tune", "--pairs"])
+        .args(["tune", "judge", "eval", "--pairs"])
         .arg(&pairs)
-        .args(["--eval-only", "--second-opinion", "--format", "json"]);
+        .args(["--second-opinion", "--format", "json"]);
     let judged = run_command(&mut command, b"");
     assert_eq!(judged.code, Some(0), "{judged:?}");
     assert!(
@@ -1237,9 +1332,9 @@ fn a_second_opinion_without_an_llm_is_one_clear_error() {
     command
         .env_remove("LOOPGUARD_LLM_BASE_URL")
         .env_remove("LOOPGUARD_LLM_MODEL")
-        .args(["tune", "--pairs"])
+        .args(["tune", "judge", "eval", "--pairs"])
         .arg(&pairs)
-        .args(["--eval-only", "--second-opinion"]);
+        .args(["--second-opinion"]);
     let run = run_command(&mut command, b"");
     assert_eq!(run.code, Some(2), "{run:?}");
     assert!(
@@ -1250,10 +1345,13 @@ fn a_second_opinion_without_an_llm_is_one_clear_error() {
     );
 }
 
-/// `tune --pairs data/pairs/requests.jsonl` with `extra`, as JSON.
-fn tune_shipped_json(extra: &[&OsStr]) -> (Run, Value) {
+/// `tune SUBCOMMAND --pairs data/pairs/requests.jsonl` with `extra`, as
+/// JSON.
+fn tune_shipped_json(subcommand: &[&str], extra: &[&OsStr]) -> (Run, Value) {
     let pairs = workspace("data/pairs/requests.jsonl");
-    let mut args: Vec<&OsStr> = vec!["tune".as_ref(), "--pairs".as_ref(), pairs.as_os_str()];
+    let mut args: Vec<&OsStr> = vec!["tune".as_ref()];
+    args.extend(subcommand.iter().map(OsStr::new));
+    args.extend::<[&OsStr; 2]>(["--pairs".as_ref(), pairs.as_os_str()]);
     args.extend_from_slice(extra);
     args.extend::<[&OsStr; 2]>(["--format".as_ref(), "json".as_ref()]);
     let out = run(args);
@@ -1336,10 +1434,10 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
     let pairs = workspace("data/pairs/requests.jsonl");
     let bare = run([
         "tune".as_ref(),
+        "judge".as_ref(),
+        "fit".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
         "--tuned-encoder".as_ref(),
     ] as [&OsStr; 6]);
     assert_eq!(bare.code, Some(2), "{bare:?}");
@@ -1355,20 +1453,21 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
     let dir = TempDir::new().expect("a temporary directory");
     let weights = dir.path().join("tuned.json");
     let oof = workspace("data/pairs/tuned-oof-cosines.jsonl");
-    let (fit, report) = tune_shipped_json(&[
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--tuned-encoder".as_ref(),
-        "--tuned-cosines".as_ref(),
-        oof.as_os_str(),
-        "--weights-out".as_ref(),
-        weights.as_os_str(),
-    ]);
+    let (fit, report) = tune_shipped_json(
+        FIT,
+        &[
+            "--tuned-encoder".as_ref(),
+            "--tuned-cosines".as_ref(),
+            oof.as_os_str(),
+            "--weights-out".as_ref(),
+            weights.as_os_str(),
+        ],
+    );
     // The encoder was tuned on every train pair: each one's cosine is read
     // from the file (an encoder tuned without it), and none is left out.
     let read_from_file = cosines_read_from_file(&fit.stderr);
     assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
-    let (without, plain) = tune_shipped_json(&["--judge".as_ref(), "calibrated".as_ref()]);
+    let (without, plain) = tune_shipped_json(FIT, &[]);
     let train = |document: &Value| document["train_pairs"].as_u64().expect("train pairs") as usize;
     assert_eq!(
         read_from_file,
@@ -1389,10 +1488,15 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
     let written: Value =
         serde_json::from_str(&fs::read_to_string(&weights).expect("weights written"))
             .expect("JSON");
-    assert_eq!(written["weights"].as_array().map(Vec::len), Some(15));
+    assert_eq!(
+        written["weights"].as_object().map(|weights| weights.len()),
+        Some(16)
+    );
     assert_eq!(report["feature_names"][14], "tuned_cosine");
     assert!(
-        written["weights"][14].as_f64().is_some_and(|w| w > 0.0),
+        written["weights"]["tuned_cosine"]
+            .as_f64()
+            .is_some_and(|w| w > 0.0),
         "{written}"
     );
     assert!(
@@ -1424,16 +1528,12 @@ fn the_tuned_encoder_is_fitted_on_out_of_fold_cosines_and_lifts_recall() {
 
     // Scored as written, fitting nothing: the file turns the encoder on by
     // itself, and scores the held-out pairs as the fit did.
-    let (eval, scored) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--weights".as_ref(),
-        weights.as_os_str(),
-    ]);
+    let (eval, scored) = tune_shipped_json(EVAL, &["--weights".as_ref(), weights.as_os_str()]);
     assert!(eval.stderr.contains("tuned-minilm"), "{}", eval.stderr);
     assert_eq!(scored["tp"], report["calibrated"]["test"]["tp"]);
     assert_eq!(scored["fp"], report["calibrated"]["test"]["fp"]);
     // The weights shipped for it are these (fitted the same way).
-    let (_, shipped) = tune_shipped_json(&["--eval-only".as_ref(), "--tuned-encoder".as_ref()]);
+    let (_, shipped) = tune_shipped_json(EVAL, &["--tuned-encoder".as_ref()]);
     assert_eq!(
         (shipped["tp"].clone(), shipped["fp"].clone()),
         (scored["tp"].clone(), scored["fp"].clone())
@@ -1462,13 +1562,15 @@ fn a_tuned_cosines_file_that_names_held_out_pairs_scores_them_by_its_cosines() {
     let file = dir.path().join("oracle.jsonl");
     fs::write(&file, oracle).expect("write the cosines");
 
-    let (by_file, read) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--tuned-encoder".as_ref(),
-        "--tuned-cosines".as_ref(),
-        file.as_os_str(),
-    ]);
-    let (_, by_encoder) = tune_shipped_json(&["--eval-only".as_ref(), "--tuned-encoder".as_ref()]);
+    let (by_file, read) = tune_shipped_json(
+        EVAL,
+        &[
+            "--tuned-encoder".as_ref(),
+            "--tuned-cosines".as_ref(),
+            file.as_os_str(),
+        ],
+    );
+    let (_, by_encoder) = tune_shipped_json(EVAL, &["--tuned-encoder".as_ref()]);
     let read_from_file = cosines_read_from_file(&by_file.stderr);
     assert_eq!(read_from_file, held_out, "{}", by_file.stderr);
     // The same weights, the same pairs: only the reading differs, and the
@@ -1537,10 +1639,10 @@ fn the_larger_tuned_encoder_is_fitted_on_its_out_of_fold_cosines_and_its_weights
     let fit_args = |with_cosines: bool| {
         let mut args: Vec<&OsStr> = vec![
             "tune".as_ref(),
+            "judge".as_ref(),
+            "fit".as_ref(),
             "--pairs".as_ref(),
             pairs.as_os_str(),
-            "--judge".as_ref(),
-            "calibrated".as_ref(),
             "--tuned-encoder".as_ref(),
             "mpnet".as_ref(),
             "--weights-out".as_ref(),
@@ -1583,18 +1685,21 @@ fn the_larger_tuned_encoder_is_fitted_on_its_out_of_fold_cosines_and_its_weights
         "{written}"
     );
     assert!(
-        written["weights"][14].as_f64().is_some_and(|w| w != 0.0),
+        written["weights"]["tuned_cosine"]
+            .as_f64()
+            .is_some_and(|w| w != 0.0),
         "{written}"
     );
     // Scored as written: the file asks for the larger encoder by itself.
     let eval = run([
         "tune".as_ref(),
+        "judge".as_ref(),
+        "eval".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
-        "--eval-only".as_ref(),
         "--weights".as_ref(),
         weights.as_os_str(),
-    ] as [&OsStr; 6]);
+    ] as [&OsStr; 7]);
     assert_eq!(eval.code, Some(0), "{eval:?}");
     assert!(eval.stderr.contains("by tuned-mpnet"), "{}", eval.stderr);
 }
@@ -1604,16 +1709,17 @@ fn the_larger_encoders_shipped_weights_are_a_refit_on_its_out_of_fold_cosines() 
     let dir = TempDir::new().expect("a temporary directory");
     let weights = dir.path().join("mpnet.json");
     let oof = workspace("data/pairs/tuned-oof-cosines-mpnet.jsonl");
-    let (fit, report) = tune_shipped_json(&[
-        "--judge".as_ref(),
-        "calibrated".as_ref(),
-        "--tuned-encoder".as_ref(),
-        "mpnet".as_ref(),
-        "--tuned-cosines".as_ref(),
-        oof.as_os_str(),
-        "--weights-out".as_ref(),
-        weights.as_os_str(),
-    ]);
+    let (fit, report) = tune_shipped_json(
+        FIT,
+        &[
+            "--tuned-encoder".as_ref(),
+            "mpnet".as_ref(),
+            "--tuned-cosines".as_ref(),
+            oof.as_os_str(),
+            "--weights-out".as_ref(),
+            weights.as_os_str(),
+        ],
+    );
     // Every train pair's cosine is read from the file, none is left out.
     assert!(!fit.stderr.contains("left out"), "{}", fit.stderr);
     assert!(
@@ -1629,11 +1735,7 @@ fn the_larger_encoders_shipped_weights_are_a_refit_on_its_out_of_fold_cosines() 
     // The shipped weights, read as a config reads them, score the held-out
     // pairs as the refit does.
     let config = workspace("tests/configs/similarity_tuned_encoder_mpnet.toml");
-    let (eval, shipped) = tune_shipped_json(&[
-        "--eval-only".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-    ]);
+    let (eval, shipped) = tune_shipped_json(EVAL, &["--config".as_ref(), config.as_os_str()]);
     assert!(eval.stderr.contains("by tuned-mpnet"), "{}", eval.stderr);
     let count = |document: &Value, key: &str| document[key].as_u64().expect("a count");
     for key in ["tp", "fp", "fn", "tn"] {
@@ -1652,24 +1754,30 @@ fn the_larger_encoders_shipped_weights_are_a_refit_on_its_out_of_fold_cosines() 
 }
 
 #[test]
-fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
+fn the_tuned_encoder_is_refused_where_no_calibrated_judge_reads_it() {
     let pairs = workspace("data/pairs/unseen-batches-16-18.jsonl");
-    for judge in [&["--judge", "cosine"][..], &[]] {
-        let mut args = vec![
-            "tune",
-            "--pairs",
-            pairs.to_str().expect("a UTF-8 path"),
-            "--tuned-encoder",
-        ];
-        args.extend_from_slice(judge);
-        let out = run(args);
+    let pairs = pairs.to_str().expect("a UTF-8 path");
+    for (args, says) in [
+        (
+            &[
+                "judge",
+                "eval",
+                "--pairs",
+                pairs,
+                "--tuned-encoder",
+                "--judge",
+                "cosine",
+            ][..],
+            "the argument '--tuned-encoder [<ENCODER>]' cannot be used with '--judge <JUDGE>'",
+        ),
+        (
+            &["threshold", "--pairs", pairs, "--tuned-encoder"][..],
+            "unexpected argument '--tuned-encoder' found",
+        ),
+    ] {
+        let out = run(["tune"].iter().chain(args));
         assert_eq!(out.code, Some(2), "{out:?}");
-        assert!(
-            out.stderr
-                .contains("--tuned-encoder adds a reading to the calibrated judge"),
-            "{}",
-            out.stderr
-        );
+        assert!(out.stderr.contains(says), "{}", out.stderr);
         assert_eq!(out.stdout, "");
     }
 }
@@ -1678,15 +1786,14 @@ fn the_tuned_encoder_without_the_calibrated_judge_is_one_clear_error() {
 fn eval_only_scores_the_judge_the_config_runs() {
     let threshold = |document: &Value| document["threshold"].as_f64().unwrap_or(-1.0);
     let close = |a: f64, b: f32| (a - f64::from(b)).abs() < 1e-4;
-    // `--eval-only --config CONFIG` and `extra`.
+    // `judge eval --config CONFIG` and `extra`.
     let eval_with = |config: &Path, extra: &[&OsStr]| {
-        let mut args: Vec<&OsStr> = vec!["--eval-only".as_ref(), "--config".as_ref()];
-        args.push(config.as_os_str());
+        let mut args: Vec<&OsStr> = vec!["--config".as_ref(), config.as_os_str()];
         args.extend_from_slice(extra);
-        tune_shipped_json(&args)
+        tune_shipped_json(EVAL, &args)
     };
     // The defaults: the calibrated judge with the tuned encoder.
-    let (defaults, default_scored) = tune_shipped_json(&["--eval-only".as_ref()]);
+    let (defaults, default_scored) = tune_shipped_json(EVAL, &[]);
     assert!(
         defaults.stderr.contains("tuned-minilm"),
         "{}",
@@ -1739,9 +1846,10 @@ fn a_weights_file_that_cannot_be_read_stops_eval_only_before_anything_is_embedde
     let missing = dir.path().join("no-such-weights.json");
     let out = run([
         "tune".as_ref(),
+        "judge".as_ref(),
+        "eval".as_ref(),
         "--pairs".as_ref(),
         pairs.as_os_str(),
-        "--eval-only".as_ref(),
         "--weights".as_ref(),
         missing.as_os_str(),
     ]);

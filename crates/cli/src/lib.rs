@@ -13,7 +13,7 @@
 //! loopguard replay trace.jsonl --config loopguard.toml --strict
 //! loopguard demo                                # every built-in loop kind, explained
 //! loopguard similarity "text a" "text b"        # the cosine, against the thresholds
-//! loopguard tune --pairs data/pairs/requests.jsonl --out tune-out   # choose a threshold
+//! loopguard tune threshold --pairs data/pairs/requests.jsonl --out tune-out   # choose a threshold
 //! loopguard replay trace.jsonl --no-semantic    # exact text only: no model
 //! loopguard replay trace.jsonl --plugin target/release/libmy_plugin.so
 //! loopguard plugins target/release/libmy_plugin.so   # name, kinds, ABI, versions

@@ -1,8 +1,11 @@
-//! `loopguard tune`: sweep the similarity threshold over labelled pairs or
-//! recorded traces, print what each threshold catches and wrongly flags,
-//! and write the table and the pictures.
+//! `loopguard tune`: `threshold` sweeps the similarity threshold over
+//! labelled pairs or recorded traces, prints what each threshold catches
+//! and wrongly flags, and writes the table and the pictures; `judge fit`
+//! and `judge eval` (in `judge`) fit or score the same-request judge on
+//! labelled pairs.
 
 use std::io::{self, IsTerminal, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -13,12 +16,15 @@ use loopguard_semantic::{
     provision_options, tuned_encoder_saw,
 };
 use loopguard_tune::{
-    Choice, Configured, EmbedOptions, EmbedderChoice, EmbeddingCache, Mode, PairSet, Split,
-    SweepRow, Thresholds, TraceSet, TuneOptions, TuneReport, TunedCosines, add_tuned_cosines,
-    embed_texts, judge_features, tune_pairs, tune_traces, write_outputs,
+    Choice, Configured, EmbedOptions, EmbedStats, EmbedderChoice, EmbeddingCache, LineIssue, Mode,
+    PairSet, Split, SweepRow, Thresholds, TraceSet, TuneOptions, TuneReport, TunedCosines, Vectors,
+    add_tuned_cosines, embed_texts, judge_features, tune_pairs, tune_traces, write_outputs,
 };
 
-use crate::cli::{TuneArgs, TuneEmbedder, TuneFormat, TuneJudge};
+use crate::cli::{
+    TuneArgs, TuneCommand, TuneCommon, TuneEmbedder, TuneEvalArgs, TuneFitArgs, TuneFormat,
+    TuneJudgeCommand, TuneThresholdArgs,
+};
 use crate::outcome::Outcome;
 use crate::setup::{self, ConfigSource};
 
@@ -33,9 +39,7 @@ enum Input {
     Traces(TraceSet, Option<TraceSet>),
 }
 
-/// Runs `loopguard tune`: the config and the range first (a bad one stops
-/// before any work), then the input, the embedder, the embeddings, the
-/// sweep, the output.
+/// Runs `loopguard tune threshold`, `tune judge fit` or `tune judge eval`.
 pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Outcome> {
     if no_semantic {
         bail!(
@@ -43,43 +47,20 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
              (--embedder lexical is the model-free baseline)"
         );
     }
-    if args.tuned_encoder.is_some()
-        && (args.judge == Some(TuneJudge::Cosine) || (args.judge.is_none() && !args.eval_only))
-    {
-        bail!(
-            "--tuned-encoder adds a reading to the calibrated judge: add --judge calibrated (or \
-             --eval-only without --judge cosine)"
-        );
+    match &args.command {
+        TuneCommand::Threshold(args) => threshold(args).await,
+        TuneCommand::Judge(TuneJudgeCommand::Fit(args)) => fit(args),
+        TuneCommand::Judge(TuneJudgeCommand::Eval(args)) => eval(args).await,
     }
-    if args.tuned_cosines.is_some() && args.tuned_encoder.is_none() && !args.eval_only {
-        bail!(
-            "--tuned-cosines replaces the tuned encoder's cosines: add --tuned-encoder (and \
-             --judge calibrated)"
-        );
-    }
-    if args.folds.is_some() && args.judge != Some(TuneJudge::Calibrated) {
-        bail!("--folds cross-validates the calibrated judge: add --judge calibrated");
-    }
-    // Read before any work: a bad file stops the run with its line.
-    let tuned_cosines = args
-        .tuned_cosines
-        .as_deref()
-        .map(TunedCosines::read)
-        .transpose()?;
-    let config = setup::config(ConfigSource {
-        file: args.config.as_deref(),
-        ..ConfigSource::default()
-    })?;
-    // The judge --eval-only scores, its weights file read: a bad one stops
-    // before anything is embedded.
-    let eval = args
-        .eval_only
-        .then(|| judge::eval_judge(args, &config))
-        .transpose()?;
-    let choice = match args.embedder {
-        TuneEmbedder::Minilm => EmbedderChoice::MiniLm,
-        TuneEmbedder::Lexical => EmbedderChoice::Lexical,
-    };
+}
+
+/// `loopguard tune threshold`: the config and the range first (a bad one
+/// stops before any work), then the input, the embedder, the embeddings,
+/// the sweep, the output.
+async fn threshold(args: &TuneThresholdArgs) -> anyhow::Result<Outcome> {
+    let common = &args.common;
+    let config = read_config(common)?;
+    let choice = embedder_choice(common);
     let mut options = TuneOptions::new(Thresholds::new(args.from, args.to, args.step)?)
         .kind(args.kind.clone())
         .embedder(choice.name())
@@ -88,6 +69,7 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         options = options.min_precision(floor)?;
     }
 
+    // clap gives one of --pairs and --traces.
     let input = match (&args.pairs, &args.traces) {
         (Some(path), _) => Input::Pairs(PairSet::read(path)?),
         (None, Some(path)) => {
@@ -105,43 +87,229 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
             .cloned()
             .collect(),
     };
-    for issue in &issues {
-        eprintln!("loopguard: {issue}");
-    }
-
-    let provision = provision_options(&config.semantic);
-    // Loaded on its first inference: never when every text is cached.
-    let embedder: Arc<dyn Embedder> = choice.load(&provision, setup::announce_fetch);
-    let cache = (!args.no_cache && choice.caches()).then(|| {
-        EmbeddingCache::new(
-            args.cache_dir
-                .clone()
-                .unwrap_or_else(|| EmbeddingCache::default_dir(&provision.resolve().model_dir)),
-        )
-    });
-    let mut embed = EmbedOptions::new();
-    if let Some(cache) = &cache {
-        embed = embed.cache(cache.clone());
-    }
+    print_issues(&issues);
 
     let texts: Vec<String> = match &input {
-        Input::Pairs(set) => set
-            .with_kind(args.kind.as_deref())
-            .distinct_texts()
-            .into_iter()
-            .map(str::to_owned)
-            .collect(),
+        Input::Pairs(set) => owned(set.with_kind(args.kind.as_deref()).distinct_texts()),
         Input::Traces(set, holdout) => {
             let mut texts = set.texts();
             texts.extend(holdout.iter().flat_map(TraceSet::texts));
             texts
         }
     };
+    let embedded = embed(common, &config, choice, &texts)?;
+
+    let report = match &input {
+        Input::Pairs(set) => tune_pairs(
+            &set.with_kind(args.kind.as_deref()),
+            &embedded.vectors,
+            &embedded.stats,
+            &options,
+        )?,
+        Input::Traces(set, holdout) => {
+            tune_traces(
+                set,
+                holdout.as_ref(),
+                embedded.vectors,
+                &embedded.stats,
+                Arc::clone(&embedded.embedder),
+                &config,
+                &options,
+            )
+            .await?
+        }
+    };
+
+    // Problems only a replay finds (a trace line that is not an event).
+    for issue in report.issues.iter().filter(|issue| !issues.contains(issue)) {
+        eprintln!("loopguard: {issue}");
+    }
+    let written = match &args.out {
+        Some(dir) => write_outputs(&report, dir)?,
+        None => Vec::new(),
+    };
+    let mut out = io::stdout().lock();
+    match common.format {
+        TuneFormat::Text => {
+            write_text(&mut out, &report)?;
+            if !written.is_empty() {
+                writeln!(out, "\nwrote:")?;
+                for file in &written {
+                    writeln!(out, "  {}", file.display())?;
+                }
+            }
+        }
+        TuneFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+            for file in &written {
+                eprintln!("loopguard: wrote {}", file.display());
+            }
+        }
+    }
+    out.flush()?;
+    Ok(strict_outcome(common, report.issues.len()))
+}
+
+/// `loopguard tune judge fit`: the tuned cosines and the config first (a
+/// bad one stops before any work), then the pairs, their readings, the
+/// fit, the output.
+fn fit(args: &TuneFitArgs) -> anyhow::Result<Outcome> {
+    let common = &args.common;
+    // Read before any work: a bad file stops the run with its line.
+    let tuned_cosines = args
+        .tuned_cosines
+        .as_deref()
+        .map(TunedCosines::read)
+        .transpose()?;
+    let config = read_config(common)?;
+    let readings = judge_readings(
+        &args.pairs,
+        args.kind.as_deref(),
+        common,
+        &config,
+        args.tuned_encoder,
+        tuned_cosines.as_ref(),
+        true,
+    )?;
+    let outcome = judge::fit(
+        args,
+        &config,
+        &readings.pairs,
+        &readings.features,
+        &readings.model,
+        readings.tuned_id,
+    )?;
+    Ok(with_strict(outcome, common, readings.issues))
+}
+
+/// `loopguard tune judge eval`: the tuned cosines, the config and the
+/// judge (its weights file read) first (a bad one stops before anything is
+/// embedded), then the pairs, their readings, the scores, the output.
+async fn eval(args: &TuneEvalArgs) -> anyhow::Result<Outcome> {
+    let common = &args.common;
+    let tuned_cosines = args
+        .tuned_cosines
+        .as_deref()
+        .map(TunedCosines::read)
+        .transpose()?;
+    let config = read_config(common)?;
+    let (judge, threshold) = judge::eval_judge(args, &config)?;
+    // The judge scored may read a tuned encoder (the config's, the one
+    // --tuned-encoder names, or the one its weights were fitted with).
+    let tuned = judge.tuned_encoder_needed().map(|id| {
+        if id == MPNET_TUNED_MODEL_ID {
+            TunedEncoder::Mpnet
+        } else {
+            TunedEncoder::MiniLm
+        }
+    });
+    let readings = judge_readings(
+        &args.pairs,
+        args.kind.as_deref(),
+        common,
+        &config,
+        tuned,
+        tuned_cosines.as_ref(),
+        false,
+    )?;
+    let outcome = judge::eval(
+        args,
+        &config,
+        &readings.pairs,
+        &readings.features,
+        judge,
+        threshold,
+    )
+    .await?;
+    Ok(with_strict(outcome, common, readings.issues))
+}
+
+/// `--config`, or the built-in defaults.
+fn read_config(common: &TuneCommon) -> anyhow::Result<Config> {
+    setup::config(ConfigSource {
+        file: common.config.as_deref(),
+        ..ConfigSource::default()
+    })
+}
+
+/// The embedder `--embedder` names.
+fn embedder_choice(common: &TuneCommon) -> EmbedderChoice {
+    match common.embedder {
+        TuneEmbedder::Minilm => EmbedderChoice::MiniLm,
+        TuneEmbedder::Lexical => EmbedderChoice::Lexical,
+    }
+}
+
+/// Each bad input line on stderr.
+fn print_issues(issues: &[LineIssue]) {
+    for issue in issues {
+        eprintln!("loopguard: {issue}");
+    }
+}
+
+/// Line errors (exit 1) with `--strict` when `issues` lines were bad,
+/// else clean.
+fn strict_outcome(common: &TuneCommon, issues: usize) -> Outcome {
+    if common.strict && issues > 0 {
+        Outcome::LineErrors
+    } else {
+        Outcome::Clean
+    }
+}
+
+/// `outcome`, or line errors with `--strict` when it was clean and
+/// `issues` lines were bad.
+fn with_strict(outcome: Outcome, common: &TuneCommon, issues: usize) -> Outcome {
+    match outcome {
+        Outcome::Clean => strict_outcome(common, issues),
+        other => other,
+    }
+}
+
+/// `texts`, owned.
+fn owned(texts: Vec<&str>) -> Vec<String> {
+    texts.into_iter().map(str::to_owned).collect()
+}
+
+/// The embedder, its options (the disk cache unless `--no-cache`) and
+/// every text embedded.
+struct Embedded {
+    embedder: Arc<dyn Embedder>,
+    provision: ProvisionOptions,
+    options: EmbedOptions,
+    vectors: Vectors,
+    stats: EmbedStats,
+}
+
+/// `texts` embedded by `choice` through the disk cache (a bar on a
+/// terminal while it runs; the counts on stderr). The model is loaded on
+/// its first inference: never when every text is cached.
+fn embed(
+    common: &TuneCommon,
+    config: &Config,
+    choice: EmbedderChoice,
+    texts: &[String],
+) -> anyhow::Result<Embedded> {
+    let provision = provision_options(&config.semantic);
+    let embedder: Arc<dyn Embedder> = choice.load(&provision, setup::announce_fetch);
+    let cache = (!common.no_cache && choice.caches()).then(|| {
+        EmbeddingCache::new(
+            common
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| EmbeddingCache::default_dir(&provision.resolve().model_dir)),
+        )
+    });
+    let mut options = EmbedOptions::new();
+    if let Some(cache) = &cache {
+        options = options.cache(cache.clone());
+    }
     let bar = progress_bar();
     let (vectors, stats) = embed_texts(
         embedder.as_ref(),
         texts.iter().map(String::as_str),
-        &embed,
+        &options,
         &mut |done, total| {
             if total > 0 {
                 bar.set_length(total as u64);
@@ -169,111 +337,79 @@ pub(crate) async fn run(args: &TuneArgs, no_semantic: bool) -> anyhow::Result<Ou
         stats.embedded,
         vectors.model_id()
     );
+    Ok(Embedded {
+        embedder,
+        provision,
+        options,
+        vectors,
+        stats,
+    })
+}
 
-    if let (Input::Pairs(set), true) = (
-        &input,
-        args.eval_only || args.judge == Some(TuneJudge::Calibrated),
-    ) {
-        let set = set.with_kind(args.kind.as_deref());
-        let features = judge_features(&set, &vectors, embedder.as_ref(), &embed)
-            .with_context(|| format!("cannot embed the residual texts with {choice}"))?
-            .features;
-        // --eval-only scores the configured judge, which may read the
-        // tuned encoder; a fit reads it when asked.
-        let tuned = match &eval {
-            Some((judge, _)) => judge.tuned_encoder_needed().map(|id| {
-                if id == MPNET_TUNED_MODEL_ID {
-                    TunedEncoder::Mpnet
-                } else {
-                    TunedEncoder::MiniLm
-                }
-            }),
-            None => args.tuned_encoder,
-        };
-        let (set, features, tuned_id) = match tuned {
-            Some(encoder) => {
-                let (set, features, id) = with_tuned_encoder(
-                    &set,
-                    features,
-                    &provision,
-                    &embed,
-                    encoder,
-                    tuned_cosines.as_ref(),
-                    !args.eval_only,
-                )?;
-                (set, features, Some(id))
-            }
-            None if tuned_cosines.is_some() => bail!(
-                "--tuned-cosines replaces the tuned encoder's cosines, and this judge reads no \
-                 tuned encoder: add --tuned-encoder"
-            ),
-            None => (set, features, None),
-        };
-        return judge::run(
-            args,
-            &config,
-            &set,
-            &features,
-            vectors.model_id(),
-            tuned_id,
-            eval,
-        )
-        .await;
-    }
+/// The pairs a judge is fitted or scored on, with what it reads of each.
+struct JudgeReadings {
+    /// The pairs of `--kind`, less those the tuned encoder was tuned on.
+    pairs: PairSet,
+    /// Each pair's readings, in the order of `pairs`.
+    features: Vec<Features>,
+    /// The embedding model's id.
+    model: String,
+    /// The tuned encoder's id, when one read the pairs.
+    tuned_id: Option<&'static str>,
+    /// How many lines of the pair file were bad.
+    issues: usize,
+}
 
-    let report = match &input {
-        Input::Pairs(set) => tune_pairs(
-            &set.with_kind(args.kind.as_deref()),
-            &vectors,
-            &stats,
-            &options,
-        )?,
-        Input::Traces(set, holdout) => {
-            tune_traces(
-                set,
-                holdout.as_ref(),
-                vectors,
-                &stats,
-                Arc::clone(&embedder),
-                &config,
-                &options,
-            )
-            .await?
+/// The pairs of `path` (its bad lines on stderr) of `kind`, embedded, and
+/// the judge's readings of each; with `tuned`, the tuned encoder's cosine
+/// too ([`with_tuned_encoder`]).
+fn judge_readings(
+    path: &Path,
+    kind: Option<&str>,
+    common: &TuneCommon,
+    config: &Config,
+    tuned: Option<TunedEncoder>,
+    tuned_cosines: Option<&TunedCosines>,
+    fitting: bool,
+) -> anyhow::Result<JudgeReadings> {
+    let all = PairSet::read(path)?;
+    print_issues(&all.issues);
+    let set = all.with_kind(kind);
+    let choice = embedder_choice(common);
+    let embedded = embed(common, config, choice, &owned(set.distinct_texts()))?;
+    let features = judge_features(
+        &set,
+        &embedded.vectors,
+        embedded.embedder.as_ref(),
+        &embedded.options,
+    )
+    .with_context(|| format!("cannot embed the residual texts with {choice}"))?
+    .features;
+    let (pairs, features, tuned_id) = match tuned {
+        Some(encoder) => {
+            let (set, features, id) = with_tuned_encoder(
+                &set,
+                features,
+                &embedded.provision,
+                &embedded.options,
+                encoder,
+                tuned_cosines,
+                fitting,
+            )?;
+            (set, features, Some(id))
         }
+        None if tuned_cosines.is_some() => bail!(
+            "--tuned-cosines replaces the tuned encoder's cosines, and this judge reads no \
+             tuned encoder: add --tuned-encoder"
+        ),
+        None => (set, features, None),
     };
-
-    // Problems only a replay finds (a trace line that is not an event).
-    for issue in report.issues.iter().filter(|issue| !issues.contains(issue)) {
-        eprintln!("loopguard: {issue}");
-    }
-    let written = match &args.out {
-        Some(dir) => write_outputs(&report, dir)?,
-        None => Vec::new(),
-    };
-    let mut out = io::stdout().lock();
-    match args.format {
-        TuneFormat::Text => {
-            write_text(&mut out, &report)?;
-            if !written.is_empty() {
-                writeln!(out, "\nwrote:")?;
-                for file in &written {
-                    writeln!(out, "  {}", file.display())?;
-                }
-            }
-        }
-        TuneFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            writeln!(out)?;
-            for file in &written {
-                eprintln!("loopguard: wrote {}", file.display());
-            }
-        }
-    }
-    out.flush()?;
-    Ok(if args.strict && !report.issues.is_empty() {
-        Outcome::LineErrors
-    } else {
-        Outcome::Clean
+    Ok(JudgeReadings {
+        pairs,
+        features,
+        model: embedded.vectors.model_id().to_owned(),
+        tuned_id,
+        issues: all.issues.len(),
     })
 }
 

@@ -26,19 +26,21 @@ pub use config::{
     PhaseConfig, SecondOpinionConfig, SemanticConfig, SimilarityConfig, TaskTypeThresholds,
     TextPosition, Threshold, TunedEncoder,
 };
-pub use config::{EMBEDDING_INPUT_BYTES, LimitsConfig, truncate_to_char_boundary};
+pub use config::{EMBEDDING_INPUT_BYTES, LimitsConfig};
 pub use config::{Isolation, PluginConfig, PluginHostConfig, ServeConfig};
 pub use config::{LlmConfig, ProgressConfig};
 pub use config::{PerToolConfig, ToolLimits, ToolsConfig};
 pub use decision::{Action, Decision, Detection, FailureSignature, Severity, TaskStatus, kinds};
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, FailureView, ProgressSnapshot};
 pub use report::{LineError, Report, TaskReport};
+pub use text::truncate_to_char_boundary;
 pub use time::Timestamp;
 
 mod config;
 mod decision;
 mod event;
 mod report;
+mod text;
 mod time;
 
 /// The version of the trace format these types implement.

@@ -3,6 +3,10 @@
 
 use std::collections::VecDeque;
 
+/// Agents a detector remembers per task, the least recently active
+/// forgotten first.
+pub(crate) const AGENTS_PER_TASK: usize = 64;
+
 use sha2::{Digest, Sha256};
 
 /// The first 128 bits of the SHA-256 of `text`: enough to tell messages

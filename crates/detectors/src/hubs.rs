@@ -44,11 +44,9 @@ use std::collections::VecDeque;
 use loopguard_core_types::{Config, Event, EventKind};
 use serde::{Deserialize, Serialize};
 
-use crate::bounded::{hash128, most_recent_mut, push_bounded};
+use crate::bounded::{AGENTS_PER_TASK, hash128, most_recent_mut, push_bounded};
 use crate::tool_calls::normalize_text;
 
-/// Agents remembered per task.
-const AGENTS_PER_TASK: usize = 64;
 /// Partners remembered per agent: 2 make a hub.
 const PARTNERS_KEPT: usize = 8;
 /// Recipients remembered per sender.

@@ -69,11 +69,9 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bounded::{hash128, most_recent_mut, push_bounded};
+use crate::bounded::{AGENTS_PER_TASK, hash128, most_recent_mut, push_bounded};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
-/// Agents remembered per task, the least recently active forgotten first.
-const AGENTS_PER_TASK: usize = 64;
 /// Calls of a run kept for its evidence and its directive (the newest).
 const RUN_KEPT: usize = 16;
 /// An agent's most recent calls, kept to tell a cycle (a run's calls and

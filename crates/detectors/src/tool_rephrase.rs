@@ -59,12 +59,10 @@ use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bounded::{hash128, most_recent_mut, push_bounded};
+use crate::bounded::{AGENTS_PER_TASK, hash128, most_recent_mut, push_bounded};
 use crate::tool_calls::{is_free_text, ordinal, trimmed};
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};
 
-/// Agents remembered per task, the least recently active forgotten first.
-const AGENTS_PER_TASK: usize = 64;
 /// Tools whose previous query an agent keeps.
 const TOOLS_KEPT: usize = 16;
 /// Wordings of a run kept for its evidence and its directive (the first

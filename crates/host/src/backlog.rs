@@ -33,10 +33,10 @@ use parking_lot::Mutex;
 
 use crate::store::StoreError;
 
-/// Events kept for a retry, at most (as the SQLite writer keeps commits).
-/// Beyond, a new event is refused, logged as an error and reported on its
-/// decision.
-pub(crate) const MAX_BACKLOG: usize = 100_000;
+/// Events kept for a retry, at most: the bound the SQLite writer keeps
+/// its commits to. Beyond, a new event is refused, logged as an error and
+/// reported on its decision.
+pub(crate) use crate::writer::MAX_BACKLOG;
 
 /// Why an event was refused a place in the backlog.
 #[derive(Debug, Clone, thiserror::Error)]

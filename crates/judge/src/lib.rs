@@ -16,7 +16,9 @@
 //!   residual texts and the templates).
 //! - [`Features`] and [`JudgeWeights`] score a pair once its cosines are in:
 //!   a logistic model over [`FEATURE_NAMES`], fitted on labelled pairs and
-//!   shipped as JSON ([`JudgeWeights::shipped`]).
+//!   shipped as JSON ([`JudgeWeights::shipped`]): a weights file names
+//!   each weight by its feature, and the [`CUTOFFS`] the features were
+//!   computed with.
 //!
 //! The word lists are data files under `data/`, each naming its source
 //! and licence on its first line; the WordNet relations ship there
@@ -54,8 +56,8 @@ pub use text::{
 };
 pub use veto::{VETOES, Veto, VetoRule};
 pub use weights::{
-    CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, JudgeWeights, MINILM_TUNED_ENCODER, MPNET_TUNED_ENCODER,
-    MPNET_WEIGHTS_JSON, TUNED_CANDIDATE_FLOOR, TUNED_WEIGHTS_JSON,
+    CANDIDATE_FLOOR, CUTOFFS, DEFAULT_WEIGHTS_JSON, JudgeWeights, MINILM_TUNED_ENCODER,
+    MPNET_TUNED_ENCODER, MPNET_WEIGHTS_JSON, TUNED_CANDIDATE_FLOOR, TUNED_WEIGHTS_JSON,
 };
 
 mod compare;

@@ -2,11 +2,49 @@
 //! [`Features`] vector, fitted on labelled pairs (`loopguard tune --judge
 //! calibrated`) and read from a small JSON file; the ones shipped are
 //! compiled in ([`JudgeWeights::shipped`]).
+//!
+//! A weights file is written in format 2: a JSON object naming the model
+//! the weights were fitted with (and the tuned encoder, when they weigh
+//! its cosine), where they were fitted, the threshold, each weight by the
+//! name of its feature ([`FEATURE_NAMES`], the intercept `intercept`) and
+//! the cut-offs the features were computed with ([`CUTOFFS`]). The
+//! shipped `judge-weights.json`, with three of its sixteen weights:
+//!
+//! ```json
+//! {
+//!   "format": 2,
+//!   "model": "all-MiniLM-L6-v2-int8",
+//!   "fitted_on": "data/pairs/requests.jsonl (train split)",
+//!   "threshold": 0.54,
+//!   "weights": {
+//!     "intercept": -3.039635,
+//!     "cosine": 2.2842927,
+//!     "tuned_cosine": 0.0
+//!   },
+//!   "cutoffs": {
+//!     "candidate_floor": 0.5,
+//!     "tuned_candidate_floor": 0.3,
+//!     "residual_floor": 0.3,
+//!     "template_jaccard_ceiling": 0.5,
+//!     "words_veto_jaccard": 0.3
+//!   }
+//! }
+//! ```
+//!
+//! Every feature and every cut-off is named once; a name this loopguard
+//! does not know, or one it needs and the file lacks, is refused by name.
+//! Files of format 1 read too: the intercept is `bias`, the weights a
+//! list in the order of [`FEATURE_NAMES`] (11, 12 or 14 of them are the
+//! first features, the others taken as 0), and the cut-offs are this
+//! loopguard's.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::{Error as _, SerializeMap, SerializeStruct};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{JudgeError, Result};
-use crate::features::{FEATURE_NAMES, FEATURES, Features, TUNED_FEATURE};
+use crate::features::{FEATURE_NAMES, FEATURES, Features, TEMPLATE_JACCARD_CEILING, TUNED_FEATURE};
+use crate::look::RESIDUAL_FLOOR;
+use crate::veto::WORDS_VETO_JACCARD;
 
 /// The weights shipped with loopguard, fitted on the train split of
 /// `data/pairs/requests.jsonl` with the pinned model.
@@ -61,25 +99,61 @@ pub const CANDIDATE_FLOOR: f32 = 0.5;
 /// cosine is read for.
 pub const TUNED_CANDIDATE_FLOOR: f32 = 0.3;
 
-/// How many features the weights files of earlier loopguards have: 11
-/// before `related_cover`, 12 before `adds_on_one_side` and
-/// `template_cosine`, 14 before `tuned_cosine`. Such a file
-/// still reads, its missing weights taken as 0, so it scores every pair
-/// as it did.
+/// The cut-offs the judge computes its features and scores with, by
+/// their names in a weights file (its `cutoffs`):
+///
+/// - `candidate_floor` ([`CANDIDATE_FLOOR`]): the cosine below which a
+///   pair scores 0;
+/// - `tuned_candidate_floor` ([`TUNED_CANDIDATE_FLOOR`]): with weights
+///   that weigh `tuned_cosine`, the pinned model's cosine below which the
+///   tuned encoder is not asked;
+/// - `residual_floor` ([`RESIDUAL_FLOOR`]): the
+///   cosine below which the residual cosines are not computed
+///   (`residual_missing`);
+/// - `template_jaccard_ceiling` ([`TEMPLATE_JACCARD_CEILING`]): the share
+///   of their content words (`word_jaccard`) from which two texts' templates
+///   are not compared (`template_cosine` 1);
+/// - `words_veto_jaccard`: the share of their content words two texts
+///   need for a swap of one or two words, an opposite word or a period
+///   placed otherwise to veto.
+///
+/// The judge computes and scores with these values whatever a file says:
+/// weights are fitted with them, and a file that gives others is refused
+/// ("refit them").
+pub const CUTOFFS: [(&str, f32); 5] = [
+    ("candidate_floor", CANDIDATE_FLOOR),
+    ("tuned_candidate_floor", TUNED_CANDIDATE_FLOOR),
+    ("residual_floor", RESIDUAL_FLOOR),
+    ("template_jaccard_ceiling", TEMPLATE_JACCARD_CEILING),
+    ("words_veto_jaccard", WORDS_VETO_JACCARD),
+];
+
+/// The format of the weights files this loopguard writes.
+const FORMAT: u32 = 2;
+
+/// The name of the intercept among the weights of a file of format 2.
+const INTERCEPT: &str = "intercept";
+
+/// How many weights a file of format 1 may list short of [`FEATURES`]:
+/// 11 (without `related_cover` and what follows it), 12 (without
+/// `adds_on_one_side`, `template_cosine` and `tuned_cosine`) or 14
+/// (without `tuned_cosine`). The missing weights are taken as 0, so such
+/// a file scores every pair as its features weigh.
 const EARLIER_FEATURES: [usize; 3] = [11, 12, 14];
 
 /// The calibrated judge's weights: a logistic model over the features of
 /// [`Features::vector`], and the score above which two texts are the same
-/// request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// request. They serialize as a weights file of format 2 (see the
+/// module's documentation); [`JudgeWeights::from_json`] reads one.
+#[derive(Debug, Clone, PartialEq)]
 pub struct JudgeWeights {
-    /// The format of this file (1).
+    /// The format of the file they were read from: 2 (the weights and
+    /// cut-offs by name) or 1 (the weights a list). They are written in
+    /// format 2 whatever this says.
     pub format: u32,
     /// The embedding model the weights were fitted with.
     pub model: String,
     /// Where they were fitted (a pairs file and split).
-    #[serde(default)]
     pub fitted_on: String,
     /// The intercept.
     pub bias: f32,
@@ -91,8 +165,209 @@ pub struct JudgeWeights {
     /// fitted on ([`MINILM_TUNED_ENCODER`] or [`MPNET_TUNED_ENCODER`]);
     /// absent when that weight is 0 (the judge then never loads the tuned
     /// encoder).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned_encoder: Option<String>,
+}
+
+/// A weights file of format 2, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FormatTwo {
+    format: u32,
+    model: String,
+    #[serde(default)]
+    fitted_on: String,
+    #[serde(default)]
+    tuned_encoder: Option<String>,
+    threshold: f32,
+    weights: ByName,
+    cutoffs: ByName,
+}
+
+/// A weights file of format 1, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FormatOne {
+    format: u32,
+    model: String,
+    #[serde(default)]
+    fitted_on: String,
+    bias: f32,
+    weights: Vec<f32>,
+    threshold: f32,
+    #[serde(default)]
+    tuned_encoder: Option<String>,
+}
+
+/// Numbers by name, as a file of format 2 gives its weights and its
+/// cut-offs: every entry of the object in the file's order, a name given
+/// twice kept twice (to be refused).
+#[derive(Debug)]
+struct ByName(Vec<(String, f32)>);
+
+impl<'de> Deserialize<'de> for ByName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ByName, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = ByName;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of numbers by name")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ByName, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, f32>()? {
+                    entries.push(entry);
+                }
+                Ok(ByName(entries))
+            }
+        }
+        deserializer.deserialize_map(Entries)
+    }
+}
+
+impl ByName {
+    /// The values of `names`, in their order: each named once in this
+    /// object of the file (`field`), and no other name. An error names
+    /// the `kind` (feature, cut-off) unknown, given twice or missing.
+    fn in_order(self, field: &str, kind: &str, names: &[&str]) -> Result<Vec<f32>> {
+        let known = || names.join(", ");
+        let mut values: Vec<Option<f32>> = vec![None; names.len()];
+        for (name, value) in self.0 {
+            let Some(at) = names.iter().position(|known| *known == name) else {
+                return Err(JudgeError::Weights(format!(
+                    "the {field} name the {kind} {name:?}, which this loopguard does not know \
+                     (it reads {})",
+                    known()
+                )));
+            };
+            if values[at].replace(value).is_some() {
+                return Err(JudgeError::Weights(format!(
+                    "the {field} name the {kind} {name:?} twice"
+                )));
+            }
+        }
+        let missing: Vec<String> = names
+            .iter()
+            .zip(&values)
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| format!("{name:?}"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(JudgeError::Weights(format!(
+                "the {field} lack the {kind}{} {} (a file of format 2 names each of {})",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", "),
+                known()
+            )));
+        }
+        Ok(values.into_iter().flatten().collect())
+    }
+}
+
+impl FormatTwo {
+    /// The weights of the file, read by name; its cut-offs those of
+    /// [`CUTOFFS`].
+    fn read(self) -> Result<JudgeWeights> {
+        let names: Vec<&str> = std::iter::once(INTERCEPT).chain(FEATURE_NAMES).collect();
+        let mut weights = self.weights.in_order("weights", "feature", &names)?;
+        let cutoff_names = CUTOFFS.map(|(name, _)| name);
+        let cutoffs = self.cutoffs.in_order("cutoffs", "cut-off", &cutoff_names)?;
+        for ((name, ours), theirs) in CUTOFFS.iter().zip(cutoffs) {
+            if theirs.to_bits() != ours.to_bits() {
+                return Err(JudgeError::Weights(format!(
+                    "the cutoffs give {name} {theirs}, where this loopguard's is {ours}: it \
+                     judges with its own cut-offs, and these weights were fitted with others; \
+                     refit them (loopguard tune --judge calibrated)"
+                )));
+            }
+        }
+        let bias = weights.remove(0);
+        Ok(JudgeWeights {
+            format: self.format,
+            model: self.model,
+            fitted_on: self.fitted_on,
+            bias,
+            weights,
+            threshold: self.threshold,
+            tuned_encoder: self.tuned_encoder,
+        })
+    }
+}
+
+impl FormatOne {
+    /// The weights of the file, a list of [`FEATURES`] or of one of
+    /// [`EARLIER_FEATURES`] (completed with zeros).
+    fn read(self) -> Result<JudgeWeights> {
+        let mut weights = self.weights;
+        if EARLIER_FEATURES.contains(&weights.len()) {
+            weights.resize(FEATURES, 0.0);
+        }
+        if weights.len() != FEATURE_NAMES.len() {
+            return Err(JudgeError::Weights(format!(
+                "judge weights have {} weights, the features are {} ({})",
+                weights.len(),
+                FEATURE_NAMES.len(),
+                FEATURE_NAMES.join(", ")
+            )));
+        }
+        Ok(JudgeWeights {
+            format: self.format,
+            model: self.model,
+            fitted_on: self.fitted_on,
+            bias: self.bias,
+            weights,
+            threshold: self.threshold,
+            tuned_encoder: self.tuned_encoder,
+        })
+    }
+}
+
+/// Numbers by name, serialized as an object in their order.
+struct NamedValues<'a>(&'a [(&'a str, f32)]);
+
+impl Serialize for NamedValues<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+/// A weights file of format 2: the weights by name, the intercept first,
+/// and the cut-offs of [`CUTOFFS`].
+impl Serialize for JudgeWeights {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.weights.len() != FEATURES {
+            return Err(S::Error::custom(format!(
+                "judge weights have {} weights, the features are {} ({})",
+                self.weights.len(),
+                FEATURES,
+                FEATURE_NAMES.join(", ")
+            )));
+        }
+        let weights: Vec<(&str, f32)> = std::iter::once((INTERCEPT, self.bias))
+            .chain(FEATURE_NAMES.into_iter().zip(self.weights.iter().copied()))
+            .collect();
+        let fields = if self.tuned_encoder.is_some() { 7 } else { 6 };
+        let mut file = serializer.serialize_struct("JudgeWeights", fields)?;
+        file.serialize_field("format", &FORMAT)?;
+        file.serialize_field("model", &self.model)?;
+        match &self.tuned_encoder {
+            Some(encoder) => file.serialize_field("tuned_encoder", encoder)?,
+            None => file.skip_field("tuned_encoder")?,
+        }
+        file.serialize_field("fitted_on", &self.fitted_on)?;
+        file.serialize_field("threshold", &self.threshold)?;
+        file.serialize_field("weights", &NamedValues(&weights))?;
+        file.serialize_field("cutoffs", &NamedValues(&CUTOFFS))?;
+        file.end()
+    }
 }
 
 impl JudgeWeights {
@@ -101,7 +376,7 @@ impl JudgeWeights {
         // The shipped file is checked by a test; a broken one is a build
         // error of ours, not an input error.
         JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).unwrap_or_else(|_| JudgeWeights {
-            format: 1,
+            format: FORMAT,
             model: String::new(),
             fitted_on: String::new(),
             bias: 0.0,
@@ -150,27 +425,31 @@ impl JudgeWeights {
         }
     }
 
-    /// Reads weights from their JSON text, checking their shape.
+    /// Reads weights from the JSON text of a weights file of format 2 or
+    /// 1, checking their shape: every feature and cut-off named, the
+    /// cut-offs this loopguard's, the numbers finite, the threshold in
+    /// 0..1 and the tuned encoder, when they weigh its cosine, one of this
+    /// loopguard's. Any other format is refused.
     pub fn from_json(text: &str) -> Result<JudgeWeights> {
-        let mut weights: JudgeWeights =
-            serde_json::from_str(text).map_err(|err| JudgeError::Weights(err.to_string()))?;
-        if weights.format != 1 {
-            return Err(JudgeError::Weights(format!(
-                "judge weights of format {}, this loopguard reads 1",
-                weights.format
-            )));
-        }
-        if EARLIER_FEATURES.contains(&weights.weights.len()) {
-            weights.weights.resize(FEATURES, 0.0);
-        }
-        if weights.weights.len() != FEATURE_NAMES.len() {
-            return Err(JudgeError::Weights(format!(
-                "judge weights have {} weights, the features are {} ({})",
-                weights.weights.len(),
-                FEATURE_NAMES.len(),
-                FEATURE_NAMES.join(", ")
-            )));
-        }
+        let invalid = |err: serde_json::Error| JudgeError::Weights(err.to_string());
+        let file: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(invalid)?;
+        let format = file.get("format");
+        let weights = match format.and_then(serde_json::Value::as_u64) {
+            Some(2) => serde_json::from_str::<FormatTwo>(text)
+                .map_err(invalid)?
+                .read()?,
+            Some(1) => serde_json::from_str::<FormatOne>(text)
+                .map_err(invalid)?
+                .read()?,
+            _ => {
+                let format =
+                    format.map_or_else(|| "without a format".into(), |f| format!("format {f}"));
+                return Err(JudgeError::Weights(format!(
+                    "weights file {format}: this loopguard reads formats 1 and 2"
+                )));
+            }
+        };
         weights.check_tuned_encoder()?;
         if !(weights.bias.is_finite()
             && weights.weights.iter().all(|w| w.is_finite())
@@ -202,12 +481,17 @@ impl JudgeWeights {
         }
     }
 
-    /// Reads weights from a file.
+    /// Reads weights from a file ([`JudgeWeights::from_json`]); an error
+    /// names the file.
     pub fn from_file(path: &std::path::Path) -> Result<JudgeWeights> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| JudgeError::Weights(format!("cannot read {}: {err}", path.display())))?;
-        JudgeWeights::from_json(&text)
-            .map_err(|err| JudgeError::Weights(format!("{}: {err}", path.display())))
+        JudgeWeights::from_json(&text).map_err(|err| match err {
+            JudgeError::Weights(message) => {
+                JudgeError::Weights(format!("{}: {message}", path.display()))
+            }
+            other => other,
+        })
     }
 
     /// The score of `features`: the logistic of the weighted sum; 0 when
@@ -236,11 +520,47 @@ mod tests {
     use crate::compare::compare;
     use crate::features::Residuals;
 
+    /// Each shipped weights file, and the same weights as a file of
+    /// format 1 (`tests/fixtures/weights-format-1/`).
+    const SHIPPED_AND_FORMAT_1: [(&str, &str); 3] = [
+        (
+            DEFAULT_WEIGHTS_JSON,
+            include_str!("../tests/fixtures/weights-format-1/judge-weights.json"),
+        ),
+        (
+            TUNED_WEIGHTS_JSON,
+            include_str!("../tests/fixtures/weights-format-1/judge-weights-tuned.json"),
+        ),
+        (
+            MPNET_WEIGHTS_JSON,
+            include_str!("../tests/fixtures/weights-format-1/judge-weights-mpnet.json"),
+        ),
+    ];
+
+    /// The weights of the default shipped file, `edit`ed: what reading
+    /// them says.
+    fn read_edited(edit: impl Fn(&str) -> String) -> Result<JudgeWeights> {
+        let edited = edit(DEFAULT_WEIGHTS_JSON);
+        assert_ne!(edited, DEFAULT_WEIGHTS_JSON, "the edit changes the file");
+        JudgeWeights::from_json(&edited)
+    }
+
+    /// Reads `text` as the file `name` ([`JudgeWeights::from_file`]).
+    fn read_as_file(name: &str, text: &str) -> Result<JudgeWeights> {
+        let path =
+            std::env::temp_dir().join(format!("loopguard-judge-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("a temporary file");
+        let read = JudgeWeights::from_file(&path);
+        std::fs::remove_file(&path).expect("removed");
+        read
+    }
+
     #[test]
     fn the_shipped_weights_read() {
         for json in [DEFAULT_WEIGHTS_JSON, TUNED_WEIGHTS_JSON, MPNET_WEIGHTS_JSON] {
             let weights = JudgeWeights::from_json(json).expect("the shipped weights");
             assert_eq!(weights.weights.len(), FEATURE_NAMES.len());
+            assert_eq!(weights.format, 2);
         }
         assert_eq!(
             JudgeWeights::shipped_tuned().tuned_encoder_needed(),
@@ -261,10 +581,13 @@ mod tests {
         .expect_err("two weights");
         assert!(err.to_string().contains("2 weights"), "{err}");
         let err = JudgeWeights::from_json(
-            r#"{"format":2,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
+            r#"{"format":3,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
         )
-        .expect_err("format 2");
-        assert!(err.to_string().contains("format 2"), "{err}");
+        .expect_err("format 3");
+        assert_eq!(
+            err.to_string(),
+            "judge: weights file format 3: this loopguard reads formats 1 and 2"
+        );
         // Thirteen weights were never written by any loopguard.
         let err = JudgeWeights::from_json(
             r#"{"format":1,"model":"m","bias":0,"weights":[0,0,0,0,0,0,0,0,0,0,0,0,0],"threshold":0.5}"#,
@@ -309,10 +632,228 @@ mod tests {
         );
         let err = JudgeWeights::from_json(&other).expect_err("another encoder");
         assert!(err.to_string().contains("refit them"), "{err}");
-        // Fourteen weights (before tuned_cosine) read, and need nothing.
-        let old = JudgeWeights::from_json(DEFAULT_WEIGHTS_JSON).expect("shipped");
+        // Fourteen weights (without tuned_cosine) read, and need nothing.
+        let old = JudgeWeights::from_json(SHIPPED_AND_FORMAT_1[0].1).expect("format 1");
         assert_eq!(old.weights.len(), FEATURES);
         assert!(!old.needs_tuned_encoder());
+    }
+
+    #[test]
+    fn weights_round_trip_through_a_file_of_format_2() {
+        for weights in [tuned_weights(), JudgeWeights::shipped_mpnet()] {
+            let text = serde_json::to_string_pretty(&weights).expect("json");
+            let read = JudgeWeights::from_json(&text).expect("reads");
+            assert_eq!(
+                read,
+                JudgeWeights {
+                    format: 2,
+                    ..weights.clone()
+                }
+            );
+            assert_eq!(serde_json::to_string_pretty(&read).expect("json"), text);
+            let file: serde_json::Value = serde_json::from_str(&text).expect("json");
+            let number = |value: &serde_json::Value| value.as_f64().map(|x| x as f32);
+            assert_eq!(file["format"], 2);
+            assert_eq!(number(&file["weights"]["intercept"]), Some(weights.bias));
+            for (name, weight) in FEATURE_NAMES.iter().zip(&weights.weights) {
+                assert_eq!(number(&file["weights"][name]), Some(*weight), "{name}");
+            }
+            for (name, value) in CUTOFFS {
+                assert_eq!(number(&file["cutoffs"][name]), Some(value), "{name}");
+            }
+        }
+        // Weights of another length are not written as a file.
+        let short = JudgeWeights {
+            weights: vec![0.0; FEATURES - 1],
+            ..tuned_weights()
+        };
+        let err = serde_json::to_string(&short).expect_err("14 weights");
+        assert!(err.to_string().contains("14 weights"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_files_are_their_format_1_weights_as_written() {
+        for (shipped, format_1) in SHIPPED_AND_FORMAT_1 {
+            let old = JudgeWeights::from_json(format_1).expect("format 1 reads");
+            assert_eq!(old.format, 1);
+            // What `loopguard tune --weights-out` writes.
+            let written = format!("{}\n", serde_json::to_string_pretty(&old).expect("json"));
+            assert_eq!(written, shipped);
+            let new = JudgeWeights::from_json(shipped).expect("format 2 reads");
+            assert_eq!(new, JudgeWeights { format: 2, ..old });
+        }
+    }
+
+    #[test]
+    fn a_file_of_format_1_scores_as_its_format_2_conversion() {
+        let pairs = [
+            ("merge the docs branch", "merge the docs branch too", 0.93),
+            (
+                "Merge PR #233 after the review",
+                "Merge PR #238 after the review",
+                0.97,
+            ),
+            (
+                "Can you check the retry handling in net/client.go?",
+                "Would you go over the way net/client.go retries failed calls?",
+                0.71,
+            ),
+            (
+                "Draft the Q3 board deck.",
+                "Present the Q3 board deck.",
+                0.52,
+            ),
+            ("Rotate the keys", "Plan the offsite", 0.45),
+        ];
+        let residuals = [
+            None,
+            Some(Residuals::SAME),
+            Some(Residuals {
+                between: 0.42,
+                a_to_b: 0.31,
+                b_to_a: 0.57,
+                templates: 0.66,
+            }),
+        ];
+        for (shipped, format_1) in SHIPPED_AND_FORMAT_1 {
+            let old = JudgeWeights::from_json(format_1).expect("format 1 reads");
+            let new = JudgeWeights::from_json(shipped).expect("format 2 reads");
+            let converted =
+                JudgeWeights::from_json(&serde_json::to_string(&old).expect("written as format 2"))
+                    .expect("the conversion reads");
+            for (a, b, cosine) in pairs {
+                for residuals in residuals {
+                    for tuned_cosine in [None, Some(0.38), Some(0.88)] {
+                        let features = Features {
+                            cosine,
+                            contrast: compare(a, b),
+                            residuals,
+                            tuned_cosine,
+                        };
+                        let score = old.score(&features).to_bits();
+                        assert_eq!(new.score(&features).to_bits(), score, "{a} / {b}");
+                        assert_eq!(converted.score(&features).to_bits(), score, "{a} / {b}");
+                    }
+                }
+            }
+            assert_eq!(new.threshold.to_bits(), old.threshold.to_bits());
+            assert_eq!(new.tuned_encoder_needed(), old.tuned_encoder_needed());
+        }
+    }
+
+    #[test]
+    fn a_feature_unknown_missing_or_named_twice_is_refused_by_name() {
+        let err = read_edited(|text| text.replace("\"cross_min\"", "\"cross_minimum\""))
+            .expect_err("an unknown feature");
+        let message = err.to_string();
+        assert!(
+            message.contains(
+                "the weights name the feature \"cross_minimum\", which this loopguard does not know"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("cosine, veto, residual_cosine"),
+            "{message}"
+        );
+        let err = read_edited(|text| text.replace("    \"template_cosine\": 3.2331448,\n", ""))
+            .expect_err("a missing feature");
+        assert!(
+            err.to_string()
+                .contains("the weights lack the feature \"template_cosine\""),
+            "{err}"
+        );
+        let err = read_edited(|text| text.replace("\"intercept\"", "\"bias\""))
+            .expect_err("the intercept named otherwise");
+        assert!(err.to_string().contains("the feature \"bias\""), "{err}");
+        let err = read_edited(|text| text.replace("\"veto\"", "\"cosine\""))
+            .expect_err("a feature named twice");
+        assert!(
+            err.to_string()
+                .contains("the weights name the feature \"cosine\" twice"),
+            "{err}"
+        );
+        // Read from a file, the error names the file too.
+        let edited = DEFAULT_WEIGHTS_JSON.replace("\"cross_min\"", "\"cross_minimum\"");
+        let err = read_as_file("unknown-feature.json", &edited).expect_err("unknown");
+        let message = err.to_string();
+        assert!(
+            message
+                .contains("unknown-feature.json: the weights name the feature \"cross_minimum\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_cutoffs_are_each_named_and_this_loopguard_s() {
+        let err = read_edited(|text| text.replace("\"residual_floor\"", "\"residue_floor\""))
+            .expect_err("an unknown cut-off");
+        assert!(
+            err.to_string().contains(
+                "the cutoffs name the cut-off \"residue_floor\", which this loopguard does not know"
+            ),
+            "{err}"
+        );
+        let err = read_edited(|text| {
+            text.replace("    \"words_veto_jaccard\": 0.3\n", "")
+                .replace(
+                    "\"template_jaccard_ceiling\": 0.5,",
+                    "\"template_jaccard_ceiling\": 0.5",
+                )
+        })
+        .expect_err("a missing cut-off");
+        assert!(
+            err.to_string()
+                .contains("the cutoffs lack the cut-off \"words_veto_jaccard\""),
+            "{err}"
+        );
+        let err = read_edited(|text| {
+            text.replace("\"candidate_floor\": 0.5", "\"candidate_floor\": 0.4")
+        })
+        .expect_err("another floor");
+        assert!(
+            err.to_string()
+                .contains("the cutoffs give candidate_floor 0.4, where this loopguard's is 0.5"),
+            "{err}"
+        );
+        let err = read_edited(|text| {
+            let at = text.find(",\n  \"cutoffs\"").expect("the cutoffs");
+            format!("{}\n}}\n", &text[..at])
+        })
+        .expect_err("no cutoffs");
+        assert!(err.to_string().contains("missing field `cutoffs`"), "{err}");
+    }
+
+    #[test]
+    fn formats_other_than_1_and_2_are_refused_naming_theirs() {
+        let err = read_edited(|text| text.replace("\"format\": 2", "\"format\": 3"))
+            .expect_err("format 3");
+        assert_eq!(
+            err.to_string(),
+            "judge: weights file format 3: this loopguard reads formats 1 and 2"
+        );
+        let third = DEFAULT_WEIGHTS_JSON.replace("\"format\": 2", "\"format\": 3");
+        let err = read_as_file("third.json", &third).expect_err("format 3");
+        let message = err.to_string();
+        assert!(
+            message.ends_with(
+                "third.json: weights file format 3: this loopguard reads formats 1 and 2"
+            ),
+            "{message}"
+        );
+        let err =
+            read_edited(|text| text.replace("  \"format\": 2,\n", "")).expect_err("no format");
+        assert!(err.to_string().contains("without a format"), "{err}");
+        // A file of format 2 names its weights; a list is format 1's.
+        let err = JudgeWeights::from_json(
+            r#"{"format":2,"model":"m","weights":[0,0],"threshold":0.5,"cutoffs":{}}"#,
+        )
+        .expect_err("a list in format 2");
+        assert!(
+            err.to_string()
+                .contains("expected an object of numbers by name"),
+            "{err}"
+        );
     }
 
     #[test]

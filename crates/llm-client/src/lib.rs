@@ -297,16 +297,7 @@ pub fn message_content(body: &str) -> Result<String, LlmError> {
 }
 
 /// At most `max` bytes of `text`, cut at a character boundary.
-pub fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+pub use loopguard_core_types::truncate_to_char_boundary as truncate;
 
 #[cfg(test)]
 mod tests {

@@ -34,20 +34,12 @@ use crate::similarity::l2_norm;
 /// assert_eq!(embedding_input("short"), "short");
 /// ```
 pub fn embedding_input(text: &str) -> &str {
-    if text.len() <= EMBEDDING_INPUT_BYTES {
-        return text;
-    }
-    let mut end = EMBEDDING_INPUT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    loopguard_core_types::truncate_to_char_boundary(text, EMBEDDING_INPUT_BYTES)
 }
 
-/// Most bytes of a text the model is given (see [`embedding_input`]); the
-/// same bound as `loopguard_core_types::EMBEDDING_INPUT_BYTES`, the least
-/// `limits.max_text_bytes`.
-pub const EMBEDDING_INPUT_BYTES: usize = 4096;
+/// Most bytes of a text the model is given (see [`embedding_input`]), the
+/// least `limits.max_text_bytes`.
+pub use loopguard_core_types::EMBEDDING_INPUT_BYTES;
 
 /// A vector from the service: shared, immutable, unit length.
 pub type Embedding = Arc<[f32]>;

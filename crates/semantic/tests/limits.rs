@@ -246,11 +246,7 @@ async fn the_model_reads_a_bounded_prefix_of_a_long_text() {
     let text = format!("ünïcode {}", "wörds and more wörds ".repeat(250_000));
     let whole = service.embed(&text).await.expect("embeds");
     assert!(*recording.longest.lock() <= EMBEDDING_INPUT_BYTES);
-    let mut end = EMBEDDING_INPUT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let prefix = &text[..end];
+    let prefix = loopguard_core_types::truncate_to_char_boundary(&text, EMBEDDING_INPUT_BYTES);
     assert_eq!(whole, service.embed(prefix).await.expect("embeds"));
     // One inference: the prefix is the cached input of the whole.
     assert_eq!(service.stats().texts_embedded, 1);

@@ -8,12 +8,10 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
-use axum::response::Response;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::routes::{error, overloaded, rejected};
-use crate::server::State;
+use crate::error::ApiError;
+use crate::state::State;
 
 /// A body read in time, and the place its request is handled in (given
 /// back when the request is answered).
@@ -25,30 +23,18 @@ pub(crate) struct ReadBody {
 }
 
 impl FromRequest<Arc<State>> for ReadBody {
-    type Rejection = Response;
+    type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &Arc<State>) -> Result<Self, Response> {
-        let timeout = state.options.body_timeout;
-        let bytes = match tokio::time::timeout(timeout, Bytes::from_request(request, state)).await {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(rejection)) => return Err(rejected(rejection)),
-            Err(_elapsed) => {
-                state.outlets.metrics.refused("body_timeout");
-                return Err(error(
-                    StatusCode::REQUEST_TIMEOUT,
-                    &format!(
-                        "the body did not arrive within {} ms (serve.body_timeout_ms)",
-                        timeout.as_millis()
-                    ),
-                ));
-            }
+    async fn from_request(request: Request, state: &Arc<State>) -> Result<Self, ApiError> {
+        let after = state.options.body_timeout;
+        let Ok(read) = tokio::time::timeout(after, Bytes::from_request(request, state)).await
+        else {
+            state.outlets.metrics.refused("body_timeout");
+            return Err(ApiError::BodyTimeout { after });
         };
-        match Arc::clone(&state.permits).try_acquire_owned() {
-            Ok(place) => Ok(ReadBody {
-                bytes,
-                _place: place,
-            }),
-            Err(_) => Err(overloaded(state)),
-        }
+        Ok(ReadBody {
+            bytes: read?,
+            _place: state.take_place()?,
+        })
     }
 }

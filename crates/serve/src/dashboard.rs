@@ -52,12 +52,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::{Path, State as Shared};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use loopguard_core_types::{Decision, Detection, TaskStatus, Timestamp, kinds};
 use loopguard_host::{AuditEntry, AuditRecord, TaskSnapshot};
 use serde::Serialize;
@@ -65,7 +63,10 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
-use crate::server::State;
+use crate::error::ApiError;
+use crate::outlets::LIVE_BACKLOG;
+use crate::respond::json;
+use crate::state::State;
 
 /// The newest detections `GET /v1/dashboard` lists.
 pub(crate) const RECENT_DETECTIONS: usize = 200;
@@ -107,29 +108,32 @@ const ICON: &str = include_str!("../assets/favicon.svg");
 /// requests from this server only; nothing inline, no framing.
 const CSP: &str = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// The page and asset routes (no token: they hold no data).
-pub(crate) fn pages() -> Router<Arc<State>> {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { page("text/html; charset=utf-8", INDEX_HTML) }),
-        )
-        .route(
-            "/tasks/{task}",
-            get(|| async { page("text/html; charset=utf-8", TASK_HTML) }),
-        )
-        .route(
-            "/assets/dashboard.css",
-            get(|| async { page("text/css; charset=utf-8", CSS) }),
-        )
-        .route(
-            "/assets/dashboard.js",
-            get(|| async { page("text/javascript; charset=utf-8", JS) }),
-        )
-        .route(
-            "/assets/favicon.svg",
-            get(|| async { page("image/svg+xml", ICON) }),
-        )
+/// The content type of the pages.
+const HTML: &str = "text/html; charset=utf-8";
+
+/// `GET /`: the overview page.
+pub(crate) async fn index_page() -> Response {
+    page(HTML, INDEX_HTML)
+}
+
+/// `GET /tasks/{task}`: the task page (it reads the task from its path).
+pub(crate) async fn task_page() -> Response {
+    page(HTML, TASK_HTML)
+}
+
+/// `GET /assets/dashboard.css`.
+pub(crate) async fn stylesheet() -> Response {
+    page("text/css; charset=utf-8", CSS)
+}
+
+/// `GET /assets/dashboard.js`.
+pub(crate) async fn script() -> Response {
+    page("text/javascript; charset=utf-8", JS)
+}
+
+/// `GET /assets/favicon.svg`.
+pub(crate) async fn icon() -> Response {
+    page("image/svg+xml", ICON)
 }
 
 /// A static page or asset with the security headers.
@@ -157,26 +161,21 @@ fn page(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+/// `Cache-Control: no-store`, for the data routes: each answer is read
+/// from the store when asked.
+fn no_store() -> [(HeaderName, HeaderValue); 1] {
+    [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))]
+}
+
 /// `GET /v1/dashboard`: the overview's data, from the store.
-pub(crate) async fn get_dashboard(Shared(state): Shared<Arc<State>>) -> Response {
+pub(crate) async fn get_dashboard(
+    Shared(state): Shared<Arc<State>>,
+) -> Result<impl IntoResponse, ApiError> {
     let store = state.store();
-    let read = async {
-        let tasks = store.tasks().await?;
-        let audit = store.audit_recent(None, AUDIT_WINDOW).await?;
-        Ok::<_, loopguard_host::StoreError>((tasks, audit))
-    };
-    let (tasks, audit) = match read.await {
-        Ok(read) => read,
-        Err(err) => {
-            return crate::routes::error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}"));
-        }
-    };
+    let tasks = store.tasks().await?;
+    let audit = store.audit_recent(None, AUDIT_WINDOW).await?;
     let view = Dashboard::build(tasks, &audit, Timestamp::now());
-    let mut response = crate::routes::json_response(StatusCode::OK, &view);
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    Ok((no_store(), json(&view).map_err(ApiError::from)))
 }
 
 /// `GET /v1/tasks/{task}/timeline`: the task's audit log (detections and
@@ -185,51 +184,28 @@ pub(crate) async fn get_dashboard(Shared(state): Shared<Arc<State>>) -> Response
 pub(crate) async fn get_task_timeline(
     Shared(state): Shared<Arc<State>>,
     Path(task): Path<String>,
-) -> Response {
+) -> Result<impl IntoResponse, ApiError> {
     let store = state.store();
-    let found = async {
-        if store.load_task(&task).await?.is_none() {
-            return Ok(None);
-        }
-        // One more than shown says whether there are older ones.
-        store
-            .audit_recent(Some(&task), TIMELINE_ENTRIES + 1)
-            .await
-            .map(Some)
-    };
-    match found.await {
-        Ok(Some(audit)) => {
-            let entries: Vec<&AuditEntry> = audit.iter().rev().take(TIMELINE_ENTRIES).collect();
-            let more = audit.len() > TIMELINE_ENTRIES;
-            let mut response = crate::routes::json_response(
-                StatusCode::OK,
-                &json!({ "task": task, "more": more, "entries": entries }),
-            );
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-        Ok(None) => crate::routes::error(
-            StatusCode::NOT_FOUND,
-            &format!("no task {task:?} in the store"),
-        ),
-        Err(err) => crate::routes::error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {err}")),
+    if store.load_task(&task).await?.is_none() {
+        return Err(ApiError::NoTask(task));
     }
+    // One more than shown says whether there are older ones.
+    let audit = store
+        .audit_recent(Some(&task), TIMELINE_ENTRIES + 1)
+        .await?;
+    let entries: Vec<&AuditEntry> = audit.iter().rev().take(TIMELINE_ENTRIES).collect();
+    let more = audit.len() > TIMELINE_ENTRIES;
+    let body = json!({ "task": task, "more": more, "entries": entries });
+    Ok((no_store(), json(&body).map_err(ApiError::from)))
 }
 
 /// `GET /v1/live`: every decision as it is answered, as server-sent
 /// events, until the client goes or the server stops.
-pub(crate) async fn get_live(Shared(state): Shared<Arc<State>>) -> Response {
+pub(crate) async fn get_live(Shared(state): Shared<Arc<State>>) -> Result<Response, ApiError> {
     if state.outlets.live.receiver_count() >= LIVE_SUBSCRIBERS {
-        let mut response = crate::routes::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("{LIVE_SUBSCRIBERS} live streams are open already; retry later"),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return response;
+        return Err(ApiError::LiveStreamsFull {
+            limit: LIVE_SUBSCRIBERS,
+        });
     }
     // Subscribed before the response starts: a decision answered after the
     // client has the headers is in the stream.
@@ -237,7 +213,7 @@ pub(crate) async fn get_live(Shared(state): Shared<Arc<State>>) -> Response {
     let closing = state.closing.subscribe();
     let ready = SseEvent::default()
         .event("ready")
-        .data(json!({ "backlog": crate::outlets::LIVE_BACKLOG }).to_string());
+        .data(json!({ "backlog": LIVE_BACKLOG }).to_string());
     let first = futures_util::stream::once(async move { Ok::<_, Infallible>(ready) });
     let rest = futures_util::StreamExt::map(live_items(decisions, closing), |item| {
         Ok::<_, Infallible>(match item {
@@ -258,7 +234,7 @@ pub(crate) async fn get_live(Shared(state): Shared<Arc<State>>) -> Response {
         HeaderName::from_static("x-accel-buffering"),
         HeaderValue::from_static("no"),
     );
-    response
+    Ok(response)
 }
 
 /// One item of the live feed, as a subscriber sees it.

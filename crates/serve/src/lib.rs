@@ -61,7 +61,8 @@
 #![deny(missing_docs)]
 
 pub use error::ServeError;
-pub use server::{Finished, ServeOptions, Server, check_listen, shutdown_signal};
+pub use options::ServeOptions;
+pub use server::{Finished, Server, check_listen, shutdown_signal};
 pub use webhook::WebhookOptions;
 
 mod body;
@@ -69,9 +70,14 @@ mod connections;
 mod dashboard;
 mod error;
 mod metrics;
+mod options;
 mod otlp;
+mod otlp_buffer;
 pub mod otlp_proto;
 mod outlets;
+mod respond;
+mod router;
 mod routes;
 mod server;
+mod state;
 mod webhook;

@@ -22,6 +22,7 @@
 //! [`State::observe`] each, so the store, the metrics and the live feed see
 //! them as they see any other event (there is no reply to send them to).
 //!
+//! The spans wait in the server's [`Buffer`](crate::otlp_buffer::Buffer).
 //! Memory is bounded: at most `serve.otlp_max_traces` traces are buffered
 //! (one more decides the trace that waited longest first) and at most
 //! `serve.otlp_max_spans_per_trace` spans of one trace (a trace that reaches
@@ -46,176 +47,24 @@
 //! every event the engine's own validation refused (logged with the reason),
 //! and those that could not be read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Read;
-use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::State as Shared;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loopguard_core_types::Event;
 use loopguard_import::otlp::{Span, SpanEvent, events_from_spans, spans_from_export};
-use parking_lot::Mutex;
 use prost::Message;
 use serde_json::{Map, Value, json};
 
+use crate::body::ReadBody;
+use crate::error::ApiError;
 use crate::otlp_proto as proto;
-use crate::server::State;
-
-/// The protobuf content type.
-const PROTOBUF: &str = "application/x-protobuf";
-/// The OTLP/JSON content type.
-const JSON: &str = "application/json";
-/// `google.rpc.Code.INVALID_ARGUMENT`.
-const INVALID_ARGUMENT: i32 = 3;
-
-/// The span attributes a trace's skeleton keeps: what the mapping needs to
-/// link a late span to its agent and its task.
-const SKELETON_KEYS: [&str; 6] = [
-    "gen_ai.operation.name",
-    "openinference.span.kind",
-    "gen_ai.agent.name",
-    "agent.name",
-    "gen_ai.conversation.id",
-    "session.id",
-];
-
-/// The spans waiting for their trace to be decided.
-#[derive(Debug)]
-pub(crate) struct Buffer {
-    traces: Mutex<HashMap<String, Pending>>,
-    /// The skeletons of recently decided traces.
-    decided: Mutex<lru::LruCache<String, Vec<Span>>>,
-    /// How long a trace waits after its last span.
-    flush_after: Duration,
-    max_traces: usize,
-    max_spans: usize,
-}
-
-/// One trace's spans so far.
-#[derive(Debug)]
-struct Pending {
-    spans: Vec<Span>,
-    /// When its last span arrived.
-    last: Instant,
-}
-
-impl Buffer {
-    /// An empty buffer with `[serve]`'s bounds.
-    pub(crate) fn new(flush_after: Duration, max_traces: usize, max_spans: usize) -> Buffer {
-        let remembered = NonZeroUsize::new(max_traces).unwrap_or(NonZeroUsize::MIN);
-        Buffer {
-            traces: Mutex::new(HashMap::new()),
-            decided: Mutex::new(lru::LruCache::new(remembered)),
-            flush_after,
-            max_traces: max_traces.max(1),
-            max_spans: max_spans.max(1),
-        }
-    }
-
-    /// How often the background task looks for expired traces.
-    pub(crate) fn tick(&self) -> Duration {
-        (self.flush_after / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
-    }
-
-    /// Buffers `spans` (arrived at `now`); returns the batches to decide
-    /// now: the traces whose root arrived, those that reached the span
-    /// bound, and, beyond the trace bound, those that waited longest.
-    fn add(&self, spans: Vec<Span>, now: Instant) -> Vec<Vec<Span>> {
-        let mut ready = Vec::new();
-        let mut rooted = HashSet::new();
-        let mut traces = self.traces.lock();
-        for span in spans {
-            let trace = span.trace_id.clone();
-            if span.parent_span_id.is_none() {
-                rooted.insert(trace.clone());
-            }
-            let pending = traces.entry(trace).or_insert_with(|| Pending {
-                spans: Vec::new(),
-                last: now,
-            });
-            pending.last = now;
-            pending.spans.push(span);
-            if pending.spans.len() >= self.max_spans {
-                ready.push(std::mem::take(&mut pending.spans));
-            }
-        }
-        for trace in rooted {
-            if let Some(pending) = traces.remove(&trace) {
-                ready.push(pending.spans);
-            }
-        }
-        traces.retain(|_, pending| !pending.spans.is_empty());
-        while traces.len() > self.max_traces {
-            let Some(oldest) = traces
-                .iter()
-                .min_by_key(|(_, pending)| pending.last)
-                .map(|(trace, _)| trace.clone())
-            else {
-                break;
-            };
-            if let Some(pending) = traces.remove(&oldest) {
-                ready.push(pending.spans);
-            }
-        }
-        ready.retain(|batch| !batch.is_empty());
-        ready
-    }
-
-    /// Takes the traces whose last span arrived `flush_after` before `now`.
-    fn expired(&self, now: Instant) -> Vec<Vec<Span>> {
-        let mut traces = self.traces.lock();
-        let due: Vec<String> = traces
-            .iter()
-            .filter(|(_, pending)| now.saturating_duration_since(pending.last) >= self.flush_after)
-            .map(|(trace, _)| trace.clone())
-            .collect();
-        due.iter()
-            .filter_map(|trace| traces.remove(trace))
-            .map(|pending| pending.spans)
-            .collect()
-    }
-
-    /// Takes every buffered trace.
-    fn drain(&self) -> Vec<Vec<Span>> {
-        let mut traces = self.traces.lock();
-        traces.drain().map(|(_, pending)| pending.spans).collect()
-    }
-
-    /// The skeleton of `trace`'s spans decided before (empty when none
-    /// is remembered).
-    fn skeleton(&self, trace: &str) -> Vec<Span> {
-        self.decided.lock().get(trace).cloned().unwrap_or_default()
-    }
-
-    /// Remembers the skeleton of `spans` (one trace's, just decided) after
-    /// `before` (its skeleton so far), at most `max_spans` spans.
-    fn remember(&self, before: Vec<Span>, spans: &[Span]) {
-        let Some(trace) = spans.first().map(|span| span.trace_id.clone()) else {
-            return;
-        };
-        let room = self.max_spans.saturating_sub(before.len());
-        let mut skeleton = before;
-        skeleton.extend(spans.iter().take(room).map(|span| {
-            Span {
-                trace_id: span.trace_id.clone(),
-                span_id: span.span_id.clone(),
-                parent_span_id: span.parent_span_id.clone(),
-                name: span.name.clone(),
-                start_unix_nano: span.start_unix_nano,
-                end_unix_nano: span.end_unix_nano,
-                attributes: SKELETON_KEYS
-                    .iter()
-                    .filter_map(|key| Some(((*key).to_owned(), span.attributes.get(*key)?.clone())))
-                    .collect(),
-                ..Span::default()
-            }
-        }));
-        self.decided.lock().put(trace, skeleton);
-    }
-}
+use crate::respond::{JSON, PROTOBUF, media_type};
+use crate::state::State;
 
 /// Decides the traces that waited `serve.otlp_flush_ms` since their last
 /// span (the background task's work).
@@ -314,57 +163,39 @@ enum Encoding {
     Json,
 }
 
-/// `POST /v1/traces`.
+impl Encoding {
+    /// The 400 for an export in this encoding that does not decode.
+    fn bad_export(self, message: String) -> ApiError {
+        ApiError::BadExport {
+            protobuf: self == Encoding::Protobuf,
+            message,
+        }
+    }
+}
+
+/// `POST /v1/traces`: buffers the export's spans, decides the traces that
+/// are ready, and answers an `ExportTraceServiceResponse`.
 pub(crate) async fn post_traces(
     Shared(state): Shared<Arc<State>>,
     headers: HeaderMap,
-    body: crate::body::ReadBody,
-) -> Response {
-    let body = body.bytes;
-    let media = crate::routes::media_type(&headers);
-    let encoding = match media.as_deref() {
+    body: ReadBody,
+) -> Result<Response, ApiError> {
+    let encoding = match media_type(&headers).as_deref() {
         Some(PROTOBUF) => Encoding::Protobuf,
         Some(JSON) => Encoding::Json,
-        other => {
-            return crate::routes::error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                &format!(
-                    "the content type is {}: send an OTLP ExportTraceServiceRequest as \
-                     application/x-protobuf or application/json",
-                    other.unwrap_or("missing")
-                ),
-            );
-        }
+        other => return Err(ApiError::TracesContentType(other.map(str::to_owned))),
     };
-    let body = match content_encoding(&headers).as_deref() {
-        None | Some("identity") => body.to_vec(),
-        Some("gzip") => match gunzip(&body, state.options.body_limit_bytes) {
-            Ok(body) => body,
-            Err(Gunzip::TooLarge) => {
-                return crate::routes::error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "the gzipped body is larger than serve.body_limit_bytes once decompressed",
-                );
-            }
-            Err(Gunzip::Corrupt(err)) => {
-                return bad_request(encoding, &format!("the body is not valid gzip: {err}"));
-            }
-        },
-        Some(other) => {
-            return crate::routes::error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                &format!("the content encoding is {other}: send the body as is or gzipped"),
-            );
-        }
-    };
+    let body = decompressed(
+        &headers,
+        &body.bytes,
+        state.options.body_limit_bytes,
+        encoding,
+    )?;
     let decoded = match encoding {
         Encoding::Protobuf => decode_protobuf(&body),
         Encoding::Json => decode_json(&body),
     };
-    let (spans, unreadable) = match decoded {
-        Ok(decoded) => decoded,
-        Err(message) => return bad_request(encoding, &message),
-    };
+    let (spans, unreadable) = decoded.map_err(|message| encoding.bad_export(message))?;
     if unreadable > 0 {
         state.outlets.metrics.otlp_spans(0, unreadable);
     }
@@ -378,7 +209,27 @@ pub(crate) async fn post_traces(
              were rejected"
         ),
     });
-    exported(encoding, partial)
+    Ok(exported(encoding, partial))
+}
+
+/// The body as sent, or gunzipped within `limit` bytes, as its
+/// `Content-Encoding` says.
+fn decompressed(
+    headers: &HeaderMap,
+    body: &[u8],
+    limit: usize,
+    encoding: Encoding,
+) -> Result<Vec<u8>, ApiError> {
+    match content_encoding(headers).as_deref() {
+        None | Some("identity") => Ok(body.to_vec()),
+        Some("gzip") => gunzip(body, limit).map_err(|err| match err {
+            Gunzip::TooLarge => ApiError::GzipTooLarge,
+            Gunzip::Corrupt(err) => {
+                encoding.bad_export(format!("the body is not valid gzip: {err}"))
+            }
+        }),
+        Some(other) => Err(ApiError::ContentEncoding(other.to_owned())),
+    }
 }
 
 /// The request's `Content-Encoding`, lowercase.
@@ -525,39 +376,6 @@ fn decode_json(body: &[u8]) -> Result<(Vec<Span>, u64), String> {
     Ok((spans, unreadable))
 }
 
-/// 400 with a `google.rpc.Status` in the request's encoding.
-fn bad_request(encoding: Encoding, message: &str) -> Response {
-    match encoding {
-        Encoding::Protobuf => {
-            let status = RpcStatus {
-                code: INVALID_ARGUMENT,
-                message: message.to_owned(),
-            };
-            (
-                StatusCode::BAD_REQUEST,
-                [(header::CONTENT_TYPE, PROTOBUF)],
-                status.encode_to_vec(),
-            )
-                .into_response()
-        }
-        Encoding::Json => (
-            StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, JSON)],
-            json!({ "code": INVALID_ARGUMENT, "message": message }).to_string(),
-        )
-            .into_response(),
-    }
-}
-
-/// `google.rpc.Status`, the body of an OTLP/HTTP error.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-}
-
 /// 200 with an `ExportTraceServiceResponse` in the request's encoding.
 fn exported(encoding: Encoding, partial: Option<proto::ExportTracePartialSuccess>) -> Response {
     match encoding {
@@ -593,63 +411,6 @@ fn exported(encoding: Encoding, partial: Option<proto::ExportTracePartialSuccess
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn span(trace: &str, id: &str, parent: Option<&str>) -> Span {
-        Span {
-            trace_id: trace.to_owned(),
-            span_id: id.to_owned(),
-            parent_span_id: parent.map(str::to_owned),
-            ..Span::default()
-        }
-    }
-
-    #[test]
-    fn a_trace_waits_for_its_root_then_goes_whole() {
-        let buffer = Buffer::new(Duration::from_secs(5), 8, 100);
-        let now = Instant::now();
-        assert!(
-            buffer
-                .add(
-                    vec![span("t", "c", Some("r")), span("u", "x", Some("y"))],
-                    now
-                )
-                .is_empty()
-        );
-        let ready = buffer.add(vec![span("t", "r", None)], now);
-        assert_eq!(ready.len(), 1);
-        let ids: Vec<&str> = ready[0].iter().map(|s| s.span_id.as_str()).collect();
-        assert_eq!(ids, ["c", "r"]);
-        assert!(buffer.expired(now + Duration::from_secs(4)).is_empty());
-        let expired = buffer.expired(now + Duration::from_secs(5));
-        assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0][0].trace_id, "u");
-        assert!(buffer.drain().is_empty());
-    }
-
-    #[test]
-    fn the_bounds_flush_early_rather_than_grow() {
-        let buffer = Buffer::new(Duration::from_secs(5), 2, 3);
-        let now = Instant::now();
-        let later = now + Duration::from_millis(1);
-        assert!(buffer.add(vec![span("a", "1", Some("0"))], now).is_empty());
-        assert!(
-            buffer
-                .add(vec![span("b", "1", Some("0"))], later)
-                .is_empty()
-        );
-        // A third trace: the one that waited longest goes.
-        let ready = buffer.add(vec![span("c", "1", Some("0"))], later);
-        assert_eq!(ready.len(), 1);
-        assert_eq!(ready[0][0].trace_id, "a");
-        // Three spans of one trace: decided at once.
-        let ready = buffer.add(
-            vec![span("b", "2", Some("0")), span("b", "3", Some("0"))],
-            later,
-        );
-        assert_eq!(ready.len(), 1);
-        assert_eq!(ready[0].len(), 3);
-        assert_eq!(buffer.drain().len(), 1, "c is left");
-    }
 
     #[test]
     fn ids_and_values_read_as_otlp_json_writes_them() {

@@ -1,90 +1,26 @@
-//! The server: its options, its shared state, start-up and shutdown.
+//! The server: start-up (the store's run, the shared state, the OTLP
+//! flush task), serving connections, and shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use loopguard_core_types::{Decision, Event, ServeConfig};
-use loopguard_host::{Durability, LoopGuard, Observed, Store};
-use sha2::{Digest, Sha256};
+use loopguard_host::{Durability, LoopGuard};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
-use crate::ServeError;
+use crate::connections::{self, Limits};
+use crate::error::ServeError;
+use crate::options::ServeOptions;
 use crate::outlets::Outlets;
-use crate::webhook::WebhookOptions;
+use crate::state::State;
+use crate::{otlp, router};
 
 /// How long shutdown waits for the store to write what it still holds.
 const SETTLE_WAIT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for the webhook to send what waits.
 const WEBHOOK_WAIT: Duration = Duration::from_secs(10);
-
-/// What the server enforces: the token, the body limit, the requests at
-/// once, and how the OTLP receiver buffers spans.
-/// [`ServeOptions::from_config`] reads them from `[serve]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServeOptions {
-    /// The bearer token every `/v1` request needs (none: no check).
-    pub token: Option<String>,
-    /// The largest request body in bytes; a larger one is answered 413.
-    pub body_limit_bytes: usize,
-    /// Requests handled at once; one more is answered 503 at once. A
-    /// request takes its place once its body is read.
-    pub queue: usize,
-    /// How long a client may take to send a request's headers; slower, the
-    /// connection is closed (`serve.header_timeout_ms`).
-    pub header_timeout: Duration,
-    /// How long a client may take to send a request's body; slower, 408
-    /// (`serve.body_timeout_ms`).
-    pub body_timeout: Duration,
-    /// Connections open at once; one more is closed when accepted
-    /// (`serve.max_connections`).
-    pub max_connections: usize,
-    /// Bytes one connection buffers while reading a request's head; longer
-    /// headers are answered 431 (`serve.max_header_bytes`, at least 8192).
-    pub max_header_bytes: usize,
-    /// After the shutdown signal, how long requests in flight may take
-    /// before the open connections are closed (`serve.shutdown_grace_ms`).
-    pub shutdown_grace: Duration,
-    /// Where decisions that ask for an action are POSTed (none: nowhere).
-    pub webhook: Option<WebhookOptions>,
-    /// How long an OTLP trace whose root span has not arrived waits after
-    /// its last span before it is decided (`serve.otlp_flush_ms`).
-    pub otlp_flush: Duration,
-    /// The most OTLP traces buffered at once (`serve.otlp_max_traces`).
-    pub otlp_max_traces: usize,
-    /// The most spans buffered for one OTLP trace
-    /// (`serve.otlp_max_spans_per_trace`).
-    pub otlp_max_spans_per_trace: usize,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions::from_config(&ServeConfig::default())
-    }
-}
-
-impl ServeOptions {
-    /// The options `[serve]` sets.
-    pub fn from_config(config: &ServeConfig) -> ServeOptions {
-        ServeOptions {
-            token: config.token.clone(),
-            body_limit_bytes: config.body_limit_bytes,
-            queue: config.queue.max(1),
-            header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
-            body_timeout: Duration::from_millis(config.body_timeout_ms.max(1)),
-            max_connections: config.max_connections.max(1),
-            max_header_bytes: config.max_header_bytes.max(8192),
-            shutdown_grace: Duration::from_millis(config.shutdown_grace_ms.max(1)),
-            webhook: WebhookOptions::from_config(config),
-            otlp_flush: Duration::from_millis(config.otlp_flush_ms.max(1)),
-            otlp_max_traces: config.otlp_max_traces.max(1),
-            otlp_max_spans_per_trace: config.otlp_max_spans_per_trace.max(1),
-        }
-    }
-}
 
 /// Refuses to listen on `addr` when it is not a loopback address and there
 /// is no `token`: the API would be open to anyone who can reach it.
@@ -123,82 +59,6 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => {}
         () = terminate => {}
-    }
-}
-
-/// What every request shares.
-#[derive(Debug)]
-pub(crate) struct State {
-    /// The one engine.
-    pub(crate) engine: LoopGuard,
-    /// The SHA-256 of the token, compared in constant time.
-    token_hash: Option<[u8; 32]>,
-    /// Requests handled at once.
-    pub(crate) permits: Arc<Semaphore>,
-    /// The limits.
-    pub(crate) options: ServeOptions,
-    /// The next input line number: every line of every request takes one,
-    /// so decisions, evidence and the audit log name distinct lines.
-    next_line: AtomicU64,
-    /// The last line answered.
-    last_line: AtomicU64,
-    /// Where every decision goes besides its reply.
-    pub(crate) outlets: Outlets,
-    /// Turns `true` when the server stops accepting: long-lived responses
-    /// (`GET /v1/live`) end then, so a graceful shutdown does not wait on
-    /// them.
-    pub(crate) closing: Arc<tokio::sync::watch::Sender<bool>>,
-    /// OTLP spans waiting for their trace to be decided.
-    pub(crate) otlp: crate::otlp::Buffer,
-}
-
-impl State {
-    /// Takes `count` consecutive line numbers; returns the first.
-    pub(crate) fn take_lines(&self, count: u64) -> u64 {
-        self.next_line.fetch_add(count, Ordering::Relaxed)
-    }
-
-    /// Notes that `line` was answered.
-    pub(crate) fn answered(&self, line: u64) {
-        self.last_line.fetch_max(line, Ordering::Relaxed);
-    }
-
-    /// Decides `event` on the next line number and passes the decision to
-    /// the outlets (metrics, live feed): every route that feeds the engine
-    /// one event goes through here.
-    pub(crate) async fn observe(&self, event: Event) -> Decision {
-        let line = self.take_lines(1);
-        let event_type = compact_str::CompactString::from(event.kind.type_name());
-        let started = std::time::Instant::now();
-        let decision = self.engine.observe_line(line, event).await;
-        let observed = Observed::new(&event_type, started.elapsed());
-        self.answered(line);
-        self.outlets.decided(&decision, observed);
-        decision
-    }
-
-    /// The engine's store.
-    pub(crate) fn store(&self) -> &dyn Store {
-        self.engine.store().as_ref()
-    }
-
-    /// Whether `header` (the `Authorization` value) carries the token; with
-    /// no token, every request does.
-    pub(crate) fn authorized(&self, header: Option<&[u8]>) -> bool {
-        let Some(expected) = &self.token_hash else {
-            return true;
-        };
-        let Some(given) = header.and_then(|value| value.strip_prefix(b"Bearer ")) else {
-            return false;
-        };
-        let given: [u8; 32] = Sha256::digest(given).into();
-        // Constant time: every byte is compared whatever the first
-        // difference (and the hashes have one length whatever the token's).
-        given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
     }
 }
 
@@ -245,7 +105,7 @@ impl Flusher {
                     _ = &mut stopped => break,
                     _ = ticks.tick() => {
                         let Some(state) = weak.upgrade() else { break };
-                        crate::otlp::flush_expired(&state).await;
+                        otlp::flush_expired(&state).await;
                     }
                 }
             }
@@ -278,28 +138,9 @@ impl Server {
             .unwrap_or(1)
             .max(1);
         engine.store().begin_run(first_line, false).await?;
-        let token_hash = options
-            .token
-            .as_deref()
-            .map(|token| Sha256::digest(token.as_bytes()).into());
         let (outlets, webhook) =
             Outlets::new(options.webhook.as_ref()).map_err(ServeError::Webhook)?;
-        let otlp = crate::otlp::Buffer::new(
-            options.otlp_flush,
-            options.otlp_max_traces,
-            options.otlp_max_spans_per_trace,
-        );
-        let state = Arc::new(State {
-            engine,
-            token_hash,
-            permits: Arc::new(Semaphore::new(options.queue.max(1))),
-            options,
-            next_line: AtomicU64::new(first_line),
-            last_line: AtomicU64::new(0),
-            outlets,
-            closing: Arc::new(tokio::sync::watch::Sender::new(false)),
-            otlp,
-        });
+        let state = Arc::new(State::new(engine, options, outlets, first_line));
         let flusher = Flusher::start(&state);
         Ok(Server {
             state,
@@ -310,7 +151,7 @@ impl Server {
 
     /// The routes (see the crate docs), with auth and the limits.
     pub fn router(&self) -> axum::Router {
-        crate::routes::router(Arc::clone(&self.state))
+        router::router(Arc::clone(&self.state))
     }
 
     /// The engine every request is answered by.
@@ -333,10 +174,10 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Finished, ServeError> {
         let options = &self.state.options;
-        crate::connections::serve(
+        connections::serve(
             listener,
             self.router(),
-            crate::connections::Limits {
+            Limits {
                 header_timeout: options.header_timeout,
                 max_connections: options.max_connections,
                 max_header_bytes: options.max_header_bytes,
@@ -364,9 +205,9 @@ impl Server {
             flusher,
         } = self;
         flusher.stop().await;
-        crate::otlp::flush_all(&state).await;
+        otlp::flush_all(&state).await;
         let store = Arc::clone(state.engine.store());
-        let last_line = state.last_line.load(Ordering::Relaxed);
+        let last_line = state.last_line();
         let mut lost = 0u64;
         if store.durability() == Durability::Shared {
             let deadline = tokio::time::Instant::now() + SETTLE_WAIT;

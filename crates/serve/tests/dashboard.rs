@@ -770,7 +770,7 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
         report["cycle_log"].as_array().map_or(0, Vec::len)
     );
 
-    // Screenshots, for a person (and the README).
+    // Screenshots, for a person (and docs/serve.md).
     let dir = screenshot_dir();
     std::fs::create_dir_all(&dir).expect("the screenshot folder");
     for (name, path, size) in [

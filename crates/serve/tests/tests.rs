@@ -10,6 +10,7 @@ use loopguard_serve::{ServeOptions, check_listen};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod answers;
 mod common;
 mod hostile;
 

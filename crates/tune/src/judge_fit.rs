@@ -296,10 +296,12 @@ pub struct JudgeScore {
     pub judge: JudgeKind,
     /// The decision threshold (chosen on the train split, or given).
     pub threshold: f32,
-    /// Counts at that threshold on the train split (absent in eval-only
-    /// runs); [`Confusion::metrics`] scores them.
+    /// Counts at that threshold on the train split (absent when a judge
+    /// is only scored, `tune judge eval`); [`Confusion::metrics`] scores
+    /// them.
     pub train: Option<Confusion>,
-    /// Counts on the test split (or on every pair, in eval-only runs).
+    /// Counts on the test split (or on every pair, when a judge is only
+    /// scored on a file without splits).
     pub test: Confusion,
     /// How sure the test figures are: their 90% bootstrap intervals
     /// ([`bootstrap_intervals`]); absent when there is no test pair.
@@ -379,7 +381,7 @@ pub fn mistakes_worst_first<'a>(
     mistakes
 }
 
-/// The outcome of `loopguard tune --judge`.
+/// The outcome of `loopguard tune judge fit`.
 #[derive(Debug, Clone, Serialize)]
 pub struct JudgeReport {
     /// The fitted weights (with their chosen threshold).

@@ -54,8 +54,8 @@ pub struct Pair {
     /// Train or test.
     pub split: Split,
     /// Which hard case the pair is (`synonym`, `long`, ...), when the
-    /// file says: `loopguard tune --judge` scores the held-out pairs of
-    /// each apart.
+    /// file says: `loopguard tune judge fit` and `judge eval` score the
+    /// pairs of each apart.
     pub hard: Option<String>,
 }
 

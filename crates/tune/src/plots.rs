@@ -1,6 +1,6 @@
 //! The two pictures of a sweep (cargo feature `plots`): the
 //! precision-recall curve and the histogram of cosines, each as PNG and
-//! SVG; and the picture of `tune --judge calibrated`: both same-request
+//! SVG; and the picture of `tune judge fit`: both same-request
 //! judges' precision-recall curves on the held-out pairs.
 //!
 //! Text is drawn with DejaVu Sans (regular and bold), embedded in the

@@ -216,8 +216,8 @@ pub struct TraceDetection {
     pub expected: bool,
 }
 
-/// The whole result of a sweep: what `loopguard tune --format json` prints
-/// and `sweep.json` holds.
+/// The whole result of a sweep: what `loopguard tune threshold --format
+/// json` prints and `sweep.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct TuneReport {

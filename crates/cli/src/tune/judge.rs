@@ -1,6 +1,6 @@
-//! `loopguard tune --judge calibrated` and `--eval-only`: fit the
+//! `loopguard tune judge fit` and `tune judge eval`: fit the
 //! same-request judge's weights on the train split and score them next to
-//! plain cosine, or score the configured judge as it is.
+//! plain cosine, or score a judge as it is.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use loopguard_tune::{
     write_judge_plot,
 };
 
-use crate::cli::{TuneArgs, TuneFormat, TuneJudge};
+use crate::cli::{TuneEvalArgs, TuneFitArgs, TuneFormat, TuneJudge};
 use crate::outcome::Outcome;
 
 /// The precision the fitted judge's threshold must reach on the train
@@ -30,40 +30,27 @@ const DEFAULT_MIN_PRECISION: f64 = 0.9;
 /// Shuffles of `--folds`.
 const CV_REPEATS: usize = 10;
 
-/// Fits the judge and prints the result, or, given `eval` (`--eval-only`:
-/// [`eval_judge`]'s judge and threshold), only scores that judge.
-pub(crate) async fn run(
-    args: &TuneArgs,
+/// Fits the judge on `pairs` (their `features` read by `model`, and by
+/// `tuned_encoder` when it names one) and prints the result.
+pub(crate) fn fit(
+    args: &TuneFitArgs,
     config: &Config,
     pairs: &PairSet,
     features: &[Features],
     model: &str,
     tuned_encoder: Option<&str>,
-    eval: Option<(SameRequestJudge, f32)>,
 ) -> anyhow::Result<Outcome> {
-    if let Some((judge, threshold)) = eval {
-        return eval_only(args, config, pairs, features, judge, threshold).await;
-    }
-    let fitted_on = args
-        .pairs
-        .as_ref()
-        .map(|path| {
-            if let Some(file) = &args.tuned_cosines {
-                format!(
-                    "{} (train split; the tuned cosines of the pairs in {}, out of fold)",
-                    path.display(),
-                    file.display()
-                )
-            } else if features.iter().any(|f| f.tuned_cosine.is_some()) {
-                format!(
-                    "{} (train split, less the pairs the tuned encoder was tuned on)",
-                    path.display()
-                )
-            } else {
-                format!("{} (train split)", path.display())
-            }
-        })
-        .unwrap_or_default();
+    let path = args.pairs.display();
+    let fitted_on = if let Some(file) = &args.tuned_cosines {
+        format!(
+            "{path} (train split; the tuned cosines of the pairs in {}, out of fold)",
+            file.display()
+        )
+    } else if features.iter().any(|f| f.tuned_cosine.is_some()) {
+        format!("{path} (train split, less the pairs the tuned encoder was tuned on)")
+    } else {
+        format!("{path} (train split)")
+    };
     let mut report = fit_and_score(
         pairs,
         features,
@@ -123,7 +110,7 @@ pub(crate) async fn run(
         written.extend(write_judge_plot(&curves, dir)?);
     }
     let mut out = io::stdout().lock();
-    match args.format {
+    match args.common.format {
         TuneFormat::Json => {
             serde_json::to_writer_pretty(&mut out, &document)?;
             writeln!(out)?;
@@ -219,7 +206,7 @@ pub(crate) async fn run(
             }
             writeln!(
                 out,
-                "\nScore them on other labelled pairs with:\n  loopguard tune --pairs FILE --eval-only --weights {}",
+                "\nScore them on other labelled pairs with:\n  loopguard tune judge eval --pairs FILE --weights {}",
                 written
                     .first()
                     .map_or_else(|| "judge-weights.json".into(), |p| p.display().to_string())
@@ -247,19 +234,19 @@ fn report_json(
     Ok(document)
 }
 
-/// The judge `--eval-only` scores, at its threshold: the one the config
-/// runs (`similarity.judge`, `judge_weights`, `tuned_encoder`,
+/// The judge `tune judge eval` scores, at its threshold: the one the
+/// config runs (`similarity.judge`, `judge_weights`, `tuned_encoder`,
 /// `judge_threshold`), with `--judge`, `--weights` and `--tuned-encoder`
 /// overriding it. Weights named by `--weights` score at their own
 /// threshold; the config's `judge_threshold` moves only the config's.
 pub(crate) fn eval_judge(
-    args: &TuneArgs,
+    args: &TuneEvalArgs,
     config: &Config,
 ) -> anyhow::Result<(SameRequestJudge, f32)> {
     let similarity = &config.similarity;
     // --weights and --tuned-encoder are the calibrated judge's, so they
-    // choose it over the config's cosine judge (--judge cosine with
-    // --tuned-encoder is refused before any work).
+    // choose it over the config's cosine judge (clap refuses them next to
+    // --judge).
     let kind = match args.judge {
         Some(TuneJudge::Cosine) => JudgeKind::Cosine,
         Some(TuneJudge::Calibrated) => JudgeKind::Calibrated,
@@ -285,11 +272,11 @@ pub(crate) fn eval_judge(
     Ok((judge, threshold))
 }
 
-/// Scores `judge` at `threshold` as it is; with `--second-opinion` (or the
-/// config's second opinion enabled), also with the LLM's answers on the
-/// pairs it is unsure of.
-async fn eval_only(
-    args: &TuneArgs,
+/// Scores `judge` at `threshold` on `pairs` as it is, and prints the
+/// result; with `--second-opinion` (or the config's second opinion
+/// enabled), also with the LLM's answers on the pairs it is unsure of.
+pub(crate) async fn eval(
+    args: &TuneEvalArgs,
     config: &Config,
     pairs: &PairSet,
     features: &[Features],
@@ -317,7 +304,7 @@ async fn eval_only(
         })
         .transpose()?;
     let mut out = io::stdout().lock();
-    match args.format {
+    match args.common.format {
         TuneFormat::Json => {
             serde_json::to_writer(&mut out, &document)?;
             writeln!(out)?;
@@ -391,7 +378,7 @@ fn hard_case_json(judged: &[JudgedPair]) -> serde_json::Value {
         .collect()
 }
 
-/// The judged pairs `--eval-only --out DIR` writes, and what was
+/// The judged pairs `tune judge eval --out DIR` writes, and what was
 /// measured of them.
 #[derive(Clone, Copy)]
 struct Scored<'a> {
@@ -415,7 +402,7 @@ fn intervals_heading(intervals: &Intervals, what: &str) -> String {
     )
 }
 
-/// What `--eval-only --out DIR` wrote, for the text output.
+/// What `tune judge eval --out DIR` wrote, for the text output.
 struct EvalFiles {
     eval_json: PathBuf,
     pairs_jsonl: PathBuf,
@@ -438,7 +425,7 @@ impl std::fmt::Display for EvalFiles {
     }
 }
 
-/// `--eval-only --out DIR`: `DIR/eval.json`, the counts as `--format json`
+/// `tune judge eval --out DIR`: `DIR/eval.json`, the counts as `--format json`
 /// prints them plus `average_precision` (of the judged pairs' scores,
 /// after a second opinion when one was asked; `null` when no pair is the
 /// same), `intervals` (the 90% bootstrap intervals of its figures;
@@ -489,10 +476,10 @@ fn write_eval_files(
     })
 }
 
-/// `--eval-only --second-opinion`: the judge alone and with the LLM's
+/// `tune judge eval --second-opinion`: the judge alone and with the LLM's
 /// answers, and how many pairs were sent.
 async fn eval_second_opinion(
-    args: &TuneArgs,
+    args: &TuneEvalArgs,
     config: &Config,
     pairs: &PairSet,
     features: &[Features],
@@ -500,7 +487,11 @@ async fn eval_second_opinion(
     threshold: f32,
 ) -> anyhow::Result<Outcome> {
     if judge.kind() != JudgeKind::Calibrated {
-        bail!("the second opinion hears the calibrated judge's unsure pairs: drop --judge cosine");
+        bail!(
+            "the second opinion hears the calibrated judge's unsure pairs, and the judge \
+             scored is the cosine judge (--judge cosine, or the config's similarity.judge): \
+             drop --judge cosine, or give --judge calibrated"
+        );
     }
     let settings = LlmSettings::from_config(&config.llm)
         .context("the second opinion's LLM")?
@@ -551,7 +542,7 @@ async fn eval_second_opinion(
         })
         .transpose()?;
     let mut out = io::stdout().lock();
-    match args.format {
+    match args.common.format {
         TuneFormat::Json => {
             serde_json::to_writer(&mut out, &document)?;
             writeln!(out)?;
