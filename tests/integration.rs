@@ -1,10 +1,11 @@
 //! Integration tests of the `loopguard` binary: every test runs the built
 //! command on a trace in `tests/traces/` (or on standard input) and checks
 //! the JSON it prints against the trace format's rules (`docs/spec/`); the
-//! exceptions are `docs` and `history`, which check the repository's own
-//! files (`repo`): relative Markdown links resolve, nothing cites a spec
-//! folder outside the repository, and no product file outside `research/`
-//! tells the history of the work.
+//! exceptions are `docs`, `history` and `packaging`, which check the
+//! repository's own files (`repo`): relative Markdown links resolve,
+//! nothing cites a spec folder outside the repository, no product file
+//! outside `research/` tells the history of the work, and no crate
+//! compiles in a file from outside its directory.
 //!
 //! All of them compile into this one test binary (a faster build on a
 //! 2-core machine); the modules group them by area.
@@ -42,6 +43,8 @@ mod installed;
 mod isolation;
 #[path = "integration/limits.rs"]
 mod limits;
+#[path = "integration/packaging.rs"]
+mod packaging;
 #[path = "integration/phases.rs"]
 mod phases;
 #[path = "integration/plugins.rs"]

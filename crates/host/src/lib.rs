@@ -80,7 +80,10 @@ mod store;
 mod test_support;
 mod writer;
 
-/// The README's Rust examples, compiled and run as doctests.
-#[doc = include_str!("../../../README.md")]
+/// The repository README's Rust examples, compiled and run as doctests
+/// (`cargo test -p loopguard-host --doc`). Only a doctest build reads the
+/// README, which is outside this crate: a build of the packaged crate
+/// never does.
 #[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

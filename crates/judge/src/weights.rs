@@ -52,7 +52,7 @@ pub const DEFAULT_WEIGHTS_JSON: &str = include_str!("../judge-weights.json");
 
 /// The weights shipped for the calibrated judge with the tuned encoder
 /// (`[similarity] tuned_encoder = true`): the same features plus
-/// `tuned_cosine`, fitted with `loopguard tune --judge calibrated
+/// `tuned_cosine`, fitted with `loopguard tune judge fit
 /// --tuned-encoder --tuned-cosines data/pairs/tuned-oof-cosines.jsonl` on
 /// every train pair, each with the cosine of an encoder not tuned on it
 /// (out of fold).
@@ -61,7 +61,7 @@ pub const TUNED_WEIGHTS_JSON: &str = include_str!("../judge-weights-tuned.json")
 /// The weights shipped for the calibrated judge with the larger tuned
 /// encoder (`[similarity] tuned_encoder = "mpnet"`,
 /// [`MPNET_TUNED_ENCODER`]): the same features, `tuned_cosine` read from
-/// it, fitted with `loopguard tune --judge calibrated --tuned-encoder
+/// it, fitted with `loopguard tune judge fit --tuned-encoder
 /// mpnet --tuned-cosines data/pairs/tuned-oof-cosines-mpnet.jsonl` on
 /// every train pair, each with the cosine of an update not tuned on it
 /// (out of fold).
@@ -281,7 +281,7 @@ impl FormatTwo {
                 return Err(JudgeError::Weights(format!(
                     "the cutoffs give {name} {theirs}, where this loopguard's is {ours}: it \
                      judges with its own cut-offs, and these weights were fitted with others; \
-                     refit them (loopguard tune --judge calibrated)"
+                     refit them (loopguard tune judge fit)"
                 )));
             }
         }

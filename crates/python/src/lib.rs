@@ -57,8 +57,10 @@ fn _loopguard(module: &Bound<'_, PyModule>) -> PyResult<()> {
 /// ``LOOPGUARD_MODEL_DIR``, the checkout's ``models/cache/`` when the
 /// package is built inside a loopguard checkout, else the user's cache
 /// directory (``~/.cache/loopguard/models``). When the config's judge uses
-/// the larger tuned encoder, its base is fetched too. A fetch says so on
-/// stderr; nothing else is printed. Raises :class:`ModelError` when the
+/// the larger tuned encoder, its base is fetched too and its update
+/// checked (copied from the checkout the package was built in, when it
+/// runs from there). A fetch says so on stderr; nothing else is
+/// printed. Raises :class:`ModelError` when the
 /// files cannot be fetched or are not the pinned ones, and
 /// :class:`ConfigError` for a bad config.
 #[pyfunction]

@@ -152,7 +152,8 @@ pub(crate) fn engine(config: Config, store: Arc<dyn Store>) -> Result<LoopGuard,
 /// `loopguard.fetch_model()`: the pinned model files a guard over `source`
 /// would use, fetched when missing and verified, in the directory `dir`
 /// when given, else where the config's lookup order finds it; also the
-/// larger tuned encoder's base when the config's judge needs it. Returns
+/// larger tuned encoder's base and update when the config's judge needs
+/// it. Returns
 /// the model directory.
 pub(crate) fn fetch_model(
     source: &ConfigSource,

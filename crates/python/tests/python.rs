@@ -301,13 +301,17 @@ fn write_expected(dir: &Path) {
     }
 }
 
-/// The model's directory, if its files are there (as the Rust tests leave
-/// them): `LOOPGUARD_MODEL_DIR`, else the workspace's `models/cache/`.
-fn model_available() -> bool {
-    let dir = std::env::var_os("LOOPGUARD_MODEL_DIR")
+/// The model's directory the tests use: `LOOPGUARD_MODEL_DIR`, else the
+/// workspace's `models/cache/`.
+fn model_dir() -> PathBuf {
+    std::env::var_os("LOOPGUARD_MODEL_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("models/cache"));
-    dir.join("model.onnx").is_file()
+        .unwrap_or_else(|| workspace().join("models/cache"))
+}
+
+/// Whether the model's files are there (as the Rust tests leave them).
+fn model_available() -> bool {
+    model_dir().join("model.onnx").is_file()
 }
 
 /// Whether `path` is inside `dir` (both canonical).
@@ -352,6 +356,12 @@ fn the_python_package_passes_its_pytest_suite() {
         // point it at the checkout's files instead of fetching them again.
         if std::env::var_os("LOOPGUARD_MODEL_DIR").is_none() && !inside(&target, &root) {
             pytest.env("LOOPGUARD_MODEL_DIR", root.join("models/cache"));
+        }
+        // The larger tuned encoder's update, from the repository (a
+        // package installed outside the checkout does not copy it itself).
+        let from = loopguard_semantic::mpnet_update_checkout_dir();
+        if let Err(err) = loopguard_semantic::copy_mpnet_update(&from, &model_dir()) {
+            panic!("cannot place the larger tuned encoder's update: {err}");
         }
     }
     // The plugin that segfaults on a chosen line: a guard's plugins run in

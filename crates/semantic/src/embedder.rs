@@ -168,8 +168,8 @@ mod fast {
 
         /// Loads the larger tuned encoder (`[similarity] tuned_encoder =
         /// "mpnet"`): all-mpnet-base-v2's weights from `base` with the
-        /// low-rank update that ships in this build
-        /// ([`crate::MPNET_UPDATE`]), rebuilt into one model in memory
+        /// low-rank update read from its update directory
+        /// ([`MpnetBase::update_dir`]), rebuilt into one model in memory
         /// ([`MpnetBase::tuned_model`]), read with all-mpnet-base-v2's
         /// tokenizer files; ONNX Runtime from `files`. Its id is
         /// [`MPNET_TUNED_MODEL_ID`]; its vectors have 768 dimensions.

