@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loopguard_benches::{Mix, generate_trace_mix};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use std::sync::Arc;
 
 use loopguard_host::{

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loopguard_core_types::TunedEncoder;
+use loopguard_config::TunedEncoder;
 
 /// Detects unproductive loops in multi-agent LLM traces.
 ///
@@ -370,11 +370,11 @@ pub(crate) enum IsolationArg {
     InProcess,
 }
 
-impl From<IsolationArg> for loopguard_core_types::Isolation {
+impl From<IsolationArg> for loopguard_config::Isolation {
     fn from(isolation: IsolationArg) -> Self {
         match isolation {
-            IsolationArg::Process => loopguard_core_types::Isolation::Process,
-            IsolationArg::InProcess => loopguard_core_types::Isolation::InProcess,
+            IsolationArg::Process => loopguard_config::Isolation::Process,
+            IsolationArg::InProcess => loopguard_config::Isolation::InProcess,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_semantic::{
     MPNET_TUNED_MODEL_ID, ModelFiles, MpnetBase, ProvisionOptions, Resolved, SameRequestJudge,
 };

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, anyhow};
-use loopguard_core_types::Isolation;
+use loopguard_config::Isolation;
 use loopguard_host::{AbiVersion, PluginHost, PluginInfo};
 use serde_json::json;
 

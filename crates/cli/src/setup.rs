@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use loopguard_core_types::{Config, Isolation, PluginConfig};
+use loopguard_config::{Config, Isolation, PluginConfig};
 use loopguard_host::{LoopGuard, LoopGuardBuilder, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, OpenAiSettings, ProgressEvaluator};
 use loopguard_semantic::{

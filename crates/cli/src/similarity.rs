@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use anyhow::Context;
-use loopguard_core_types::Threshold;
+use loopguard_config::Threshold;
 use loopguard_semantic::{
     FEATURE_NAMES, FirstLook, JudgeKind, SameRequestJudge, SecondOpinionOutcome, Verdict,
 };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use loopguard_core_types::{Config, TunedEncoder};
+use loopguard_config::{Config, TunedEncoder};
 use loopguard_semantic::{
     Embedder, Features, MPNET_TUNED_MODEL_ID, ProvisionOptions, TUNED_MODEL_ID, mpnet_encoder_saw,
     provision_options, tuned_encoder_saw,

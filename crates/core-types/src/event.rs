@@ -8,7 +8,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::LimitsConfig;
+use crate::limits::LimitsConfig;
 use crate::time::Timestamp;
 
 /// One agent event of one task, as read from a trace line or posted by an

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Detection, Event, Timestamp};
+use loopguard_config::Config;
+use loopguard_core_types::{Detection, Event, Timestamp};
 use loopguard_detectors::{AgentPair, Detector, MultiAgent, ObservedEvent, TopicCycle};
 
 const EVENTS: usize = 1_000;

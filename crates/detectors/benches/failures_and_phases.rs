@@ -12,7 +12,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Detection, Event, EventKind};
+use loopguard_config::Config;
+use loopguard_core_types::{Detection, Event, EventKind};
 use loopguard_detectors::{
     BuiltinDetectors, BuiltinState, Detector, EdgeLimit, ExactFailure, ObservedEvent, Oscillation,
     PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput, TransitionLimit,

@@ -29,7 +29,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use loopguard_core_types::{Config, Detection, Event};
+use loopguard_config::Config;
+use loopguard_core_types::{Detection, Event};
 use loopguard_detectors::{
     AgentPair, BuiltinDetectors, BuiltinState, Detector, EdgeLimit, ExactFailure, MultiAgent,
     ObservedEvent, Oscillation, PhaseVisits, ProgressState, ProgressTracker, RepeatedOutput,

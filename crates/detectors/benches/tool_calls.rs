@@ -11,7 +11,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_detectors::{Detector, ObservedEvent, ToolCalls, ToolCallsState};
 
 /// A tiny deterministic generator (xorshift64): the same stream every run.

@@ -10,7 +10,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_detectors::{Detector, ObservedEvent, ToolRephrase, ToolRephraseState};
 
 const SUBJECTS: [&str; 12] = [

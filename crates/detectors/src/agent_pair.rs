@@ -28,7 +28,8 @@
 //! ladder from severity to action.
 //!
 //! ```
-//! use loopguard_core_types::{Action, Config, Event, Severity};
+//! use loopguard_core_types::{Action, Event, Severity};
+//! use loopguard_config::Config;
 //! use loopguard_detectors::{AgentPair, Detector, ObservedEvent};
 //!
 //! let detector = AgentPair::new(&Config::default());
@@ -52,9 +53,8 @@
 
 use std::hash::{Hash, Hasher};
 
-use loopguard_core_types::{
-    Action, Config, CycleConfig, Detection, EventKind, Severity, Timestamp, kinds,
-};
+use loopguard_config::{Config, CycleConfig};
+use loopguard_core_types::{Action, Detection, EventKind, Severity, Timestamp, kinds};
 use rustc_hash::FxHasher;
 
 use crate::evidence::NO_TIME;

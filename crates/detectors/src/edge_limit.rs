@@ -13,7 +13,8 @@
 //! hops since progress, at most 8 (the current one included), among the
 //! task's last 16 transitions.
 
-use loopguard_core_types::{Action, Config, Detection, EdgeConfig, EventKind, Severity, kinds};
+use loopguard_config::{Config, EdgeConfig};
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 
 use crate::phase_visits::CounterTable;
 use crate::{Detector, ObservedEvent};

@@ -24,9 +24,8 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use loopguard_core_types::{
-    Action, Config, Detection, FailureSignature, FailureView, Severity, kinds,
-};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Detection, FailureSignature, FailureView, Severity, kinds};
 use sha2::{Digest, Sha256};
 
 use crate::bounded::{hash128, push_bounded};

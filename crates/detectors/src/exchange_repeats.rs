@@ -47,7 +47,8 @@
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
-use loopguard_core_types::{Config, CycleCount, Event, EventKind, Timestamp};
+use loopguard_config::{Config, CycleCount};
+use loopguard_core_types::{Event, EventKind, Timestamp};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 

@@ -41,7 +41,8 @@
 
 use std::collections::VecDeque;
 
-use loopguard_core_types::{Config, Event, EventKind};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, EventKind};
 use serde::{Deserialize, Serialize};
 
 use crate::bounded::{AGENTS_PER_TASK, hash128, most_recent_mut, push_bounded};

@@ -3,7 +3,7 @@
 //! Each module detects one loop pattern and cites the rule it implements
 //! (the trace format's "Rulings" in `docs/spec/trace-format.md`). A
 //! detector is a stateless set of limits taken from the
-//! [`Config`](loopguard_core_types::Config); the
+//! [`Config`](loopguard_config::Config); the
 //! per-task state it needs lives in its [`Detector::State`], which the
 //! engine keeps per task and resets on `completed` and `human`. Every state
 //! is bounded: windows and histories have caps, so the cost of a check never
@@ -17,7 +17,8 @@
 //! [`BuiltinDetectors`] runs them all in order over one event:
 //!
 //! ```
-//! use loopguard_core_types::{Config, Event};
+//! use loopguard_core_types::Event;
+//! use loopguard_config::Config;
 //! use loopguard_detectors::{BuiltinDetectors, BuiltinState, ObservedEvent};
 //!
 //! let detectors = BuiltinDetectors::new(&Config::default());

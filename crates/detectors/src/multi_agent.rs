@@ -28,7 +28,8 @@
 //! `cycles.max_cycle_agents` above 8), so every cycle followed can fire.
 //!
 //! ```
-//! use loopguard_core_types::{Config, Event};
+//! use loopguard_core_types::Event;
+//! use loopguard_config::Config;
 //! use loopguard_detectors::{Detector, MultiAgent, ObservedEvent};
 //!
 //! let detector = MultiAgent::new(&Config::default());
@@ -54,7 +55,8 @@ use std::hash::Hasher;
 use std::iter;
 use std::sync::Arc;
 
-use loopguard_core_types::{Config, CycleConfig, Detection, EventKind, Timestamp, kinds};
+use loopguard_config::{Config, CycleConfig};
+use loopguard_core_types::{Detection, EventKind, Timestamp, kinds};
 use rustc_hash::FxHasher;
 
 use crate::agent_pair::{

@@ -23,7 +23,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, kinds};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 
 use crate::bounded::push_bounded;
 use crate::{Detector, EvidenceRef, ObservedEvent, evidence_of};

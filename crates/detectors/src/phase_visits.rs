@@ -23,7 +23,8 @@
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
-use loopguard_core_types::{Action, Config, Detection, EventKind, PhaseConfig, Severity, kinds};
+use loopguard_config::{Config, PhaseConfig};
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 use rustc_hash::FxHasher;
 
 use crate::bounded::push_bounded;

@@ -13,7 +13,8 @@
 //! [`ObservedEvent::hub_protocol`] and [`ObservedEvent::exchange`] for
 //! them.
 
-use loopguard_core_types::{Config, Detection};
+use loopguard_config::Config;
+use loopguard_core_types::Detection;
 
 use crate::clock::TaskClock;
 use crate::{
@@ -167,7 +168,8 @@ impl BuiltinState {
 
 #[cfg(test)]
 mod tests {
-    use loopguard_core_types::{DEFAULT_CONFIG_TOML, kinds};
+    use loopguard_config::DEFAULT_CONFIG_TOML;
+    use loopguard_core_types::kinds;
 
     use super::*;
 

@@ -64,7 +64,8 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, ToolsConfig, kinds};
+use loopguard_config::{Config, ToolsConfig};
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -1086,7 +1087,7 @@ mod tests {
         let mut config = Config::default();
         config.tools.per_tool.insert(
             "heartbeat".into(),
-            loopguard_core_types::PerToolConfig {
+            loopguard_config::PerToolConfig {
                 exclude: true,
                 ..Default::default()
             },
@@ -1133,7 +1134,7 @@ mod tests {
         let mut patient = Config::default();
         patient.tools.per_tool.insert(
             "glob".into(),
-            loopguard_core_types::PerToolConfig {
+            loopguard_config::PerToolConfig {
                 nudge_after: Some(5),
                 escalate_after: Some(8),
                 ..Default::default()

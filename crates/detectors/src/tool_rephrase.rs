@@ -53,7 +53,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use loopguard_core_types::{Action, Config, Detection, EventKind, Severity, ToolsConfig, kinds};
+use loopguard_config::{Config, ToolsConfig};
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 use regex::Regex;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
@@ -651,7 +652,7 @@ mod tests {
         let mut config = Config::default();
         config.tools.per_tool.insert(
             "web_search".to_owned(),
-            loopguard_core_types::PerToolConfig {
+            loopguard_config::PerToolConfig {
                 rephrase_after: Some(5),
                 ..Default::default()
             },
@@ -659,7 +660,7 @@ mod tests {
         assert_eq!(fired(&config, &events), [(6, Severity::Low)]);
         config.tools.per_tool.insert(
             "web_search".to_owned(),
-            loopguard_core_types::PerToolConfig {
+            loopguard_config::PerToolConfig {
                 exclude: true,
                 ..Default::default()
             },

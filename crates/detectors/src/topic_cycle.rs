@@ -25,7 +25,8 @@
 //! normalized text is the topic.
 //!
 //! ```
-//! use loopguard_core_types::{Config, Event};
+//! use loopguard_core_types::Event;
+//! use loopguard_config::Config;
 //! use loopguard_detectors::{Detector, ObservedEvent, TopicCycle};
 //!
 //! let detector = TopicCycle::new(&Config::default());
@@ -53,7 +54,8 @@
 
 use std::hash::Hasher;
 
-use loopguard_core_types::{Config, CycleConfig, Detection, EventKind, kinds};
+use loopguard_config::{Config, CycleConfig};
+use loopguard_core_types::{Detection, EventKind, kinds};
 use rustc_hash::FxHasher;
 
 use crate::agent_pair::{

@@ -24,7 +24,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Detection, Event};
+use loopguard_config::Config;
+use loopguard_core_types::{Detection, Event};
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{
     ExtensionDetector, ExtensionError, LoopGuard, Plugin, PluginDetector, PluginHost,

@@ -1,6 +1,6 @@
 //! The host's errors.
 
-use loopguard_core_types::ConfigError;
+use loopguard_config::ConfigError;
 
 /// What can go wrong building or driving the engine.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,8 @@
 //! after `plugin_host.max_faults` faults.
 //!
 //! ```
-//! use loopguard_core_types::{Action, Config, Event};
+//! use loopguard_core_types::{Action, Event};
+//! use loopguard_config::Config;
 //! use loopguard_host::LoopGuard;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {

@@ -66,7 +66,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use loopguard_core_types::{Config, PluginConfig};
+//! use loopguard_config::{Config, PluginConfig};
 //! use loopguard_host::{LoopGuard, load_plugins};
 //!
 //! let mut config = Config::default();
@@ -82,7 +82,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 
 pub use detector::{PluginDetector, PluginHost};
 pub use error::{PluginError, PluginFault};

@@ -96,7 +96,7 @@ impl ReportBuilder {
 /// to read `input` itself is an error.
 ///
 /// ```
-/// use loopguard_core_types::Config;
+/// use loopguard_config::Config;
 /// use loopguard_host::{LoopGuard, replay};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
@@ -133,7 +133,7 @@ where
 /// Returns the number of lines read.
 ///
 /// ```
-/// use loopguard_core_types::Config;
+/// use loopguard_config::Config;
 /// use loopguard_host::{LoopGuard, ReplayItem, replay_each};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {

@@ -50,7 +50,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, CycleCount, Decision};
+use loopguard_config::{Config, CycleCount};
+use loopguard_core_types::Decision;
 use loopguard_detectors::BuiltinState;
 use loopguard_host::{
     CycleEpisode, Durability, LoopGuard, MemoryStore, ReplayItem, STATE_FORMAT, Store, StoreError,

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use loopguard_core_types::{
-    Action, Config, Decision, Detection, Event, Severity, TaskStatus, kinds,
-};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Decision, Detection, Event, Severity, TaskStatus, kinds};
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{
     ExtensionDetector, ExtensionError, LoopGuard, MemoryStore, Resolution, Store, replay,
@@ -462,7 +461,7 @@ async fn a_topic_assigner_groups_differently_worded_exchanges() {
     // looked at. By default the four wordings would each be news unless an
     // exchange matcher judged them the same.
     let mut config = Config::default();
-    config.cycles.count = loopguard_core_types::CycleCount::Every;
+    config.cycles.count = loopguard_config::CycleCount::Every;
     let guard = LoopGuard::builder(config)
         .topics(assigner.clone())
         .build()

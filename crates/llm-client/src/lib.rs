@@ -17,7 +17,7 @@
 //! - [`LlmError`]: one clear error per failure, naming the URL.
 //!
 //! ```no_run
-//! use loopguard_core_types::LlmConfig;
+//! use loopguard_config::LlmConfig;
 //! use loopguard_llm_client::{ChatClient, LlmSettings};
 //!
 //! # async fn ask() -> Result<(), loopguard_llm_client::LlmError> {
@@ -41,7 +41,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use loopguard_core_types::LlmConfig;
+use loopguard_config::LlmConfig;
 use serde::Deserialize;
 use serde_json::json;
 

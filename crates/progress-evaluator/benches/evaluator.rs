@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::ExtensionDetector;
 use loopguard_progress_evaluator::{

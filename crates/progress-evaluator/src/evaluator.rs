@@ -7,8 +7,9 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use loopguard_config::Config;
 use loopguard_core_types::{
-    Action, Config, Detection, EventKind, FailureView, ProgressSnapshot, Severity, kinds,
+    Action, Detection, EventKind, FailureView, ProgressSnapshot, Severity, kinds,
 };
 use loopguard_detectors::{
     Evidence, ExternalKind, FailureClass, ObservedEvent, classify, evidence_of, hash128,

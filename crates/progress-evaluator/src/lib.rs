@@ -9,7 +9,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use loopguard_core_types::{Action, Config, Event};
+//! use loopguard_core_types::{Action, Event};
+//! use loopguard_config::Config;
 //! use loopguard_host::LoopGuard;
 //! use loopguard_progress_evaluator::ProgressEvaluator;
 //!

@@ -2,7 +2,7 @@
 //! chat-completions server (OpenAI, vLLM, Ollama, llama.cpp's server).
 
 use async_trait::async_trait;
-use loopguard_core_types::LlmConfig;
+use loopguard_config::LlmConfig;
 pub use loopguard_llm_client::{BASE_URL_ENV, LlmSettings as OpenAiSettings, MODEL_ENV};
 use loopguard_llm_client::{ChatClient, LlmError, MAX_BODY_BYTES, truncate};
 

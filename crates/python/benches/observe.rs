@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_host::{LoopGuard, MemoryStore};
 use loopguard_progress_evaluator::ProgressEvaluator;
 use loopguard_semantic::SemanticDetectors;

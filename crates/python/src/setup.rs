@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_host::{LoopGuard, Store, load_plugins};
 use loopguard_progress_evaluator::{OpenAiJudge, ProgressEvaluator};
 use loopguard_semantic::{

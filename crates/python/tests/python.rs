@@ -24,7 +24,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Instant;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_host::{LoopGuard, MemoryStore, ReplayItem, replay_each};
 use loopguard_progress_evaluator::ProgressEvaluator;
 use loopguard_semantic::SemanticDetectors;

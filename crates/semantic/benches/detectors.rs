@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{
     ArgumentMatcher, ExchangeMatcher, ExchangeRef, ExtensionDetector, LoopGuard, ToolCallRef,

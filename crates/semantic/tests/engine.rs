@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Decision, Event, Severity, TaskStatus};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Decision, Event, Severity, TaskStatus};
 use loopguard_host::LoopGuard;
 use loopguard_semantic::{
     EmbeddingService, JudgeKind, ProvisionOptions, Result, SemanticDetectors, SemanticError,

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Decision, Event, TaskStatus};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Decision, Event, TaskStatus};
 use loopguard_host::LoopGuard;
 use loopguard_semantic::{
     EXACT_SUFFIX, Embedder, EmbeddingService, Result, SemanticDetectors, SemanticLimits,

@@ -4,7 +4,8 @@
 //! matters (a PR number, an environment, a direction) is not, although its
 //! cosine is above 0.85.
 
-use loopguard_core_types::{Action, Config, Decision, Detection, Event, Severity};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Decision, Detection, Event, Severity};
 use loopguard_host::LoopGuard;
 use loopguard_semantic::{JudgeKind, SemanticDetectors};
 
@@ -335,7 +336,7 @@ async fn a_rewording_only_the_tuned_encoder_reads_as_near_is_a_loop() {
         found.reason
     );
 
-    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
+    config.similarity.tuned_encoder = loopguard_config::TunedEncoder::Off;
     let decisions = replay(&guard_with(config), &events).await;
     assert!(
         of_kind(&decisions[1], "collaboration_loop").is_none(),

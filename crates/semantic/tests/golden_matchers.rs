@@ -18,7 +18,8 @@
 
 use std::collections::BTreeSet;
 
-use loopguard_core_types::{Config, Event, EventKind};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, EventKind};
 use loopguard_host::{ExchangeRef, ExtensionError, ToolCallRef};
 use loopguard_semantic::engine::STATE_FORMAT;
 use loopguard_semantic::{SemanticDetectors, SemanticLimits};

@@ -45,7 +45,8 @@ pub(crate) mod golden;
 
 use std::collections::{BTreeSet, HashMap};
 
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_semantic::engine::STATE_FORMAT;
 use loopguard_semantic::{SemanticDetectors, SemanticLimits};
 use serde_json::{Value, json};

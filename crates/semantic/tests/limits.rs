@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use loopguard_core_types::{Config, EMBEDDING_INPUT_BYTES, Event, EventKind};
+use loopguard_config::Config;
+use loopguard_core_types::{EMBEDDING_INPUT_BYTES, Event, EventKind};
 use loopguard_host::{LoopGuard, MemoryStore};
 use loopguard_semantic::{Embedder, EmbeddingService, Result, SemanticDetectors};
 use parking_lot::Mutex;

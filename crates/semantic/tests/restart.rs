@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Detection, Event, EventKind, ProgressSnapshot};
+use loopguard_config::Config;
+use loopguard_core_types::{Detection, Event, EventKind, ProgressSnapshot};
 use loopguard_detectors::{ObservedEvent, SemanticTopic};
 use loopguard_host::{
     ExtensionDetector, ExtensionError, LoopGuard, MemoryStore, TopicAssigner, topic_text,

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_semantic::{EmbeddingService, SemanticDetectors, ServiceOptions};
 
 use crate::common::embedder;

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopguard_core_types::{Config, LlmConfig};
+use loopguard_config::{Config, LlmConfig};
 use loopguard_llm_client::LlmSettings;
 use loopguard_semantic::judge::compare;
 use loopguard_semantic::{
@@ -503,7 +503,8 @@ fn enabling_it_needs_an_llm_and_the_calibrated_judge() {
 /// the LLM down, the judge's verdict stands and nothing is lost.
 #[cfg(all(feature = "fastembed", feature = "engine"))]
 mod through_the_engine {
-    use loopguard_core_types::{Config, Event, LlmConfig};
+    use loopguard_config::{Config, LlmConfig};
+    use loopguard_core_types::Event;
     use loopguard_host::LoopGuard;
     use loopguard_semantic::{SameRequestJudge, SemanticDetectors, SemanticLimits};
     use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
@@ -527,7 +528,7 @@ mod through_the_engine {
     /// pair the 14 readings' judge misses and is unsure of.
     fn defaults() -> Config {
         let mut config = Config::default();
-        config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
+        config.similarity.tuned_encoder = loopguard_config::TunedEncoder::Off;
         config
     }
 

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_semantic::{
     Embedder, FastEmbedder, FastEmbedderOptions, ModelFiles, SameRequestJudge, SemanticError,
     StartError, TUNED_MODEL, TUNED_MODEL_BUNDLED, TUNED_MODEL_ID, TunedModelSource,
@@ -165,14 +165,14 @@ fn the_model_and_the_tuned_encoder_load_together_and_a_failure_says_which() {
     assert!((tuned - FROM_PYTHON[1].2).abs() < 0.002, "{tuned}");
 
     // Without it, only the pinned model loads and the judge is as it was.
-    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::Off;
+    config.similarity.tuned_encoder = loopguard_config::TunedEncoder::Off;
     let judge = SameRequestJudge::from_config(&config.similarity).expect("the 14 readings");
     let (_, judge) = load_service_and_tuned_encoder(&config, judge, |_| {}).expect("one model");
     assert!(!judge.needs_tuned_encoder());
 
     // A damaged tuned copy in the model directory is the tuned encoder's
     // failure, not semantic matching's.
-    config.similarity.tuned_encoder = loopguard_core_types::TunedEncoder::MiniLm;
+    config.similarity.tuned_encoder = loopguard_config::TunedEncoder::MiniLm;
     let copy = dir.path().join(TUNED_MODEL.name);
     fs::copy(tuned_model_dir().join(TUNED_MODEL.name), &copy).expect("copy the tuned file");
     corrupt(&copy);

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use loopguard_core_types::{Config, TunedEncoder};
+use loopguard_config::{Config, TunedEncoder};
 use loopguard_semantic::{
     Embedder, FastEmbedder, FastEmbedderOptions, MPNET_TUNED_MODEL_ID, MpnetBase, ProvisionOptions,
     SameRequestJudge, copy_mpnet_update, cosine, load_service_and_tuned_encoder, mpnet_encoder_saw,

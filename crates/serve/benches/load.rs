@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_host::{LoopGuard, MemoryStore, Store};
 use loopguard_serve::{ServeOptions, Server};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_host::{LoopGuard, MemoryStore};
 use loopguard_serve::otlp_proto::{
     AnyValue, ExportTraceServiceRequest, KeyValue, ResourceSpans, ScopeSpans, Span, any_value,

@@ -43,7 +43,7 @@
 //! closes what is still open, and commits what was answered.
 //!
 //! ```
-//! use loopguard_core_types::Config;
+//! use loopguard_config::Config;
 //! use loopguard_host::LoopGuard;
 //! use loopguard_serve::{ServeOptions, Server};
 //!

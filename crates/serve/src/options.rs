@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use loopguard_core_types::ServeConfig;
+use loopguard_config::ServeConfig;
 
 use crate::webhook::WebhookOptions;
 

@@ -15,7 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopguard_core_types::{Action, Decision, ServeConfig};
+use loopguard_config::ServeConfig;
+use loopguard_core_types::{Action, Decision};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 

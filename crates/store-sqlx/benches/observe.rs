@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loopguard_core_types::{Config, Event};
+use loopguard_config::Config;
+use loopguard_core_types::Event;
 use loopguard_host::{LoopGuard, MemoryStore, Store};
 use tokio::runtime::Runtime;
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Event, Timestamp};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Event, Timestamp};
 use loopguard_host::{AuditEntry, AuditRecord, CycleEpisode, LoopGuard, Store, TaskSnapshot};
 use loopguard_store_sqlx::{PostgresStore, SqliteStore, open_store};
 

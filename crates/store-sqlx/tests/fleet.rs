@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use loopguard_core_types::{Config, Event, TaskStatus};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, TaskStatus};
 use loopguard_host::{LoopGuard, MemoryStore, Store};
 use loopguard_store_sqlx::PostgresStore;
 

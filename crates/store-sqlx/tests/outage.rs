@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use loopguard_core_types::{Config, Event, TaskStatus, Timestamp};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, TaskStatus, Timestamp};
 use loopguard_host::{AuditEntry, CycleEpisode, LoopGuard, Store, TaskSnapshot};
 use loopguard_store_sqlx::PostgresStore;
 use tokio::net::{TcpListener, TcpStream};

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::{Action, Config, Event, EventError, TaskStatus, Timestamp};
+use loopguard_config::Config;
+use loopguard_core_types::{Action, Event, EventError, TaskStatus, Timestamp};
 use loopguard_host::{
     CycleEpisode, HostError, KeptOpinion, LoopGuard, Resolution, Store, StoreError, TaskSnapshot,
 };

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use loopguard_core_types::{Config, Event, EventKind, kinds};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, EventKind, kinds};
 use loopguard_host::{LoopGuard, ReplayItem, replay_each};
 use loopguard_semantic::{
     Embedder, EmbeddingService, JudgeKind, SemanticDetectors, ServiceOptions,

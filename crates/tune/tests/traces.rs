@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_tune::{
     Configured, EmbedOptions, Thresholds, TraceSet, TuneError, TuneOptions, TuneReport,
     embed_texts, tune_traces,

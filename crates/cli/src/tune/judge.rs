@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_llm_client::{BASE_URL_ENV, LlmSettings, MODEL_ENV};
 use loopguard_semantic::{
     Features, JudgeKind, JudgeWeights, LlmSecondOpinion, SameRequestJudge, SecondOpinionPolicy,

@@ -37,8 +37,9 @@ use std::sync::{Arc, OnceLock};
 use compact_str::CompactString;
 use foldhash::HashMap as FastHashMap;
 use foldhash::fast::FixedState;
+use loopguard_config::Config;
 use loopguard_core_types::{
-    Action, Config, Decision, Detection, Event, EventKind, TaskStatus, Timestamp, kinds,
+    Action, Decision, Detection, Event, EventKind, TaskStatus, Timestamp, kinds,
 };
 use loopguard_detectors::{
     BuiltinDetectors, BuiltinState, MatchedArgs, MatchedText, ObservedEvent, SemanticTopic,
@@ -76,7 +77,8 @@ const SWEEP_EVERY: u64 = 1024;
 /// called from many tokio tasks for many task ids at once.
 ///
 /// ```
-/// use loopguard_core_types::{Action, Config, Event};
+/// use loopguard_core_types::{Action, Event};
+/// use loopguard_config::Config;
 /// use loopguard_host::LoopGuard;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {

@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use std::path::PathBuf;
 
-use loopguard_core_types::{Detection, Isolation, PluginConfig, PluginHostConfig};
+use loopguard_config::{Isolation, PluginConfig, PluginHostConfig};
+use loopguard_core_types::Detection;
 use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::wire;
 

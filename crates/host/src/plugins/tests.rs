@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopguard_core_types::{
-    Action, Config, Detection, Event, Isolation, PluginConfig, PluginHostConfig,
-};
+use loopguard_config::{Config, Isolation, PluginConfig, PluginHostConfig};
+use loopguard_core_types::{Action, Detection, Event};
 use loopguard_detectors::ObservedEvent;
 use loopguard_plugin_api::abi;
 

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopguard_core_types::{Config, Event, kinds};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, kinds};
 use loopguard_detectors::ObservedEvent;
 use loopguard_progress_evaluator::{
     FailureRecord, GoalJudge, JudgeError, JudgeRequest, OpenAiJudge, OpenAiSettings,

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Config, Event, EventKind, ProgressSnapshot};
+use loopguard_config::Config;
+use loopguard_core_types::{Event, EventKind, ProgressSnapshot};
 use loopguard_host::{ExtensionDetector, ExtensionError, LoopGuard, MemoryStore};
 use loopguard_progress_evaluator::{
     GoalJudge, JudgeError, JudgeRequest, Judgement, ProgressEvaluator, STATE_FORMAT, Verdict,

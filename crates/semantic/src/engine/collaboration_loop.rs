@@ -34,7 +34,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use loopguard_core_types::{Action, Detection, EventKind, Severity, SimilarityConfig, kinds};
+use loopguard_config::SimilarityConfig;
+use loopguard_core_types::{Action, Detection, EventKind, Severity, kinds};
 use loopguard_detectors::ObservedEvent;
 use loopguard_host::{ExtensionDetector, ExtensionError};
 use lru::LruCache;

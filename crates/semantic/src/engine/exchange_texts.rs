@@ -35,7 +35,7 @@
 //! [`ExchangeTexts::export_task`]: loopguard_host::ExchangeMatcher::export_task
 
 use async_trait::async_trait;
-use loopguard_core_types::SimilarityConfig;
+use loopguard_config::SimilarityConfig;
 use loopguard_detectors::MatchedText;
 use loopguard_host::{ExchangeMatcher, ExchangeRef, ExtensionError};
 use serde::{Deserialize, Serialize};

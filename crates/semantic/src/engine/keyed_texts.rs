@@ -14,7 +14,7 @@
 use std::hash::Hash;
 use std::sync::Arc;
 
-use loopguard_core_types::SimilarityConfig;
+use loopguard_config::SimilarityConfig;
 use loopguard_host::ExtensionError;
 use lru::LruCache;
 

@@ -58,7 +58,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use loopguard_core_types::{Action, Config, Event};
+//! use loopguard_core_types::{Action, Event};
+//! use loopguard_config::Config;
 //! use loopguard_host::LoopGuard;
 //! use loopguard_semantic::SemanticDetectors;
 //!
@@ -86,7 +87,8 @@
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use loopguard_core_types::{Config, CycleCount, Event};
+use loopguard_config::{Config, CycleCount};
+use loopguard_core_types::Event;
 use loopguard_host::{
     ArgumentMatcher, ExchangeMatcher, ExtensionDetector, ExtensionError, LoopGuardBuilder,
     TopicAssigner,
@@ -599,9 +601,7 @@ fn service_over(
 /// `ort_library` when set (they win over `LOOPGUARD_MODEL_DIR` and
 /// `ORT_DYLIB_PATH`), and `offline` when set (it wins over
 /// `LOOPGUARD_OFFLINE`; unset leaves the choice to it).
-pub fn provision_options(
-    semantic: &loopguard_core_types::SemanticConfig,
-) -> crate::ProvisionOptions {
+pub fn provision_options(semantic: &loopguard_config::SemanticConfig) -> crate::ProvisionOptions {
     let mut options = crate::ProvisionOptions::new();
     if let Some(dir) = &semantic.model_dir {
         options = options.model_dir(dir);
@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn config_wins_and_an_unset_offline_defers_to_the_environment() {
-        let mut semantic = loopguard_core_types::SemanticConfig::default();
+        let mut semantic = loopguard_config::SemanticConfig::default();
         let env = |key: &str| match key {
             crate::ENV_MODEL_DIR => Some("/from/env".into()),
             crate::ENV_OFFLINE => Some("1".into()),

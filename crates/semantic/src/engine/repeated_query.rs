@@ -40,8 +40,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use loopguard_config::SimilarityConfig;
 use loopguard_core_types::{
-    Action, Detection, Event, EventKind, ProgressSnapshot, Severity, SimilarityConfig, kinds,
+    Action, Detection, Event, EventKind, ProgressSnapshot, Severity, kinds,
 };
 use loopguard_detectors::{ObservedEvent, ProgressState, ProgressTracker};
 use loopguard_host::{ExtensionDetector, ExtensionError};

@@ -26,7 +26,7 @@
 //! [`is_free_text`]: loopguard_detectors::is_free_text
 
 use async_trait::async_trait;
-use loopguard_core_types::{SimilarityConfig, ToolsConfig};
+use loopguard_config::{SimilarityConfig, ToolsConfig};
 use loopguard_detectors::{ArgMatch, MatchedArgs, RelatedArg, is_free_text};
 use loopguard_host::{ArgumentMatcher, ExtensionError, ToolCallRef};
 use serde::{Deserialize, Serialize};

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use loopguard_core_types::SimilarityConfig;
+use loopguard_config::SimilarityConfig;
 use loopguard_detectors::SemanticTopic;
 use loopguard_host::{ExtensionError, TopicAssigner};
 use lru::LruCache;

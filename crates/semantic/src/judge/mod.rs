@@ -43,8 +43,8 @@ pub mod second_opinion;
 
 use std::sync::Arc;
 
-pub use loopguard_core_types::JudgeKind;
-use loopguard_core_types::{SimilarityConfig, Threshold, TunedEncoder};
+pub use loopguard_config::JudgeKind;
+use loopguard_config::{SimilarityConfig, Threshold, TunedEncoder};
 pub use loopguard_judge::related;
 pub use loopguard_judge::{
     CANDIDATE_FLOOR, Contrast, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
@@ -456,7 +456,7 @@ impl SameRequestJudge {
     #[cfg(feature = "llm")]
     pub fn from_config_and_llm(
         similarity: &SimilarityConfig,
-        llm: &loopguard_core_types::LlmConfig,
+        llm: &loopguard_config::LlmConfig,
     ) -> Result<SameRequestJudge> {
         let judge = SameRequestJudge::from_config(similarity)?;
         if !similarity.second_opinion.enabled {

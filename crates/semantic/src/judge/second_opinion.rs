@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use loopguard_core_types::SecondOpinionConfig;
+use loopguard_config::SecondOpinionConfig;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 

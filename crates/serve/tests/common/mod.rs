@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use loopguard_core_types::Config;
+use loopguard_config::Config;
 use loopguard_host::{LoopGuard, MemoryStore, Store};
 use loopguard_serve::{Finished, ServeError, ServeOptions, Server};
 use reqwest::{Method, RequestBuilder};
