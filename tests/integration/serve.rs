@@ -12,8 +12,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use loopguard_test_support::pg_faults::{BackendKiller, Terminations, Victims, application_name};
 use serde_json::Value;
 
 use crate::support::{
@@ -524,63 +525,41 @@ fn two_servers_under_terminated_backends_never_answer_backwards_and_store_the_re
     let Ok(base) = std::env::var("LOOPGUARD_TEST_POSTGRES_URL") else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.subsec_nanos())
-        .unwrap_or_default();
-    let name = format!("lg_serve_fleet_{}_{nanos}", std::process::id());
+    let name = application_name("lg_serve_fleet");
     let url = format!("{}&application_name={name}", schema.url);
     let servers = [
         Serve::start(&["--no-semantic", "--store", &url]),
         Serve::start(&["--no-semantic", "--store", &url]),
     ];
 
-    // Every backend of both servers terminated, 0.1 s apart, for 6 s.
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let killer = {
-        let (done, name) = (Arc::clone(&done), name.clone());
-        std::thread::spawn(move || -> (usize, i64) {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            runtime.block_on(async {
-                let pool = sqlx::PgPool::connect(&base)
-                    .await
-                    .expect("the killer connects");
-                let (mut rounds, mut killed) = (0, 0);
-                let until = Instant::now() + FAULTS_FOR;
-                while Instant::now() < until {
-                    let now: i64 = sqlx::query_scalar(
-                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
-                         FROM pg_stat_activity \
-                         WHERE application_name = $1 AND pid <> pg_backend_pid()",
-                    )
-                    .bind(&name)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap_or_default();
-                    rounds += 1;
-                    killed += now;
-                    tokio::time::sleep(FAULT_EVERY).await;
-                }
-                done.store(true, std::sync::atomic::Ordering::Relaxed);
-                pool.close().await;
-                (rounds, killed)
-            })
-        })
-    };
+    // Every backend of both servers terminated, 0.1 s apart, for 6 s, on
+    // a runtime's thread while this one sends the events.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let killer = runtime
+        .block_on(BackendKiller::start(
+            &base,
+            &name,
+            Victims::All,
+            FAULT_EVERY,
+            Some(FAULTS_FOR),
+        ))
+        .expect("the killer connects");
     let events = fleet_events(100_000);
     let mut answered = Vec::new();
     for (index, event) in events.iter().enumerate() {
-        if done.load(std::sync::atomic::Ordering::Relaxed) {
+        if killer.is_over() {
             break;
         }
         // Each task's events alternate between the servers.
         let server = &servers[(index + index / TASKS) % 2];
         answered.push(server.event(event));
     }
-    let (rounds, killed) = killer.join().expect("the killer ends");
+    let Terminations { rounds, killed } =
+        runtime.block_on(killer.finish()).expect("the killer ends");
     assert!(rounds >= 50, "{rounds} rounds of terminated backends");
     assert!(killed >= 50, "{killed} backends terminated");
 

@@ -17,8 +17,8 @@
 //! - [`Features`] and [`JudgeWeights`] score a pair once its cosines are in:
 //!   a logistic model over [`FEATURE_NAMES`], fitted on labelled pairs and
 //!   shipped as JSON ([`JudgeWeights::shipped`]): a weights file names
-//!   each weight by its feature, and the [`CUTOFFS`] the features were
-//!   computed with.
+//!   each weight by its feature, and the [`Cutoffs`] the features were
+//!   computed with, which the judge then reads and scores pairs with.
 //!
 //! The word lists are data files under `data/`, each naming its source
 //! and licence on its first line; the WordNet relations ship there
@@ -43,7 +43,8 @@
 //! ```
 #![deny(missing_docs)]
 
-pub use compare::{Contrast, compare, compare_read, compare_with_rule};
+pub use compare::{Contrast, compare, compare_read, compare_read_with, compare_with_rule};
+pub use cutoffs::Cutoffs;
 pub use error::{JudgeError, Result};
 pub use features::{
     FEATURE_NAMES, FEATURES, Features, Residuals, TEMPLATE_JACCARD_CEILING, TUNED_FEATURE,
@@ -61,6 +62,7 @@ pub use weights::{
 };
 
 mod compare;
+mod cutoffs;
 mod error;
 mod features;
 mod intents;

@@ -10,13 +10,15 @@
 //! and, when the texts share less than half their words, of their
 //! templates.
 
-use crate::compare::{Contrast, compare_read};
-use crate::features::{Residuals, TEMPLATE_JACCARD_CEILING};
+use crate::compare::{Contrast, compare_read_with};
+use crate::cutoffs::Cutoffs;
+use crate::features::Residuals;
 use crate::templates::templates;
 use crate::text::ReadText;
 
-/// Below this cosine no residual is computed: the texts are about
-/// different things whatever their differing words are.
+/// The shipped residual floor ([`Cutoffs::residual_floor`]): below this
+/// cosine no residual is computed, the texts are about different things
+/// whatever their differing words are.
 pub const RESIDUAL_FLOOR: f32 = 0.3;
 
 /// Whether `a` and `b` are the same words, case, spacing and end
@@ -42,20 +44,30 @@ pub struct WordLook {
     /// not computed); `None` when they are wanted.
     pub known_residuals: Option<Option<Residuals>>,
     /// The two texts' templates ([`templates`]) when the residuals are
-    /// wanted and the texts share less than [`TEMPLATE_JACCARD_CEILING`]
-    /// of their words.
+    /// wanted and the texts share less than
+    /// [`TEMPLATE_JACCARD_CEILING`](crate::TEMPLATE_JACCARD_CEILING)
+    /// of their words (or the share of the cut-offs it was looked with).
     pub templates: Option<(String, String)>,
 }
 
 impl WordLook {
     /// The first look at `texts`, read as `read`, whose embeddings'
-    /// cosine is `cosine`.
-    pub fn new(
+    /// cosine is `cosine`, with the shipped cut-offs
+    /// ([`Cutoffs::SHIPPED`]).
+    pub fn new(read: (&ReadText, &ReadText), texts: (&str, &str), cosine: f32) -> WordLook {
+        WordLook::with_cutoffs(read, texts, cosine, &Cutoffs::SHIPPED)
+    }
+
+    /// The first look at `texts`, read as `read`, whose embeddings'
+    /// cosine is `cosine`, with `cutoffs`: the share of shared words the
+    /// word vetoes need, the residual floor and the templates' ceiling.
+    pub fn with_cutoffs(
         (read_a, read_b): (&ReadText, &ReadText),
         (a, b): (&str, &str),
         cosine: f32,
+        cutoffs: &Cutoffs,
     ) -> WordLook {
-        let contrast = compare_read(read_a, read_b);
+        let contrast = compare_read_with(read_a, read_b, cutoffs);
         if same_text(a, b) {
             return WordLook {
                 contrast,
@@ -64,7 +76,7 @@ impl WordLook {
                 templates: None,
             };
         }
-        let known_residuals = if contrast.veto.is_some() || cosine < RESIDUAL_FLOOR {
+        let known_residuals = if contrast.veto.is_some() || cosine < cutoffs.residual_floor {
             Some(None)
         } else if contrast.only_a.is_empty() && contrast.only_b.is_empty() {
             // Neither side adds a word of its own: the residual is "the
@@ -74,7 +86,7 @@ impl WordLook {
             None
         };
         let templates = (known_residuals.is_none()
-            && contrast.word_jaccard < TEMPLATE_JACCARD_CEILING)
+            && contrast.word_jaccard < cutoffs.template_jaccard_ceiling)
             .then(|| templates(read_a, read_b));
         WordLook {
             contrast,
@@ -109,6 +121,7 @@ pub fn residual_texts(contrast: &Contrast, (a, b): (&str, &str)) -> (String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::TEMPLATE_JACCARD_CEILING;
 
     fn look(a: &str, b: &str, cosine: f32) -> WordLook {
         WordLook::new((&ReadText::new(a), &ReadText::new(b)), (a, b), cosine)

@@ -33,18 +33,20 @@
 //!
 //! Every feature and every cut-off is named once; a name this loopguard
 //! does not know, or one it needs and the file lacks, is refused by name.
-//! Files of format 1 read too: the intercept is `bias`, the weights a
-//! list in the order of [`FEATURE_NAMES`] (11, 12 or 14 of them are the
-//! first features, the others taken as 0), and the cut-offs are this
-//! loopguard's.
+//! The judge reads and scores pairs with the file's cut-offs
+//! ([`JudgeWeights::cutoffs`]). Files of format 1 read too: the intercept
+//! is `bias`, the weights a list in the order of [`FEATURE_NAMES`] (11, 12
+//! or 14 of them are the first features, the others taken as 0), and the
+//! cut-offs are the shipped ones ([`Cutoffs::SHIPPED`]).
 
 use serde::ser::{Error as _, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::cutoffs::Cutoffs;
 use crate::error::{JudgeError, Result};
-use crate::features::{FEATURE_NAMES, FEATURES, Features, TEMPLATE_JACCARD_CEILING, TUNED_FEATURE};
-use crate::look::RESIDUAL_FLOOR;
-use crate::veto::WORDS_VETO_JACCARD;
+use crate::features::{FEATURE_NAMES, FEATURES, Features, TUNED_FEATURE};
+use crate::look::WordLook;
+use crate::text::ReadText;
 
 /// The weights shipped with loopguard, fitted on the train split of
 /// `data/pairs/requests.jsonl` with the pinned model.
@@ -76,8 +78,9 @@ pub const MINILM_TUNED_ENCODER: &str = "all-MiniLM-L6-v2-int8-tuned-b2001b1a59ae
 /// `loopguard_semantic::MPNET_TUNED_MODEL_ID`, checked there too.
 pub const MPNET_TUNED_ENCODER: &str = "all-mpnet-base-v2-lora16-tuned-54c45583a1c1";
 
-/// Below this cosine the calibrated judge is not asked, and scores 0: texts
-/// that far apart are not one request, whatever their words. Twelve of the
+/// The shipped candidate floor ([`Cutoffs::candidate_floor`]): below this
+/// cosine the calibrated judge is not asked, and scores 0: texts that far
+/// apart are not one request, whatever their words. Twelve of the
 /// 261 labelled pairs of one request reworded (lines 1-628 of
 /// `data/pairs/requests.jsonl`) score lower with the pinned model. A floor
 /// of 0.4 or 0.3 measured better on the labelled pairs' train folds (0.907
@@ -93,40 +96,17 @@ pub const MPNET_TUNED_ENCODER: &str = "all-mpnet-base-v2-lora16-tuned-54c45583a1
 /// The pairs asked about are then those above [`TUNED_CANDIDATE_FLOOR`].
 pub const CANDIDATE_FLOOR: f32 = 0.5;
 
-/// With weights that weigh `tuned_cosine`, the pinned model's cosine below
+/// The shipped tuned candidate floor ([`Cutoffs::tuned_candidate_floor`]):
+/// with weights that weigh `tuned_cosine`, the pinned model's cosine below
 /// which a pair is not asked about, whatever the tuned encoder would say:
 /// it bounds how many of a detector's earlier texts the tuned encoder's
 /// cosine is read for.
 pub const TUNED_CANDIDATE_FLOOR: f32 = 0.3;
 
-/// The cut-offs the judge computes its features and scores with, by
-/// their names in a weights file (its `cutoffs`):
-///
-/// - `candidate_floor` ([`CANDIDATE_FLOOR`]): the cosine below which a
-///   pair scores 0;
-/// - `tuned_candidate_floor` ([`TUNED_CANDIDATE_FLOOR`]): with weights
-///   that weigh `tuned_cosine`, the pinned model's cosine below which the
-///   tuned encoder is not asked;
-/// - `residual_floor` ([`RESIDUAL_FLOOR`]): the
-///   cosine below which the residual cosines are not computed
-///   (`residual_missing`);
-/// - `template_jaccard_ceiling` ([`TEMPLATE_JACCARD_CEILING`]): the share
-///   of their content words (`word_jaccard`) from which two texts' templates
-///   are not compared (`template_cosine` 1);
-/// - `words_veto_jaccard`: the share of their content words two texts
-///   need for a swap of one or two words, an opposite word or a period
-///   placed otherwise to veto.
-///
-/// The judge computes and scores with these values whatever a file says:
-/// weights are fitted with them, and a file that gives others is refused
-/// ("refit them").
-pub const CUTOFFS: [(&str, f32); 5] = [
-    ("candidate_floor", CANDIDATE_FLOOR),
-    ("tuned_candidate_floor", TUNED_CANDIDATE_FLOOR),
-    ("residual_floor", RESIDUAL_FLOOR),
-    ("template_jaccard_ceiling", TEMPLATE_JACCARD_CEILING),
-    ("words_veto_jaccard", WORDS_VETO_JACCARD),
-];
+/// The shipped cut-offs by their names in a weights file (its `cutoffs`):
+/// [`Cutoffs::SHIPPED`], which says what each is. Weights read from a file
+/// of format 2 carry the file's own ([`JudgeWeights::cutoffs`]).
+pub const CUTOFFS: [(&str, f32); 5] = Cutoffs::SHIPPED.named();
 
 /// The format of the weights files this loopguard writes.
 const FORMAT: u32 = 2;
@@ -166,6 +146,10 @@ pub struct JudgeWeights {
     /// absent when that weight is 0 (the judge then never loads the tuned
     /// encoder).
     pub tuned_encoder: Option<String>,
+    /// The cut-offs the features were computed with when the weights were
+    /// fitted, and that the judge reads and scores pairs with: the file's
+    /// (format 2), or [`Cutoffs::SHIPPED`] (format 1).
+    pub cutoffs: Cutoffs,
 }
 
 /// A weights file of format 2, as written.
@@ -269,22 +253,13 @@ impl ByName {
 }
 
 impl FormatTwo {
-    /// The weights of the file, read by name; its cut-offs those of
-    /// [`CUTOFFS`].
+    /// The weights and the cut-offs of the file, each read by name.
     fn read(self) -> Result<JudgeWeights> {
         let names: Vec<&str> = std::iter::once(INTERCEPT).chain(FEATURE_NAMES).collect();
         let mut weights = self.weights.in_order("weights", "feature", &names)?;
-        let cutoff_names = CUTOFFS.map(|(name, _)| name);
-        let cutoffs = self.cutoffs.in_order("cutoffs", "cut-off", &cutoff_names)?;
-        for ((name, ours), theirs) in CUTOFFS.iter().zip(cutoffs) {
-            if theirs.to_bits() != ours.to_bits() {
-                return Err(JudgeError::Weights(format!(
-                    "the cutoffs give {name} {theirs}, where this loopguard's is {ours}: it \
-                     judges with its own cut-offs, and these weights were fitted with others; \
-                     refit them (loopguard tune judge fit)"
-                )));
-            }
-        }
+        let cutoffs = self
+            .cutoffs
+            .in_order("cutoffs", "cut-off", &Cutoffs::NAMES)?;
         let bias = weights.remove(0);
         Ok(JudgeWeights {
             format: self.format,
@@ -294,6 +269,7 @@ impl FormatTwo {
             weights,
             threshold: self.threshold,
             tuned_encoder: self.tuned_encoder,
+            cutoffs: Cutoffs::from_values(&cutoffs)?,
         })
     }
 }
@@ -322,6 +298,7 @@ impl FormatOne {
             weights,
             threshold: self.threshold,
             tuned_encoder: self.tuned_encoder,
+            cutoffs: Cutoffs::SHIPPED,
         })
     }
 }
@@ -340,7 +317,7 @@ impl Serialize for NamedValues<'_> {
 }
 
 /// A weights file of format 2: the weights by name, the intercept first,
-/// and the cut-offs of [`CUTOFFS`].
+/// and the cut-offs by name.
 impl Serialize for JudgeWeights {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if self.weights.len() != FEATURES {
@@ -365,7 +342,7 @@ impl Serialize for JudgeWeights {
         file.serialize_field("fitted_on", &self.fitted_on)?;
         file.serialize_field("threshold", &self.threshold)?;
         file.serialize_field("weights", &NamedValues(&weights))?;
-        file.serialize_field("cutoffs", &NamedValues(&CUTOFFS))?;
+        file.serialize_field("cutoffs", &NamedValues(&self.cutoffs.named()))?;
         file.end()
     }
 }
@@ -383,6 +360,7 @@ impl JudgeWeights {
             weights: vec![0.0; FEATURES],
             threshold: 0.5,
             tuned_encoder: None,
+            cutoffs: Cutoffs::SHIPPED,
         })
     }
 
@@ -415,7 +393,40 @@ impl JudgeWeights {
         self.weights.get(TUNED_FEATURE).is_some_and(|w| *w != 0.0)
     }
 
-    /// The cosine [`CANDIDATE_FLOOR`] is compared with: the pinned model's,
+    /// The pinned model's cosine below which a pair is never the same
+    /// request, so need not be judged: the candidate floor, or with weights
+    /// that weigh `tuned_cosine` the tuned candidate floor (the tuned
+    /// encoder may lift a pair over the candidate floor) ([`Cutoffs`]).
+    pub fn candidate_floor(&self) -> f32 {
+        if self.needs_tuned_encoder() {
+            self.cutoffs.tuned_candidate_floor
+        } else {
+            self.cutoffs.candidate_floor
+        }
+    }
+
+    /// Whether a pair of this cosine is over the candidate floor, so is
+    /// scored ([`Cutoffs::candidate_floor`]).
+    pub fn is_candidate(&self, cosine: f32) -> bool {
+        cosine >= self.cutoffs.candidate_floor
+    }
+
+    /// Whether scoring a pair of this pinned cosine needs the tuned
+    /// encoder's cosine of it: these weights weigh `tuned_cosine`, and the
+    /// pinned cosine is at the tuned candidate floor or over
+    /// ([`Cutoffs::tuned_candidate_floor`]).
+    pub fn wants_tuned_cosine(&self, cosine: f32) -> bool {
+        self.needs_tuned_encoder() && cosine >= self.cutoffs.tuned_candidate_floor
+    }
+
+    /// The first look at `texts`, read as `read`, whose embeddings' cosine
+    /// is `cosine`, with these weights' cut-offs
+    /// ([`WordLook::with_cutoffs`]).
+    pub fn look(&self, read: (&ReadText, &ReadText), texts: (&str, &str), cosine: f32) -> WordLook {
+        WordLook::with_cutoffs(read, texts, cosine, &self.cutoffs)
+    }
+
+    /// The cosine the candidate floor is compared with: the pinned model's,
     /// or, when these weights weigh `tuned_cosine` and it was read, the
     /// higher of it and the tuned encoder's.
     pub fn floored_cosine(&self, features: &Features) -> f32 {
@@ -427,8 +438,8 @@ impl JudgeWeights {
 
     /// Reads weights from the JSON text of a weights file of format 2 or
     /// 1, checking their shape: every feature and cut-off named, the
-    /// cut-offs this loopguard's, the numbers finite, the threshold in
-    /// 0..1 and the tuned encoder, when they weigh its cosine, one of this
+    /// numbers finite, the threshold in 0..1, each cut-off from 0 to 1 and
+    /// the tuned encoder, when they weigh its cosine, one of this
     /// loopguard's. Any other format is refused.
     pub fn from_json(text: &str) -> Result<JudgeWeights> {
         let invalid = |err: serde_json::Error| JudgeError::Weights(err.to_string());
@@ -495,12 +506,13 @@ impl JudgeWeights {
     }
 
     /// The score of `features`: the logistic of the weighted sum; 0 when
-    /// their cosine is below [`CANDIDATE_FLOOR`] (texts that far apart are
-    /// never one request, whatever their words). With weights that weigh
+    /// their cosine is below the candidate floor
+    /// ([`Cutoffs::candidate_floor`]: texts that far apart are never one
+    /// request, whatever their words). With weights that weigh
     /// `tuned_cosine`, the floor is on the nearer of the two cosines
     /// ([`JudgeWeights::floored_cosine`]).
     pub fn score(&self, features: &Features) -> f32 {
-        if self.floored_cosine(features) < CANDIDATE_FLOOR {
+        if self.floored_cosine(features) < self.cutoffs.candidate_floor {
             return 0.0;
         }
         let sum: f32 = self.bias
@@ -519,6 +531,7 @@ mod tests {
     use super::*;
     use crate::compare::compare;
     use crate::features::Residuals;
+    use crate::veto::Veto;
 
     /// Each shipped weights file, and the same weights as a file of
     /// format 1 (`tests/fixtures/weights-format-1/`).
@@ -609,6 +622,7 @@ mod tests {
             weights,
             threshold: 0.5,
             tuned_encoder: Some(MINILM_TUNED_ENCODER.to_owned()),
+            cutoffs: Cutoffs::SHIPPED,
         }
     }
 
@@ -785,7 +799,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cutoffs_are_each_named_and_this_loopguard_s() {
+    fn the_cutoffs_are_each_named_and_each_from_0_to_1() {
         let err = read_edited(|text| text.replace("\"residual_floor\"", "\"residue_floor\""))
             .expect_err("an unknown cut-off");
         assert!(
@@ -807,13 +821,12 @@ mod tests {
                 .contains("the cutoffs lack the cut-off \"words_veto_jaccard\""),
             "{err}"
         );
-        let err = read_edited(|text| {
-            text.replace("\"candidate_floor\": 0.5", "\"candidate_floor\": 0.4")
-        })
-        .expect_err("another floor");
+        let err =
+            read_edited(|text| text.replace("\"residual_floor\": 0.3", "\"residual_floor\": 1.5"))
+                .expect_err("a floor over 1");
         assert!(
             err.to_string()
-                .contains("the cutoffs give candidate_floor 0.4, where this loopguard's is 0.5"),
+                .contains("the cutoffs give residual_floor 1.5: a cut-off is a number from 0 to 1"),
             "{err}"
         );
         let err = read_edited(|text| {
@@ -822,6 +835,98 @@ mod tests {
         })
         .expect_err("no cutoffs");
         assert!(err.to_string().contains("missing field `cutoffs`"), "{err}");
+    }
+
+    /// The shipped weights with the cut-off `name` at `value` instead.
+    fn with_cutoff(name: &str, value: f32) -> JudgeWeights {
+        let (_, shipped) = CUTOFFS
+            .into_iter()
+            .find(|(known, _)| *known == name)
+            .expect("a cut-off");
+        read_edited(|text| {
+            text.replace(
+                &format!("\"{name}\": {shipped}"),
+                &format!("\"{name}\": {value}"),
+            )
+        })
+        .expect("the edited weights read")
+    }
+
+    #[test]
+    fn a_file_s_cutoffs_are_read_kept_and_scored_with() {
+        let shipped = JudgeWeights::shipped();
+        assert_eq!(shipped.cutoffs, Cutoffs::SHIPPED);
+        let lower = with_cutoff("candidate_floor", 0.4);
+        assert_eq!(
+            lower.cutoffs,
+            Cutoffs {
+                candidate_floor: 0.4,
+                ..Cutoffs::SHIPPED
+            }
+        );
+        // Written again, the file keeps its own cut-offs.
+        let text = serde_json::to_string(&lower).expect("json");
+        assert_eq!(JudgeWeights::from_json(&text).expect("reads"), lower);
+        // A pair between the two floors: 0 with the shipped floor, scored
+        // with the file's.
+        let features = Features {
+            cosine: 0.45,
+            contrast: compare("merge the docs branch", "merge the docs branch too"),
+            residuals: Some(Residuals::SAME),
+            tuned_cosine: None,
+        };
+        assert_eq!(shipped.score(&features), 0.0);
+        assert!(lower.score(&features) > 0.0, "{}", lower.score(&features));
+        assert!(!shipped.is_candidate(0.45) && lower.is_candidate(0.45));
+        assert_eq!(lower.candidate_floor(), 0.4);
+    }
+
+    #[test]
+    fn a_file_s_cutoffs_are_what_the_first_look_reads_pairs_with() {
+        let look = |weights: &JudgeWeights, (a, b): (&str, &str), cosine: f32| {
+            weights.look((&ReadText::new(a), &ReadText::new(b)), (a, b), cosine)
+        };
+        let shipped = JudgeWeights::shipped();
+        // The residual floor: below a file's, the residuals are not computed.
+        let reworded = (
+            "Can you check the retry handling in net/client.go?",
+            "Would you go over the way net/client.go retries failed calls?",
+        );
+        assert_eq!(look(&shipped, reworded, 0.35).known_residuals, None);
+        let higher = with_cutoff("residual_floor", 0.4);
+        assert_eq!(look(&higher, reworded, 0.35).known_residuals, Some(None));
+        // The templates' ceiling: from a file's share, templates are not
+        // compared.
+        let apart = (
+            "Draft the Q3 board deck.",
+            "Present the Q3 board deck once the numbers are final.",
+        );
+        assert!(look(&shipped, apart, 0.83).templates.is_some());
+        let lower = with_cutoff("template_jaccard_ceiling", 0.1);
+        assert_eq!(look(&lower, apart, 0.83).templates, None);
+        // The words vetoes: texts that share fewer words than a file asks
+        // are not vetoed for an opposite word.
+        let opposites = (
+            "Lock the guest wifi settings.",
+            "Unlock the guest wifi settings.",
+        );
+        assert!(matches!(
+            look(&shipped, opposites, 0.95).contrast.veto,
+            Some(Veto::Opposites { .. })
+        ));
+        let stricter = with_cutoff("words_veto_jaccard", 1.0);
+        assert_eq!(look(&stricter, opposites, 0.95).contrast.veto, None);
+        // The tuned floor: the tuned encoder is asked from a file's floor.
+        let tuned = JudgeWeights {
+            cutoffs: Cutoffs {
+                tuned_candidate_floor: 0.2,
+                ..Cutoffs::SHIPPED
+            },
+            ..tuned_weights()
+        };
+        assert!(!tuned_weights().wants_tuned_cosine(0.25));
+        assert!(tuned.wants_tuned_cosine(0.25));
+        assert_eq!(tuned.candidate_floor(), 0.2);
     }
 
     #[test]

@@ -23,8 +23,7 @@
 use std::collections::HashMap;
 
 use loopguard_judge::{
-    FEATURES, Features, JudgeWeights, ReadText, Residuals, TUNED_CANDIDATE_FLOOR, TUNED_FEATURE,
-    WordLook,
+    FEATURES, Features, JudgeWeights, ReadText, Residuals, TUNED_FEATURE, WordLook,
 };
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +116,7 @@ fn scored(
     (cosine, residuals): (f32, Option<Residuals>),
     tuned: Option<f32>,
 ) -> (Features, f32) {
-    let wants_tuned = weights.needs_tuned_encoder() && cosine >= TUNED_CANDIDATE_FLOOR;
+    let wants_tuned = weights.wants_tuned_cosine(cosine);
     let mut features = Features {
         cosine,
         contrast: look.contrast.clone(),
@@ -179,7 +178,7 @@ impl Scorers {
         let texts = (pair.a.as_str(), pair.b.as_str());
         let cosine = crate::support::stand_in_cosine(&pair.a, &pair.b);
         let read = (ReadText::new(&pair.a), ReadText::new(&pair.b));
-        let look = WordLook::new((&read.0, &read.1), texts, cosine);
+        let look = self.shipped.look((&read.0, &read.1), texts, cosine);
         let settled = (cosine, residuals(&look, texts));
         let (features, score) = scored(&self.shipped, &look, settled, None);
         let vector = features.vector();

@@ -183,7 +183,7 @@ fn bench_undecided(
 /// on loopback (no LLM runs here); it is asked once, to fill the cache.
 #[cfg(feature = "llm")]
 fn second_opinion(c: &mut Criterion, judge: &SameRequestJudge) {
-    use loopguard_semantic::{Features, JudgeKind, LlmSecondOpinion, SecondOpinionPolicy, Verdict};
+    use loopguard_semantic::{Features, LlmSecondOpinion, SecondOpinionPolicy};
     use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm};
 
     let (runtime, fake) = FakeLlm::start_in_background(|_, _| {
@@ -201,19 +201,13 @@ fn second_opinion(c: &mut Criterion, judge: &SameRequestJudge) {
     let judge = judge
         .clone()
         .with_second_opinion(Arc::new(opinion), SecondOpinionPolicy::default());
-    let verdict = |score: f32| Verdict {
-        judge: JudgeKind::Calibrated,
-        same: score > 0.54,
-        score,
-        threshold: 0.54,
-        features: Features {
-            cosine: 0.83,
-            contrast: compare(REWORDING.0, REWORDING.1),
-            residuals: None,
-            tuned_cosine: None,
-        },
-        second_opinion: None,
+    let features = Features {
+        cosine: 0.83,
+        contrast: compare(REWORDING.0, REWORDING.1),
+        residuals: None,
+        tuned_cosine: None,
     };
+    let verdict = |score: f32| judge.verdict(features.clone(), score, 0.54);
     let sure = verdict(0.95);
     c.bench_function("judge/second_opinion_not_heard", |b| {
         b.iter(|| {

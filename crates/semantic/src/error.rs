@@ -229,9 +229,16 @@ pub enum SemanticError {
         what: String,
     },
 
-    /// The same-request judge's weights could not be read or are not valid.
+    /// The same-request judge cannot judge as configured (its second
+    /// opinion's settings, its tuned encoder), or gave no verdict.
     #[error("judge: {0}")]
     Judge(String),
+
+    /// What the same-request judge's weights refused, as
+    /// `loopguard-judge` says it: a weights file that cannot be read or is
+    /// not weights, or residual vectors of two lengths.
+    #[error(transparent)]
+    Weighing(#[from] loopguard_judge::JudgeError),
 
     /// An error about the model directory's files, with the rule that chose
     /// that directory.

@@ -92,8 +92,8 @@ pub use error::{Result, SemanticError};
 #[cfg(feature = "llm")]
 pub use judge::second_opinion::{LlmSecondOpinion, SAME_REQUEST_PROMPT};
 pub use judge::{
-    AnswerArchive, CANDIDATE_FLOOR, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
-    FirstLook, JudgeKind, JudgeWeights, Opinion, OpinionError, Pending, Residuals,
+    AnswerArchive, CANDIDATE_FLOOR, Cutoffs, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES,
+    Features, FirstLook, JudgeKind, JudgeWeights, Opinion, OpinionError, Pending, Residuals,
     SameRequestJudge, SecondOpinion, SecondOpinionOutcome, SecondOpinionPolicy, SecondOpinionStats,
     TUNED_CANDIDATE_FLOOR, TUNED_FEATURE, TUNED_WEIGHTS_JSON, Verdict,
 };

@@ -22,19 +22,13 @@ use loopguard_test_support::fake_llm::{FakeAnswer, FakeLlm, message};
 /// A calibrated verdict on `a` and `b` with this score and cosine (their
 /// words compared for real, so a veto is the judge's own).
 fn verdict(a: &str, b: &str, score: f32, cosine: f32) -> Verdict {
-    Verdict {
-        judge: JudgeKind::Calibrated,
-        same: score > 0.54,
-        score,
-        threshold: 0.54,
-        features: Features {
-            cosine,
-            contrast: compare(a, b),
-            residuals: None,
-            tuned_cosine: None,
-        },
-        second_opinion: None,
-    }
+    let features = Features {
+        cosine,
+        contrast: compare(a, b),
+        residuals: None,
+        tuned_cosine: None,
+    };
+    SameRequestJudge::calibrated(JudgeWeights::shipped()).verdict(features, score, 0.54)
 }
 
 fn settings(base_url: &str) -> LlmSettings {

@@ -99,7 +99,6 @@ const COMMIT_TASK: &str = "INSERT INTO loopguard_tasks \
 /// commit built on an older row is refused rather than written over a
 /// newer one. The task's row lock already serializes the engines; this is
 /// what makes an overwrite impossible even so.
-#[cfg(feature = "postgres")]
 const COMMIT_TASK_OVER: &str = "INSERT INTO loopguard_tasks \
      (task, status, loop_count, pivots, last_seen, version, state) \
      VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -657,20 +656,49 @@ macro_rules! sql_store {
                 done: &mut usize,
             ) -> Result<(), StoreError> {
                 self.write_journal(tx, commit, done).await?;
-                let record = &commit.record;
-                sqlx::query(COMMIT_TASK)
+                self.write_record(tx, &commit.record, None).await?;
+                self.fault.after_statement(&self.backend, done)?;
+                Ok(())
+            }
+
+            /// Writes a task's record inside the transaction open on `tx`:
+            /// over a lower version ([`COMMIT_TASK`], `over` is `None`), or
+            /// over version `over` only ([`COMMIT_TASK_OVER`]), refused
+            /// when the row is at another version.
+            async fn write_record(
+                &self,
+                tx: &mut <$db as sqlx::Database>::Connection,
+                record: &TaskRecord,
+                over: Option<u64>,
+            ) -> Result<(), StoreError> {
+                let query = sqlx::query(over.map_or(COMMIT_TASK, |_| COMMIT_TASK_OVER))
                     .bind(&record.snapshot.task)
                     .bind(enum_text(&record.snapshot.status))
                     .bind(i64::from(record.snapshot.loop_count))
                     .bind(i64::from(record.snapshot.pivots))
                     .bind(record.snapshot.last_seen.0)
                     .bind(wide(record.version))
-                    .bind(record.state.as_deref())
+                    .bind(record.state.as_deref());
+                let query = match over {
+                    Some(version) => query.bind(wide(version)),
+                    None => query,
+                };
+                let written = query
                     .execute(&mut *tx)
                     .await
                     .map_err(|err| error(&self.backend, "commit", err))?;
-                self.fault.after_statement(&self.backend, done)?;
-                Ok(())
+                match over {
+                    Some(version) if written.rows_affected() != 1 => Err(error(
+                        &self.backend,
+                        "commit",
+                        format!(
+                            "task {}'s row is no longer at version {version}: the commit is \
+                             refused, not written over it",
+                            record.snapshot.task
+                        ),
+                    )),
+                    _ => Ok(()),
+                }
             }
 
             /// Inside the transaction open on `tx`: a commit's pivot
@@ -1207,30 +1235,10 @@ impl TaskLock for PgTaskLock {
             .write_journal(&mut self.tx, commit, &mut done)
             .await?;
         let over = self.record.as_ref().map_or(0, |record| record.version);
-        let record = &commit.record;
+        self.store
+            .write_record(&mut self.tx, &commit.record, Some(over))
+            .await?;
         let backend = &self.store.backend;
-        let written = sqlx::query(COMMIT_TASK_OVER)
-            .bind(&record.snapshot.task)
-            .bind(enum_text(&record.snapshot.status))
-            .bind(i64::from(record.snapshot.loop_count))
-            .bind(i64::from(record.snapshot.pivots))
-            .bind(record.snapshot.last_seen.0)
-            .bind(wide(record.version))
-            .bind(record.state.as_deref())
-            .bind(wide(over))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(|err| error(backend, "commit", err))?;
-        if written.rows_affected() != 1 {
-            return Err(error(
-                backend,
-                "commit",
-                format!(
-                    "task {}'s row is no longer at version {over}: the commit is refused, not written over it",
-                    record.snapshot.task
-                ),
-            ));
-        }
         self.store.fault.after_statement(backend, &mut done)?;
         let line = self.store.run.current().map(|_| commit.line);
         self.store.write_progress(&mut self.tx, line).await?;

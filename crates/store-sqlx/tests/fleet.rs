@@ -16,13 +16,13 @@
 //! over the other engine's work.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use loopguard_config::Config;
 use loopguard_core_types::{Event, TaskStatus};
 use loopguard_host::{LoopGuard, MemoryStore, Store};
 use loopguard_store_sqlx::PostgresStore;
+use loopguard_test_support::pg_faults::{BackendKiller, Terminations, Victims, application_name};
 
 use super::outage::{AnyError, Proxy, TASKS, events, kept, through_port, without_outage};
 use super::postgres::Schema;
@@ -53,10 +53,7 @@ async fn two_engines_under_terminated_backends_never_answer_backwards_and_store_
 /// Events alternating between two engines while the killer runs; then
 /// the checks.
 async fn one_round(url: &str) -> Result<(), AnyError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .subsec_nanos();
-    let name = format!("lg_fleet_{}_{nanos}", std::process::id());
+    let name = application_name("lg_fleet");
     let url = format!("{url}&application_name={name}");
     let mut engines = Vec::new();
     for _ in 0..2 {
@@ -66,37 +63,12 @@ async fn one_round(url: &str) -> Result<(), AnyError> {
     let store = PostgresStore::open(&url).await?;
     let all = events(0, 100_000)?;
 
-    let done = Arc::new(AtomicBool::new(false));
-    let rounds = Arc::new(AtomicUsize::new(0));
-    let killed = Arc::new(AtomicUsize::new(0));
-    let killer = {
-        let base = std::env::var("LOOPGUARD_TEST_POSTGRES_URL")?;
-        let killer_pool = sqlx::PgPool::connect(&base).await?;
-        let (done, rounds, killed, name) =
-            (done.clone(), rounds.clone(), killed.clone(), name.clone());
-        tokio::spawn(async move {
-            let until = Instant::now() + FAULTS_FOR;
-            while Instant::now() < until {
-                let now: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
-                     FROM pg_stat_activity \
-                     WHERE application_name = $1 AND pid <> pg_backend_pid()",
-                )
-                .bind(&name)
-                .fetch_one(&killer_pool)
-                .await
-                .unwrap_or_default();
-                killed.fetch_add(usize::try_from(now).unwrap_or(0), Ordering::Relaxed);
-                rounds.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(FAULT_EVERY).await;
-            }
-            done.store(true, Ordering::Relaxed);
-            killer_pool.close().await;
-        })
-    };
+    let base = std::env::var("LOOPGUARD_TEST_POSTGRES_URL")?;
+    let killer =
+        BackendKiller::start(&base, &name, Victims::All, FAULT_EVERY, Some(FAULTS_FOR)).await?;
     let mut answered = Vec::new();
     for (index, (line, event)) in all.iter().enumerate() {
-        if done.load(Ordering::Relaxed) {
+        if killer.is_over() {
             break;
         }
         // Four tasks in turn, each task's events alternating between the
@@ -104,9 +76,7 @@ async fn one_round(url: &str) -> Result<(), AnyError> {
         let engine = &engines[(index + index / TASKS.len()) % 2];
         answered.push(engine.observe_line(*line, event.clone()).await);
     }
-    killer.await?;
-    let rounds = rounds.load(Ordering::Relaxed);
-    let killed = killed.load(Ordering::Relaxed);
+    let Terminations { rounds, killed } = killer.finish().await?;
     assert!(rounds >= 50, "{rounds} rounds of terminated backends");
     assert!(
         killed >= rounds,

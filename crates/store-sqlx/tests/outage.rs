@@ -8,13 +8,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use loopguard_config::Config;
 use loopguard_core_types::{Event, TaskStatus, Timestamp};
 use loopguard_host::{AuditEntry, CycleEpisode, LoopGuard, Store, TaskSnapshot};
 use loopguard_store_sqlx::PostgresStore;
+use loopguard_test_support::pg_faults::{BackendKiller, Victims, application_name};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -352,42 +352,23 @@ async fn backends_terminated_one_by_one_lose_no_event_and_keep_loop_counts_exact
         return Ok(());
     };
     let result = async {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .subsec_nanos();
-        let name = format!("lg_kill_{}_{nanos}", std::process::id());
+        let name = application_name("lg_kill");
         let url = format!("{}&application_name={name}", schema.url);
         let store = Arc::new(PostgresStore::open(&url).await?);
         let guard = LoopGuard::builder(Config::default())
             .store(store.clone())
             .build()?;
         let base = std::env::var("LOOPGUARD_TEST_POSTGRES_URL")?;
-        let killer_pool = sqlx::PgPool::connect(&base).await?;
-        let done = Arc::new(AtomicBool::new(false));
-        let kills = Arc::new(AtomicUsize::new(0));
-        let killer = {
-            let (done, kills, name) = (done.clone(), kills.clone(), name.clone());
-            tokio::spawn(async move {
-                // One backend of this test's pool at a time, preferring one
-                // inside a transaction (holding a task's lock).
-                while !done.load(Ordering::Relaxed) {
-                    let killed: Vec<bool> = sqlx::query_scalar(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE application_name = $1 AND pid <> pg_backend_pid() \
-                         ORDER BY (state <> 'idle') DESC LIMIT 1",
-                    )
-                    .bind(&name)
-                    .fetch_all(&killer_pool)
-                    .await
-                    .unwrap_or_default();
-                    if killed.first() == Some(&true) {
-                        kills.fetch_add(1, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(Duration::from_millis(15)).await;
-                }
-                killer_pool.close().await;
-            })
-        };
+        // One backend of this test's pool at a time, preferring one inside
+        // a transaction (holding a task's lock).
+        let killer = BackendKiller::start(
+            &base,
+            &name,
+            Victims::OneBusyFirst,
+            Duration::from_millis(15),
+            None,
+        )
+        .await?;
         let mut decisions = Vec::new();
         let total = phases.iter().map(Vec::len).sum::<usize>().max(1);
         for (index, (line, event)) in phases.iter().flatten().enumerate() {
@@ -400,13 +381,11 @@ async fn backends_terminated_one_by_one_lose_no_event_and_keep_loop_counts_exact
             // on and the count below says so.
             let due = (index + 1) * KILLS / total;
             let give_up = Instant::now() + Duration::from_secs(2);
-            while kills.load(Ordering::Relaxed) < due && Instant::now() < give_up {
+            while killer.killed() < due && Instant::now() < give_up {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }
-        done.store(true, Ordering::Relaxed);
-        killer.await?;
-        let kills = kills.load(Ordering::Relaxed);
+        let kills = killer.stop().await?.killed;
         assert!(kills >= KILLS, "{kills} backends terminated");
         for (at, (got, want)) in decisions.iter().zip(&expected).enumerate() {
             assert_eq!(got, want, "decision {at}");

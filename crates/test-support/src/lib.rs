@@ -19,10 +19,16 @@
 //! OpenAI-compatible chat-completions server on loopback for the tests of
 //! loopguard's LLM clients (no LLM runs on a test machine; the HTTP, the
 //! timeouts and the retries are real).
+//!
+//! With the feature `pg-faults`, the module `pg_faults` terminates a
+//! test's PostgreSQL backends again and again, for the tests of a store
+//! through an outage.
 #![deny(missing_docs)]
 
 #[cfg(feature = "fake-llm")]
 pub mod fake_llm;
+#[cfg(feature = "pg-faults")]
+pub mod pg_faults;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -141,6 +141,8 @@ fn fitted_weights(model: String, fitted_on: String, bias: f32, weights: Vec<f32>
         weights,
         threshold: 0.5,
         tuned_encoder: tuned.then(|| TUNED_MODEL_ID.to_owned()),
+        // The cut-offs the features were computed with (`judge_features`).
+        cutoffs: JudgeWeights::shipped().cutoffs,
     }
 }
 
@@ -667,14 +669,7 @@ fn judge_reason(
     score: f32,
     threshold: f32,
 ) -> String {
-    reason_in_full(&loopguard_semantic::Verdict {
-        judge: judge.kind(),
-        same: score > threshold,
-        score,
-        threshold,
-        features: features.clone(),
-        second_opinion: None,
-    })
+    reason_in_full(&judge.verdict(features.clone(), score, threshold))
 }
 
 /// A verdict's reason and, for the calibrated judge, the residual and the
@@ -712,11 +707,7 @@ pub fn judged_pairs(
         .zip(features)
         .filter(|(pair, _)| !has_test || pair.split == Split::Test)
         .map(|(pair, features)| {
-            let score = match judge.kind() {
-                JudgeKind::Cosine => features.cosine,
-                JudgeKind::Calibrated => judge.weights().score(features),
-            };
-            judged_pair(pair, features, judge, score, threshold)
+            judged_pair(pair, features, judge, judge.score(features), threshold)
         })
         .collect()
 }

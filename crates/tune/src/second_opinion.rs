@@ -3,7 +3,7 @@
 //! pairs the judge is unsure of, next to the judge alone.
 
 use futures_util::StreamExt;
-use loopguard_semantic::{Features, JudgeKind, SameRequestJudge, SecondOpinionStats, Verdict};
+use loopguard_semantic::{Features, SameRequestJudge, SecondOpinionStats, Verdict};
 use serde::Serialize;
 
 use crate::{Confusion, JudgedPair, PairSet, Split};
@@ -54,18 +54,7 @@ pub async fn evaluate_with_second_opinion(
         .filter(|(pair, _)| !has_test || pair.split == Split::Test)
         .collect();
     let reviews = kept.iter().map(|&(pair, features)| {
-        let score = match judge.kind() {
-            JudgeKind::Cosine => features.cosine,
-            JudgeKind::Calibrated => judge.weights().score(features),
-        };
-        let verdict = Verdict {
-            judge: judge.kind(),
-            same: score > threshold,
-            score,
-            threshold,
-            features: features.clone(),
-            second_opinion: None,
-        };
+        let verdict = judge.verdict(features.clone(), judge.score(features), threshold);
         async move {
             let alone = verdict.same;
             let reviewed = judge.review(&pair.a, &pair.b, verdict).await;

@@ -69,6 +69,10 @@ impl Engine {
         let id = event.id.clone();
         let mut turn = self.backlog.turn(&task).await;
         let waiting = WaitingEvent { line, event, time };
+        // The queue keeps the event from before the first wait on the
+        // database, so it is written even when this call is dropped
+        // midway; this copy decides on the engine's own copy of the task
+        // when the database does not answer.
         if let Err(full) = turn.push(waiting.clone()) {
             let decision = self
                 .apply_own_copy(&waiting, format!("store: {full}"))
@@ -188,10 +192,46 @@ impl Engine {
             }
             turn.set_tried(None);
         }
-        let events = turn.events().to_vec();
-        if events.is_empty() {
+        // The waiting events are applied where they wait: a try copies none.
+        let count = turn.events().len();
+        if count == 0 {
             return Ok(None);
         }
+        let (commits, last) = self.apply_waiting(turn.events(), errors).await;
+        let Some(merged) = merge(commits) else {
+            turn.written(count);
+            return Ok(last);
+        };
+        match lock.commit(&merged).await {
+            Ok(()) => {
+                if count > 1 {
+                    tracing::info!(task = %task, events = count - 1, "store: waiting events are now written");
+                }
+                turn.written(count);
+                Ok(last)
+            }
+            Err(err) => {
+                turn.set_tried(Some(Tried {
+                    mark,
+                    carried: count,
+                }));
+                Err(TryFailed {
+                    err,
+                    decision: last,
+                    locked: true,
+                })
+            }
+        }
+    }
+
+    /// Applies `events`, oldest first, to the engine's copy of their task,
+    /// `errors` going with the last one's decision. Returns the commits
+    /// they make and the last one's decision.
+    async fn apply_waiting(
+        &self,
+        events: &[WaitingEvent],
+        mut errors: Vec<String>,
+    ) -> (Vec<TaskCommit>, Option<Decision>) {
         let mut commits = Vec::with_capacity(events.len());
         let mut last = None;
         for (index, waiting) in events.iter().enumerate() {
@@ -208,30 +248,7 @@ impl Engine {
             }
             last = Some(decision);
         }
-        let Some(merged) = merge(commits) else {
-            turn.written(events.len());
-            return Ok(last);
-        };
-        match lock.commit(&merged).await {
-            Ok(()) => {
-                if events.len() > 1 {
-                    tracing::info!(task = %task, events = events.len() - 1, "store: waiting events are now written");
-                }
-                turn.written(events.len());
-                Ok(last)
-            }
-            Err(err) => {
-                turn.set_tried(Some(Tried {
-                    mark,
-                    carried: events.len(),
-                }));
-                Err(TryFailed {
-                    err,
-                    decision: last,
-                    locked: true,
-                })
-            }
-        }
+        (commits, last)
     }
 
     /// Rebuilds the engine's copy of `task` from its stored row (`None`: the

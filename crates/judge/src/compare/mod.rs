@@ -20,6 +20,7 @@ mod explained;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::cutoffs::Cutoffs;
 use crate::intents;
 use crate::related;
 use crate::text::{IdentifierClass, ReadText, Tokens};
@@ -73,9 +74,27 @@ pub fn compare_read(a: &ReadText, b: &ReadText) -> Contrast {
     compare_with_rule(a, b).0
 }
 
+/// [`compare_read`] with `cutoffs`: the share of their words two texts
+/// need for a word swapped, an opposite word or a period placed otherwise
+/// to veto ([`Cutoffs::words_veto_jaccard`]).
+pub fn compare_read_with(a: &ReadText, b: &ReadText, cutoffs: &Cutoffs) -> Contrast {
+    contrast_of(a, b, cutoffs.words_veto_jaccard).0
+}
+
 /// [`compare_read`], and the name of the rule of
 /// [`VETOES`](crate::VETOES) that found the veto, when one did.
 pub fn compare_with_rule(a: &ReadText, b: &ReadText) -> (Contrast, Option<&'static str>) {
+    contrast_of(a, b, Cutoffs::SHIPPED.words_veto_jaccard)
+}
+
+/// What `a` and `b` differ in, with `words_veto_jaccard` as the share of
+/// shared words the word vetoes need; and the name of the rule that found
+/// the veto, when one did.
+fn contrast_of(
+    a: &ReadText,
+    b: &ReadText,
+    words_veto_jaccard: f32,
+) -> (Contrast, Option<&'static str>) {
     let (ta, tb) = (&a.tokens, &b.tokens);
     let differences = explained::differences(ta, tb);
     let word_jaccard = jaccard(&ta.words, &tb.words);
@@ -88,6 +107,7 @@ pub fn compare_with_rule(a: &ReadText, b: &ReadText) -> (Contrast, Option<&'stat
         extra_a: &differences.identifiers.0,
         extra_b: &differences.identifiers.1,
         word_jaccard,
+        words_veto_jaccard,
     };
     let mut notes = Notes::default();
     let found = veto::first(&compared, &mut notes);

@@ -155,12 +155,22 @@ pub(crate) struct Compared<'a> {
     pub(crate) extra_b: &'a [String],
     /// The Jaccard similarity of the two texts' content words.
     pub(crate) word_jaccard: f32,
+    /// The share of content words two texts need for a word swapped, an
+    /// opposite word or a period placed otherwise to veto
+    /// ([`WORDS_VETO_JACCARD`] unless a weights file gives another).
+    pub(crate) words_veto_jaccard: f32,
 }
 
 impl Compared<'_> {
     /// Whether neither side has a differing content word.
     pub(crate) fn same_words(&self) -> bool {
         self.only_a.is_empty() && self.only_b.is_empty()
+    }
+
+    /// Whether the texts share too few of their words for a word veto
+    /// (`words_veto_jaccard`).
+    pub(crate) fn too_few_shared_words(&self) -> bool {
+        self.word_jaccard < self.words_veto_jaccard
     }
 }
 

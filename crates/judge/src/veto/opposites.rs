@@ -7,8 +7,8 @@
 //! reads "turn it up" and "turn it down" as nearly one text. In texts
 //! that share few words an "up" and a "down" are as likely parts of other
 //! phrases, so the texts must share as many words as a words swap asks
-//! ([`WORDS_VETO_JACCARD`]); and a word the other text has too is no
-//! contrast with its opposite.
+//! ([`WORDS_VETO_JACCARD`](super::WORDS_VETO_JACCARD)); and a word the
+//! other text has too is no contrast with its opposite.
 //!
 //! Vetoed: "Lock the guest wifi settings." / "Unlock the guest wifi
 //! settings." (opposite words, lock vs unlock).
@@ -17,7 +17,7 @@
 //! release the lock." / "The migration lock is stuck after the job
 //! crashed; force-unlock it.": "lock" is on both sides.
 
-use super::{Compared, Notes, Veto, WORDS_VETO_JACCARD};
+use super::{Compared, Notes, Veto};
 use crate::text::Tokens;
 use crate::words::OPPOSITES;
 
@@ -29,7 +29,7 @@ const STOP_WORD_OPPOSITES: [(&str, &str); 3] =
 /// The first pair of opposites with one word on each side, or a stop
 /// word against its opposite.
 pub(super) fn check(compared: &Compared<'_>, _: &mut Notes) -> Option<Veto> {
-    if compared.word_jaccard < WORDS_VETO_JACCARD {
+    if compared.too_few_shared_words() {
         return None;
     }
     opposite_words(compared)

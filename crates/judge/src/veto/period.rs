@@ -5,7 +5,8 @@
 //! Why: the work for another year, quarter or sprint is other work, and
 //! the place words ("this", "next", "current") are stop words or too
 //! small a difference for the embedding model. The texts must otherwise
-//! share their words as a words swap asks ([`WORDS_VETO_JACCARD`]).
+//! share their words as a words swap asks
+//! ([`WORDS_VETO_JACCARD`](super::WORDS_VETO_JACCARD)).
 //!
 //! Vetoed: "budgeting the GPU fleet for this year's training runs" /
 //! "budgeting the GPU fleet for next year's training runs" (different
@@ -15,7 +16,7 @@
 //! the outages of the last month.": "past" and "last" place a month alike
 //! (the words veto weighs the two words apart).
 
-use super::{Compared, Notes, Veto, WORDS_VETO_JACCARD};
+use super::{Compared, Notes, Veto};
 
 /// Words that place a period in time relative to now, each with the
 /// one it means ("coming" week is the "next").
@@ -52,7 +53,7 @@ pub(crate) fn placed_periods(keys: &[String]) -> Vec<(&'static str, String)> {
 /// The first period the first text places that the second places only
 /// elsewhere, and the first only elsewhere than the second.
 pub(super) fn check(compared: &Compared<'_>, _: &mut Notes) -> Option<Veto> {
-    if compared.word_jaccard < WORDS_VETO_JACCARD {
+    if compared.too_few_shared_words() {
         return None;
     }
     let (placed_a, placed_b) = (&compared.a.periods, &compared.b.periods);

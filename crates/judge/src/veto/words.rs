@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{Compared, Notes, Veto, WORDS_VETO_JACCARD};
+use super::{Compared, Notes, Veto};
 use crate::compare::multiset_difference;
 use crate::intents::intents_of;
 use crate::normalize::is_stop_word;
@@ -37,16 +37,16 @@ pub(super) fn check(compared: &Compared<'_>, notes: &mut Notes) -> Option<Veto> 
         only_b,
         extra_a,
         extra_b,
-        word_jaccard,
         ..
     } = *compared;
+    let shares_words = !compared.too_few_shared_words();
     let joined = |words: &[String], extra: &[String]| -> Vec<String> {
         words.iter().chain(extra).cloned().collect()
     };
     swap(
         &joined(only_a, extra_a),
         &joined(only_b, extra_b),
-        word_jaccard,
+        shares_words,
     )?;
     // Cancelling synonyms out of a longer rewording would leave a short
     // swap behind: the synonyms are taken out of the differing words only
@@ -56,18 +56,20 @@ pub(super) fn check(compared: &Compared<'_>, notes: &mut Notes) -> Option<Veto> 
     swap(
         &joined(&kept_a, extra_a),
         &joined(&kept_b, extra_b),
-        word_jaccard,
+        shares_words,
     )
     .filter(|_| shared_words_in_order(a, b))
 }
 
-/// One or two words swapped for one or two others in much the same words,
-/// unless the swapped words ask for the same thing (both in one intent:
-/// "review" and "audit").
-fn swap(only_a: &[String], only_b: &[String], jaccard: f32) -> Option<Veto> {
+/// One or two words swapped for one or two others in much the same words
+/// (`shares_words`: as many as
+/// [`WORDS_VETO_JACCARD`](super::WORDS_VETO_JACCARD) asks, or a weights
+/// file's share), unless the swapped words ask for the same thing (both in
+/// one intent: "review" and "audit").
+fn swap(only_a: &[String], only_b: &[String], shares_words: bool) -> Option<Veto> {
     let swapped = (1..=2).contains(&only_a.len()) && (1..=2).contains(&only_b.len());
     let synonyms = intents_of(only_a) & intents_of(only_b) != 0;
-    (swapped && jaccard >= WORDS_VETO_JACCARD && !synonyms).then(|| Veto::Words {
+    (swapped && shares_words && !synonyms).then(|| Veto::Words {
         a: only_a.to_vec(),
         b: only_b.to_vec(),
     })

@@ -38,6 +38,10 @@
 //! on the nearer of the two cosines, and a detector asks
 //! [`SameRequestJudge::over_the_floor`] which of its candidates between
 //! the two floors the tuned encoder lifts over it before judging them.
+//!
+//! The floors, and every other cut-off the judge reads pairs with, are
+//! its weights' ([`JudgeWeights::cutoffs`]): a weights file's own, or the
+//! shipped [`Cutoffs`].
 
 pub mod second_opinion;
 
@@ -46,13 +50,13 @@ use std::sync::Arc;
 pub use loopguard_config::JudgeKind;
 use loopguard_config::{SimilarityConfig, Threshold, TunedEncoder};
 pub use loopguard_judge::related;
+use loopguard_judge::residual_texts;
 pub use loopguard_judge::{
-    CANDIDATE_FLOOR, Contrast, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
+    CANDIDATE_FLOOR, Contrast, Cutoffs, DEFAULT_WEIGHTS_JSON, FEATURE_NAMES, FEATURES, Features,
     IdentifierClass, JudgeError, JudgeWeights, MPNET_WEIGHTS_JSON, ReadText, Residuals,
     TEMPLATE_JACCARD_CEILING, TUNED_CANDIDATE_FLOOR, TUNED_FEATURE, TUNED_WEIGHTS_JSON, Veto,
     compare,
 };
-use loopguard_judge::{WordLook, residual_texts};
 
 use self::second_opinion::Reviewer;
 pub use self::second_opinion::{
@@ -71,18 +75,6 @@ pub mod lexical {
     };
 }
 
-/// `err` as this crate's error: a weights file's as [`SemanticError::Judge`],
-/// vectors of two lengths as [`SemanticError::DimensionMismatch`].
-fn judge_error(err: JudgeError) -> SemanticError {
-    match err {
-        JudgeError::DimensionMismatch { expected, actual } => {
-            SemanticError::DimensionMismatch { expected, actual }
-        }
-        JudgeError::Weights(message) => SemanticError::Judge(message),
-        other => SemanticError::Judge(other.to_string()),
-    }
-}
-
 /// The judge's answer for one pair.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -95,6 +87,10 @@ pub struct Verdict {
     pub score: f32,
     /// The threshold (strictly exceeded).
     pub threshold: f32,
+    /// The cosine below which the calibrated judge scores a pair 0, not
+    /// one request whatever its words (its weights' candidate floor,
+    /// [`Cutoffs::candidate_floor`]).
+    pub candidate_floor: f32,
     /// Everything it looked at.
     pub features: Features,
     /// What the second opinion did, when the judge has one and the pair
@@ -159,15 +155,16 @@ impl Verdict {
                 format!("same request (score {:.2}, cosine {cosine:.2})", self.score)
             }
             (JudgeKind::Calibrated, false) => match &self.features.contrast.veto {
-                _ if self.features.nearest_cosine() < CANDIDATE_FLOOR => {
+                _ if self.features.nearest_cosine() < self.candidate_floor => {
+                    let floor = self.candidate_floor;
                     match self.features.tuned_cosine {
                         Some(tuned) => format!(
                             "too far apart to be one request (cosine {cosine:.2}, tuned \
-                             {tuned:.2}, both below {CANDIDATE_FLOOR:.2})"
+                             {tuned:.2}, both below {floor:.2})"
                         ),
                         None => format!(
                             "too far apart to be one request (cosine {cosine:.2} below \
-                             {CANDIDATE_FLOOR:.2})"
+                             {floor:.2})"
                         ),
                     }
                 }
@@ -441,9 +438,9 @@ impl SameRequestJudge {
                     TunedEncoder::Mpnet => JudgeWeights::shipped_mpnet(),
                 },
             )),
-            (JudgeKind::Calibrated, Some(path)) => Ok(SameRequestJudge::calibrated(
-                JudgeWeights::from_file(path).map_err(judge_error)?,
-            )),
+            (JudgeKind::Calibrated, Some(path)) => {
+                Ok(SameRequestJudge::calibrated(JudgeWeights::from_file(path)?))
+            }
         }
     }
 
@@ -525,15 +522,14 @@ impl SameRequestJudge {
 
     /// The cosine below which a pair is never the same request, so need
     /// not be judged: the cosine judge's threshold for it, the calibrated
-    /// judge's [`CANDIDATE_FLOOR`] (whatever the words say, texts further
-    /// apart than that are not one request), or [`TUNED_CANDIDATE_FLOOR`]
+    /// judge's candidate floor (whatever the words say, texts further
+    /// apart than that are not one request), or its tuned candidate floor
     /// when its weights weigh the tuned encoder's cosine (which may lift
-    /// the pair over the floor).
+    /// the pair over the floor) ([`JudgeWeights::candidate_floor`]).
     pub fn candidate_floor(&self, cosine_threshold: f32) -> f32 {
         match self.kind {
             JudgeKind::Cosine => cosine_threshold,
-            JudgeKind::Calibrated if self.needs_tuned_encoder() => TUNED_CANDIDATE_FLOOR,
-            JudgeKind::Calibrated => CANDIDATE_FLOOR,
+            JudgeKind::Calibrated => self.weights.candidate_floor(),
         }
     }
 
@@ -553,6 +549,29 @@ impl SameRequestJudge {
         &self.weights
     }
 
+    /// The score of a pair of `features`: its cosine for the cosine judge,
+    /// its weights' score ([`JudgeWeights::score`]) for the calibrated one.
+    pub fn score(&self, features: &Features) -> f32 {
+        match self.kind {
+            JudgeKind::Cosine => features.cosine,
+            JudgeKind::Calibrated => self.weights.score(features),
+        }
+    }
+
+    /// This judge's verdict on a pair of `features` that scored `score`
+    /// against `threshold`, with no second opinion asked.
+    pub fn verdict(&self, features: Features, score: f32, threshold: f32) -> Verdict {
+        Verdict {
+            judge: self.kind,
+            same: score > threshold,
+            score,
+            threshold,
+            candidate_floor: self.weights.cutoffs.candidate_floor,
+            features,
+            second_opinion: None,
+        }
+    }
+
     /// The default operating threshold: the configured cosine threshold
     /// for the cosine judge, the weights' own for the calibrated one.
     pub fn default_threshold(&self, cosine_threshold: f32) -> f32 {
@@ -563,16 +582,17 @@ impl SameRequestJudge {
     }
 
     /// Judges `a` and `b`, whose embeddings' cosine is `cosine`, as far as
-    /// that and their words allow ([`WordLook`]).
+    /// that and their words allow ([`JudgeWeights::look`]).
     pub fn first_look(&self, a: &str, b: &str, cosine: f32, threshold: f32) -> FirstLook {
-        let look = (self.kind == JudgeKind::Calibrated).then(|| {
+        let calibrated = self.kind == JudgeKind::Calibrated;
+        let look = calibrated.then(|| {
             let (read_a, read_b) = (self.readings.read(a), self.readings.read(b));
-            WordLook::new((&read_a, &read_b), (a, b), cosine)
+            self.weights.look((&read_a, &read_b), (a, b), cosine)
         });
         // The tuned encoder is asked about every pair from its floor up:
         // its cosine weighs in the score, and lifts a pair below the
         // candidate floor over it when it reads the texts as nearer.
-        let wants_tuned = self.needs_tuned_encoder() && cosine >= TUNED_CANDIDATE_FLOOR;
+        let wants_tuned = calibrated && self.weights.wants_tuned_cosine(cosine);
         let Some(look) = look else {
             // The cosine judge reads no words.
             return FirstLook::Decided(self.pending(threshold, cosine, no_contrast()).finish(None));
@@ -706,8 +726,7 @@ impl SameRequestJudge {
                         }
                         _ => None,
                     }
-                    .transpose()
-                    .map_err(judge_error)?;
+                    .transpose()?;
                     Ok(pending.finish_with(residuals, tuned))
                 }
             })
@@ -735,17 +754,19 @@ impl SameRequestJudge {
 impl SameRequestJudge {
     /// Which of `earlier` (each an earlier text and its pinned cosine with
     /// `text`) can be the same request as `text`, in order: a pinned
-    /// cosine of [`CANDIDATE_FLOOR`] or more; with weights that weigh the
-    /// tuned encoder's cosine, also a pinned one of
-    /// [`TUNED_CANDIDATE_FLOOR`] or more that the tuned encoder lifts over
-    /// the floor. The tuned encoder reads only the texts of the pairs
+    /// cosine at the candidate floor or over ([`JudgeWeights::is_candidate`]);
+    /// with weights that weigh the tuned encoder's cosine, also a pinned
+    /// one at the tuned candidate floor or over
+    /// ([`JudgeWeights::wants_tuned_cosine`]) that the tuned encoder lifts
+    /// over the floor. The tuned encoder reads only the texts of the pairs
     /// between the two floors (its service caches them): a detector then
     /// judges, words and residuals, only the pairs the floor does not rule
     /// out.
     pub async fn over_the_floor(&self, text: &str, earlier: &[(&str, f32)]) -> Result<Vec<bool>> {
+        let weights = &self.weights;
         let mut over: Vec<bool> = earlier
             .iter()
-            .map(|&(_, cosine)| cosine >= CANDIDATE_FLOOR)
+            .map(|&(_, cosine)| weights.is_candidate(cosine))
             .collect();
         if self.kind != JudgeKind::Calibrated || !self.needs_tuned_encoder() {
             return Ok(over);
@@ -753,7 +774,9 @@ impl SameRequestJudge {
         let between: Vec<usize> = earlier
             .iter()
             .enumerate()
-            .filter(|(_, (_, cosine))| (TUNED_CANDIDATE_FLOOR..CANDIDATE_FLOOR).contains(cosine))
+            .filter(|&(_, &(_, cosine))| {
+                weights.wants_tuned_cosine(cosine) && !weights.is_candidate(cosine)
+            })
             .map(|(index, _)| index)
             .collect();
         if between.is_empty() {
@@ -772,7 +795,7 @@ impl SameRequestJudge {
             ));
         };
         for (&index, vector) in between.iter().zip(before) {
-            over[index] = cosine(new, vector)? >= CANDIDATE_FLOOR;
+            over[index] = weights.is_candidate(cosine(new, vector)?);
         }
         Ok(over)
     }
@@ -876,21 +899,8 @@ impl Pending {
             None => residuals,
         };
         self.features.tuned_cosine = tuned_cosine;
-        let (score, same) = match self.judge.kind {
-            JudgeKind::Cosine => (self.features.cosine, self.features.cosine > self.threshold),
-            JudgeKind::Calibrated => {
-                let score = self.judge.weights.score(&self.features);
-                (score, score > self.threshold)
-            }
-        };
-        Verdict {
-            judge: self.judge.kind,
-            same,
-            score,
-            threshold: self.threshold,
-            features: self.features,
-            second_opinion: None,
-        }
+        let score = self.judge.score(&self.features);
+        self.judge.verdict(self.features, score, self.threshold)
     }
 }
 
@@ -912,6 +922,21 @@ fn no_contrast() -> Contrast {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Weights of this intercept and these weights, at threshold 0.5, with
+    /// the shipped cut-offs.
+    fn weights_of(bias: f32, weights: Vec<f32>) -> JudgeWeights {
+        JudgeWeights {
+            format: 1,
+            model: "m".into(),
+            fitted_on: String::new(),
+            bias,
+            weights,
+            threshold: 0.5,
+            tuned_encoder: None,
+            cutoffs: Cutoffs::SHIPPED,
+        }
+    }
 
     #[test]
     fn the_judge_crate_knows_this_crate_s_tuned_encoders() {
@@ -1037,15 +1062,7 @@ mod tests {
 
     #[test]
     fn texts_below_the_candidate_floor_score_zero() {
-        let judge = SameRequestJudge::calibrated(JudgeWeights {
-            format: 1,
-            model: "m".into(),
-            fitted_on: String::new(),
-            bias: 20.0,
-            weights: vec![0.0; FEATURES],
-            threshold: 0.5,
-            tuned_encoder: None,
-        });
+        let judge = SameRequestJudge::calibrated(weights_of(20.0, vec![0.0; FEATURES]));
         let (just_below, just_above) = (CANDIDATE_FLOOR - 0.01, CANDIDATE_FLOOR + 0.01);
         let below =
             match judge.first_look("restart nginx", "write the hiring plan", just_below, 0.5) {
@@ -1083,15 +1100,7 @@ mod tests {
 
     #[test]
     fn the_same_words_are_the_same_request_at_any_threshold_below_one() {
-        let judge = SameRequestJudge::calibrated(JudgeWeights {
-            format: 1,
-            model: "m".into(),
-            fitted_on: String::new(),
-            bias: -20.0,
-            weights: vec![0.0; FEATURE_NAMES.len()],
-            threshold: 0.5,
-            tuned_encoder: None,
-        });
+        let judge = SameRequestJudge::calibrated(weights_of(-20.0, vec![0.0; FEATURE_NAMES.len()]));
         let FirstLook::Decided(verdict) = judge.first_look(
             "Merge the  docs branch.",
             "merge the docs branch",
@@ -1125,13 +1134,8 @@ mod tests {
         weights[0] = 1.0;
         weights[TUNED_FEATURE] = 8.0;
         JudgeWeights {
-            format: 1,
-            model: "m".into(),
-            fitted_on: String::new(),
-            bias: -8.0,
-            weights,
-            threshold: 0.5,
             tuned_encoder: Some(crate::TUNED_MODEL_ID.to_owned()),
+            ..weights_of(-8.0, weights)
         }
     }
 
@@ -1166,13 +1170,46 @@ mod tests {
             panic!("decided below the tuned floor");
         };
         assert_eq!((below.same, below.score), (false, 0.0));
-        // Weights that do not weigh the tuned cosine keep the floor on the
-        // pinned model's cosine, whatever tuned cosine a pair carries.
-        let mut features = lifted.features.clone();
-        features.cosine = 0.4;
-        assert_eq!(JudgeWeights::shipped().floored_cosine(&features), 0.4);
-        assert_eq!(JudgeWeights::shipped().score(&features), 0.0);
-        assert_eq!(tuned_weights().floored_cosine(&features), 0.99);
+    }
+
+    #[tokio::test]
+    async fn a_weights_file_s_candidate_floor_is_the_judge_s() {
+        let lower =
+            DEFAULT_WEIGHTS_JSON.replace("\"candidate_floor\": 0.5", "\"candidate_floor\": 0.4");
+        assert_ne!(lower, DEFAULT_WEIGHTS_JSON);
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(file.path(), lower).expect("written");
+        let similarity = SimilarityConfig {
+            judge_weights: Some(file.path().to_path_buf()),
+            ..SimilarityConfig::default()
+        };
+        let judge = SameRequestJudge::from_config(&similarity).expect("the file reads");
+        let shipped = SameRequestJudge::calibrated(JudgeWeights::shipped());
+        assert_eq!(judge.candidate_floor(0.85), 0.4);
+        assert_eq!(shipped.candidate_floor(0.85), CANDIDATE_FLOOR);
+        let verdict = |judge: &SameRequestJudge, cosine: f32| match judge.first_look(
+            "merge the docs branch",
+            "merge the docs branch too",
+            cosine,
+            0.5,
+        ) {
+            FirstLook::Decided(verdict) => verdict,
+            FirstLook::Pending(pending) => pending.finish(Some(Residuals::SAME)),
+        };
+        // Between the two floors: scored with the file's, 0 with the shipped.
+        assert_eq!(verdict(&shipped, 0.45).score, 0.0);
+        assert!(verdict(&judge, 0.45).score > 0.0);
+        assert_eq!(
+            verdict(&judge, 0.35).reason(),
+            "too far apart to be one request (cosine 0.35 below 0.40)"
+        );
+        // A detector's candidates are those at the file's floor or over.
+        let texts = [("merge the docs branch too", 0.45), ("book a flight", 0.35)];
+        let over = judge
+            .over_the_floor("merge the docs branch", &texts)
+            .await
+            .expect("read");
+        assert_eq!(over, [true, false]);
     }
 
     #[test]
@@ -1319,17 +1356,12 @@ mod tests {
 
     #[test]
     fn a_veto_decides_without_a_residual_and_names_the_difference() {
-        let judge = SameRequestJudge::calibrated(JudgeWeights {
-            format: 1,
-            model: "m".into(),
-            fitted_on: String::new(),
-            bias: -2.0,
-            weights: vec![
+        let judge = SameRequestJudge::calibrated(weights_of(
+            -2.0,
+            vec![
                 6.0, -8.0, 2.0, -1.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             ],
-            threshold: 0.5,
-            tuned_encoder: None,
-        });
+        ));
         let FirstLook::Decided(verdict) =
             judge.first_look("Review PR #412", "Review PR #418", 0.95, 0.5)
         else {

@@ -122,7 +122,7 @@ impl SecondOpinionPolicy {
     /// below the judge's candidate floor, nor the cosine judge's verdicts.
     pub fn wants(&self, verdict: &Verdict) -> bool {
         if verdict.judge != super::JudgeKind::Calibrated
-            || verdict.features.nearest_cosine() < super::CANDIDATE_FLOOR
+            || verdict.features.nearest_cosine() < verdict.candidate_floor
         {
             return false;
         }
