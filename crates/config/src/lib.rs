@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use budget::{BudgetConfig, BudgetLimits};
 pub use cycles::{CycleConfig, CycleCount};
 pub use edges::EdgeConfig;
 pub use engine::EngineConfig;
@@ -38,6 +39,7 @@ pub use loopguard_core_types::{EMBEDDING_INPUT_BYTES, LimitsConfig};
 pub use oscillation::OscillationConfig;
 pub use phases::PhaseConfig;
 pub use plugins::{Isolation, PluginConfig, PluginHostConfig};
+pub use pricing::{Price, PricingConfig};
 pub use progress::ProgressConfig;
 pub use semantic::SemanticConfig;
 pub use serve::ServeConfig;
@@ -46,6 +48,7 @@ pub use similarity::{
 };
 pub use tools::{PerToolConfig, ToolLimits, ToolsConfig};
 
+mod budget;
 mod check;
 mod cycles;
 mod edges;
@@ -60,6 +63,7 @@ mod locate;
 mod oscillation;
 mod phases;
 mod plugins;
+mod pricing;
 mod progress;
 mod semantic;
 mod serve;
@@ -113,6 +117,12 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// `loopguard serve`: where it listens, its token and its limits.
     pub serve: ServeConfig,
+    /// What models' tokens cost (`[pricing.MODEL]`), for events whose
+    /// `usage` has tokens but no cost (ruling 18). None built in.
+    pub pricing: PricingConfig,
+    /// The most a task may spend, in all or in loops (`[budget]`, ruling
+    /// 18). No limit by default.
+    pub budget: BudgetConfig,
 }
 
 impl Config {
@@ -212,6 +222,8 @@ impl Config {
         self.plugin_host.validate()?;
         limits::validate_limits(&self.limits)?;
         self.serve.validate()?;
-        plugins::validate_plugins(&self.plugins)
+        plugins::validate_plugins(&self.plugins)?;
+        self.pricing.validate()?;
+        self.budget.validate()
     }
 }

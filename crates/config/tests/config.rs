@@ -598,3 +598,77 @@ fn the_judge_is_calibrated_by_default_and_its_threshold_is_chosen_per_task_type(
         Config::from_toml_str("[similarity]\njudge = \"jaccard\"\n").expect_err("an unknown judge");
     assert!(err.to_string().contains("similarity.judge"), "{err}");
 }
+
+#[test]
+fn prices_match_exactly_then_by_the_longest_prefix_and_bad_ones_name_their_key() {
+    let config = Config::from_toml_str(
+        "[pricing.gpt]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n\
+         [pricing.gpt-4o]\ninput_per_mtok = 2.5\noutput_per_mtok = 10.0\n\
+         [pricing.\"gpt-4o-mini\"]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n",
+    )
+    .expect("valid");
+    let input_price = |model: &str| config.pricing.price_for(model).map(|p| p.input_per_mtok);
+    assert_eq!(input_price("gpt-4o-mini"), Some(0.15));
+    assert_eq!(input_price("gpt-4o-2024-08-06"), Some(2.5));
+    assert_eq!(input_price("gpt-3.5-turbo"), Some(1.0));
+    assert_eq!(input_price("claude-3-5-haiku"), None);
+    assert!(
+        Config::default().pricing.models.is_empty(),
+        "no prices built in"
+    );
+
+    let err =
+        Config::from_toml_str("[pricing.\"x/y\"]\ninput_per_mtok = -1\noutput_per_mtok = 1\n")
+            .expect_err("negative");
+    assert_eq!(err.key(), Some("pricing.\"x/y\".input_per_mtok"));
+    assert!(err.to_string().starts_with("config:2:1:"), "{err}");
+    let err = Config::from_toml_str("[pricing.m]\ninput_per_mtok = 1\n").expect_err("half a price");
+    assert!(err.to_string().contains("output_per_mtok"), "{err}");
+}
+
+#[test]
+fn budgets_are_off_by_default_override_per_task_type_and_name_a_bad_limit() {
+    assert!(!Config::default().budget.is_set());
+    let config = Config::from_toml_str(
+        "[budget]\nmax_tokens = 1000\nmax_cost_usd = 2.0\n\
+         [budget.task_types.research]\nmax_cost_usd = 8.0\nmax_loop_cost_usd = 1.5\n",
+    )
+    .expect("valid");
+    assert!(config.budget.is_set());
+    let research = config.budget.limits_for(Some("research"));
+    assert_eq!(
+        (
+            research.max_tokens,
+            research.max_cost_usd,
+            research.max_loop_cost_usd
+        ),
+        (Some(1000), Some(8.0), Some(1.5))
+    );
+    let other = config.budget.limits_for(Some("coding"));
+    assert_eq!(
+        (
+            other.max_tokens,
+            other.max_cost_usd,
+            other.max_loop_cost_usd
+        ),
+        (Some(1000), Some(2.0), None)
+    );
+
+    for (toml, key) in [
+        ("[budget]\nmax_tokens = 0\n", "budget.max_tokens"),
+        ("[budget]\nmax_cost_usd = 0.0\n", "budget.max_cost_usd"),
+        (
+            "[budget.task_types.ops]\nmax_loop_cost_usd = -2.0\n",
+            "budget.task_types.ops.max_loop_cost_usd",
+        ),
+    ] {
+        let err = Config::from_toml_str(toml).expect_err(toml);
+        assert_eq!(err.key(), Some(key), "{toml}");
+        assert!(
+            err.to_string().contains("leave it out for no limit"),
+            "{err}"
+        );
+    }
+    let err = Config::from_toml_str("[budget]\nmax_cost = 1.0\n").expect_err("unknown key");
+    assert_eq!(err.key(), Some("budget.max_cost"));
+}

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::spend::{BudgetCrossing, Spend};
+
 /// What loopguard tells the orchestrator to do, from mildest to strongest.
 ///
 /// The derived order is the contract's order: when several detections fire
@@ -192,9 +194,12 @@ pub mod kinds {
     /// One query reworded call after call, with nothing used of what came
     /// back (trace format 1.2, ruling 19).
     pub const TOOL_REPHRASE: &str = "tool_rephrase";
+    /// A task's spend passed a `[budget]` limit (ruling 18; trace format
+    /// 1.2). Never adds to the loop count.
+    pub const BUDGET: &str = "budget";
 
     /// Every built-in kind, in the order the spec lists them.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         EXACT_FAILURE,
         COLLABORATION_LOOP,
         AGENT_PAIR,
@@ -213,6 +218,7 @@ pub mod kinds {
         TOOL_CYCLE,
         TOOL_NO_NEW_INFO,
         TOOL_REPHRASE,
+        BUDGET,
     ];
 }
 
@@ -283,6 +289,10 @@ pub struct Detection {
     /// (trace format 1.2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// On a `budget` detection: the limit crossed, the spend against it and
+    /// the costliest loops (ruling 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Box<BudgetCrossing>>,
 }
 
 impl Detection {
@@ -314,6 +324,7 @@ impl Detection {
             threshold: None,
             matched_line: None,
             agents: Vec::new(),
+            budget: None,
         }
     }
 
@@ -368,6 +379,10 @@ pub struct Decision {
     /// written when the store answers. Absent (false) otherwise.
     #[serde(default, skip_serializing_if = "is_false")]
     pub degraded: bool,
+    /// The task's spend after this event (ruling 18), when any of its
+    /// events carried `usage`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Spend>,
 }
 
 /// For `skip_serializing_if`: a `false` flag is left out.
@@ -441,6 +456,7 @@ mod tests {
         );
         detection.loop_count = Some(3);
         let decision = Decision {
+            usage: None,
             line: 9,
             task: "T1".into(),
             action: Action::Escalate,

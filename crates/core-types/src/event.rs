@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::limits::LimitsConfig;
 use crate::time::Timestamp;
+use crate::usage::Usage;
 
 /// One agent event of one task, as read from a trace line or posted by an
 /// orchestrator.
@@ -427,6 +428,17 @@ impl Event {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// What this event's step spent: its `usage` (trace format 1.2, ruling
+    /// 18), read from [`Event::extra`]. `None` when the event has none; an
+    /// error naming the field when a value is bad (a line read by
+    /// [`Event::from_json`] has been checked already).
+    pub fn usage(&self) -> Result<Option<Usage>, EventError> {
+        match self.extra.get("usage") {
+            None | Some(Value::Null) => Ok(None),
+            Some(usage) => Usage::from_value(usage).map(Some),
+        }
+    }
+
     /// The agent this event is attributed to, if the event type names one
     /// (`from` for handoffs and collaborations).
     pub fn agent(&self) -> Option<&str> {
@@ -787,6 +799,9 @@ impl RawEvent<'_> {
             if let Some(value) = value {
                 extra.insert(key.to_owned(), value);
             }
+        }
+        if let Some(usage) = extra.get("usage").filter(|usage| !usage.is_null()) {
+            Usage::from_value(usage)?;
         }
         Ok(Event {
             task,

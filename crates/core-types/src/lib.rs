@@ -25,15 +25,19 @@ pub use decision::{Action, Decision, Detection, FailureSignature, Severity, Task
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, FailureView, ProgressSnapshot};
 pub use limits::{EMBEDDING_INPUT_BYTES, LimitsConfig};
 pub use report::{LineError, Report, TaskReport};
+pub use spend::{BudgetCrossing, LoopSpend, Spend, SpendTotals};
 pub use text::truncate_to_char_boundary;
 pub use time::Timestamp;
+pub use usage::Usage;
 
 mod decision;
 mod event;
 mod limits;
 mod report;
+mod spend;
 mod text;
 mod time;
+mod usage;
 
 /// The version of the trace format these types implement.
 pub const TRACE_FORMAT_VERSION: u32 = 1;

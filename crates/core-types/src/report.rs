@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Detection, TaskStatus};
+use crate::{Detection, Spend, TaskStatus};
 
 /// One report for a whole trace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,6 +42,10 @@ pub struct TaskReport {
     /// Every detection on its events, each with its `line`. Detections are
     /// history: they survive resets.
     pub detections: Vec<Detection>,
+    /// What the task spent, in all and in loops (ruling 18), when any of its
+    /// events carried `usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Spend>,
 }
 
 #[cfg(test)]

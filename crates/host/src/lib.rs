@@ -61,6 +61,7 @@ pub use replay::{
     Observed, ReplayItem, ReportBuilder, replay, replay_each, replay_each_from,
     replay_observed_from, store_report,
 };
+pub use spend::{PRICED_EVENTS_KEPT, SPEND_LOOP_KINDS};
 pub use store::{
     AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, KeptOpinion, MemoryStore,
     PivotRecord, Resolution, RunRecord, Store, StoreError, StoreHealth, StoredLineError,
@@ -76,6 +77,7 @@ mod persistence;
 mod plugins;
 pub mod policy;
 mod replay;
+mod spend;
 mod store;
 #[cfg(test)]
 mod test_support;

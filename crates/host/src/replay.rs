@@ -43,6 +43,7 @@ impl ReportBuilder {
                 self.index
                     .insert(CompactString::from(decision.task.as_str()), at);
                 self.report.tasks.push(TaskReport {
+                    usage: None,
                     task: decision.task.clone(),
                     status: decision.status,
                     loop_count: 0,
@@ -56,6 +57,9 @@ impl ReportBuilder {
             task.status = decision.status;
             task.loop_count = decision.loop_count;
             task.pivots = decision.pivots;
+            if decision.usage.is_some() {
+                task.usage = decision.usage;
+            }
             task.detections
                 .extend(decision.detections.iter().map(|detection| {
                     let mut detection = detection.clone();
@@ -384,14 +388,17 @@ pub async fn store_report(store: &dyn Store, task: Option<&str>) -> Result<Repor
         None => store.tasks().await?,
     };
     for snapshot in snapshots {
+        let mut usage = None;
         if let Some(record) = store.load_record(&snapshot.task).await? {
             report.events += record.version;
+            usage = record.state.as_deref().and_then(crate::spend::saved_spend);
         }
         index.insert(
             CompactString::from(snapshot.task.as_str()),
             report.tasks.len(),
         );
         report.tasks.push(TaskReport {
+            usage,
             task: snapshot.task,
             status: snapshot.status,
             loop_count: snapshot.loop_count,

@@ -73,7 +73,7 @@ const FIXTURES: Fixtures = Fixtures {
 /// The fixtures, each of a trace of `tests/traces/` saved by a durable
 /// store after `after_line`. Each split is in the middle of a loop, and every task in
 /// the store has events after it (so the engine writes its state again).
-const GOLDEN: [Golden; 13] = [
+const GOLDEN: [Golden; 14] = [
     Golden {
         trace: "exact_failure.jsonl",
         after_line: 5,
@@ -136,6 +136,12 @@ const GOLDEN: [Golden; 13] = [
                 a short result and a stale call",
     },
     Golden {
+        trace: "spend_budget.jsonl",
+        after_line: 10,
+        holds: "spend totals and in loops, the priced recent events, the costliest loops, a \
+                crossed budget, and an allowance granted by a human",
+    },
+    Golden {
         trace: "hub_team.jsonl",
         after_line: 8,
         holds: "a recognized hub's agents, partners and texts (trace format 1.1's counting)",
@@ -146,13 +152,24 @@ const GOLDEN: [Golden; 13] = [
 /// when every exchange counted, and a state saved then holds no texts of
 /// the exchanges before it, so it continues like one whole run only under
 /// that counting (`cycles.count = "every"`).
-const WRITTEN_SINCE_1_2: [&str; 2] = ["tester_run_numbers.jsonl", "tool_rephrase.jsonl"];
+const WRITTEN_SINCE_1_2: [&str; 3] = [
+    "tester_run_numbers.jsonl",
+    "tool_rephrase.jsonl",
+    "spend_budget.jsonl",
+];
+
+/// The budget and price `spend_budget.jsonl` is replayed with.
+const SPEND_CONFIG: &str = "[budget]\nmax_loop_cost_usd = 0.05\n\
+                            [pricing.gpt-4o-mini]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n";
 
 /// The config `golden` is replayed with: its fixture's counting.
 fn config_of(golden: &Golden) -> Config {
     let mut config = Config::default();
     if !WRITTEN_SINCE_1_2.contains(&golden.trace) {
         config.cycles.count = CycleCount::Every;
+    }
+    if golden.trace == "spend_budget.jsonl" {
+        config = Config::from_toml_str(SPEND_CONFIG).unwrap_or_else(|e| panic!("{e}"));
     }
     config
 }

@@ -13,6 +13,9 @@ use loopguard_host::{
 };
 use proptest::prelude::*;
 
+#[path = "host/spend.rs"]
+mod spend;
+
 fn event(json: &str) -> Event {
     Event::from_json(json).expect("test events are valid")
 }

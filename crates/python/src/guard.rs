@@ -387,6 +387,7 @@ impl Guard {
             _ => return Ok(None),
         };
         Ok(Some(Decision::new(CoreDecision {
+            usage: None,
             line: 0,
             task: snapshot.task,
             action,

@@ -654,6 +654,7 @@ mod tests {
         let mut items = std::pin::pin!(live_items(feed.subscribe(), closing.subscribe()));
         let decision = |line| {
             Arc::new(Decision {
+                usage: None,
                 line,
                 task: "T".into(),
                 action: Action::None,

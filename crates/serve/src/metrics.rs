@@ -417,6 +417,7 @@ mod tests {
 
     fn decision(task: &str, status: TaskStatus, loop_count: u32) -> Decision {
         Decision {
+            usage: None,
             line: 1,
             task: task.to_owned(),
             action: Action::None,

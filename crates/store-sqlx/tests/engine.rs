@@ -49,7 +49,16 @@ async fn replay_on(
     store: Arc<dyn Store>,
     events: &[(u64, Event)],
 ) -> Result<Vec<serde_json::Value>, Box<dyn std::error::Error>> {
-    let guard = LoopGuard::builder(Config::default()).store(store).build()?;
+    replay_with(Config::default(), store, events).await
+}
+
+/// [`replay_on`] with `config`.
+async fn replay_with(
+    config: Config,
+    store: Arc<dyn Store>,
+    events: &[(u64, Event)],
+) -> Result<Vec<serde_json::Value>, Box<dyn std::error::Error>> {
+    let guard = LoopGuard::builder(config).store(store).build()?;
     let mut decisions = Vec::new();
     for (line, event) in events {
         let decision = guard.observe_line(*line, event.clone()).await;
@@ -162,6 +171,46 @@ mod sqlite {
                 .await
                 .map_err(|err| format!("{name}: {err}"))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Ruling 18 through a restart at every line: the spend, the spend in
+    /// loops and the budget continue exactly, decision by decision, and the
+    /// store's report has the spend of one whole replay.
+    #[tokio::test]
+    async fn spend_and_budgets_continue_exactly_across_a_restart_at_every_line() -> TestResult {
+        let config = || {
+            Config::from_toml_str(
+                "[budget]\nmax_loop_cost_usd = 0.05\n\
+                 [pricing.gpt-4o-mini]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n",
+            )
+        };
+        let events = trace_events("spend_budget.jsonl");
+        let folder = tempfile::tempdir()?;
+        let whole_store = open_store(&url(&folder, "whole.db")).await?;
+        let whole = replay_with(config()?, whole_store.clone(), &events).await?;
+        let whole_report = loopguard_host::store_report(whole_store.as_ref(), None).await?;
+        assert!(
+            whole_report.tasks.iter().all(|task| task.usage.is_some()),
+            "every task spent"
+        );
+        for split in 1..events.len() {
+            let split_url = url(&folder, &format!("split-{split}.db"));
+            let mut halves =
+                replay_with(config()?, open_store(&split_url).await?, &events[..split]).await?;
+            let split_store = open_store(&split_url).await?;
+            halves.extend(replay_with(config()?, split_store.clone(), &events[split..]).await?);
+            assert_eq!(halves, whole, "split at {split}");
+            let report = loopguard_host::store_report(split_store.as_ref(), None).await?;
+            let usage = |report: &loopguard_core_types::Report| {
+                report
+                    .tasks
+                    .iter()
+                    .map(|task| task.usage)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(usage(&report), usage(&whole_report), "split at {split}");
         }
         Ok(())
     }

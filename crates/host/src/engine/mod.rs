@@ -57,6 +57,7 @@ use crate::extension::{
 };
 use crate::persistence::{Journal, Persistence, Writes};
 use crate::policy::{self, TaskCounts};
+use crate::spend::{SpendRules, TaskSpend};
 use crate::store::StoreError;
 use crate::store::{CycleEpisode, MemoryStore, Store, TaskCommit, TaskRecord, TaskSnapshot};
 use crate::writer::CommitQueue;
@@ -149,6 +150,8 @@ struct TaskState {
     version: u64,
     /// A shared store's writer marks, written back with the record.
     writers: Vec<WriterMark>,
+    /// What the task spent (ruling 18).
+    spend: TaskSpend,
 }
 
 impl TaskState {
@@ -164,6 +167,7 @@ impl TaskState {
             episode: restored.episode,
             version: restored.version,
             writers: restored.writers,
+            spend: restored.spend,
         }
     }
 
@@ -611,6 +615,8 @@ impl Engine {
             .detectors
             .observe(&mut state.builtin, observed, &mut detections);
         detections.extend(extension_detections);
+        let over_budget = self.account_spend(state, observed, &detections, &mut errors);
+        detections.extend(over_budget);
         name_agents(&mut detections, event);
 
         let mut verdict = policy::apply(
@@ -672,6 +678,7 @@ impl Engine {
             &mut errors,
         );
         let decision = Decision {
+            usage: state.spend.report(),
             line,
             // Filled in by the caller, which owns the event and moves its
             // task and id in rather than copying them.
@@ -688,6 +695,37 @@ impl Engine {
             degraded: false,
         };
         (decision, writes)
+    }
+
+    /// Part of stage 4: the event's spend, the spend in loops its
+    /// detections name, and the budget (ruling 18); the `budget`
+    /// detections of the limits it crosses. A task that never had `usage`
+    /// costs nothing here unless a budget is set.
+    fn account_spend(
+        &self,
+        state: &mut TaskState,
+        observed: &ObservedEvent<'_>,
+        detections: &[Detection],
+        errors: &mut Vec<String>,
+    ) -> Vec<Detection> {
+        let usage = observed.event.usage().unwrap_or_else(|err| {
+            errors.push(format!("usage ignored: {err}"));
+            None
+        });
+        if usage.is_none() && state.spend.report().is_none() && !self.config.budget.is_set() {
+            return Vec::new();
+        }
+        let rules = SpendRules {
+            pricing: &self.config.pricing,
+            budget: &self.config.budget,
+        };
+        state.spend.observe(
+            observed.event,
+            observed.line,
+            usage.as_ref(),
+            detections,
+            rules,
+        )
     }
 
     /// Part of stage 4: the engine's copy of the task, with a restored
@@ -749,6 +787,7 @@ impl Engine {
             episode: state.episode.as_deref(),
             extensions: extension_states,
             writers: &state.writers,
+            spend: state.spend.report().map(|_| &state.spend),
         }) {
             Ok(text) => Some(text),
             Err(err) => {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use crate::extension::{ArgumentMatcher, ExchangeMatcher, ExtensionError, TopicAssigner};
+use crate::spend::TaskSpend;
 use crate::store::{CycleEpisode, TaskRecord, TaskSnapshot};
 
 /// The format of the detector state a durable store keeps per task. A
@@ -42,6 +43,9 @@ pub(super) struct StoredStateOut<'a> {
     /// A shared store's writer marks (see [`WriterMark`]); none elsewhere.
     #[serde(skip_serializing_if = "<[WriterMark]>::is_empty")]
     pub(super) writers: &'a [WriterMark],
+    /// The task's spend (ruling 18), once an event carried `usage`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) spend: Option<&'a TaskSpend>,
 }
 
 /// The mark an engine writing to a shared store leaves on a task's row
@@ -84,6 +88,8 @@ struct StoredStateIn {
     extensions: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     writers: Vec<WriterMark>,
+    #[serde(default)]
+    spend: TaskSpend,
 }
 
 /// A task read back from the store, to take the place of (or fill in for)
@@ -94,6 +100,7 @@ pub(super) struct Restored {
     pub(super) builtin: BuiltinState,
     pub(super) episode: Option<Box<CycleEpisode>>,
     pub(super) writers: Vec<WriterMark>,
+    pub(super) spend: TaskSpend,
 }
 
 impl Engine {
@@ -132,18 +139,20 @@ impl Engine {
                 None
             }
         };
-        let (builtin, episode, mut extensions, writers) = match state {
+        let (builtin, episode, mut extensions, writers, spend) = match state {
             Some(state) => (
                 state.builtin,
                 state.episode,
                 state.extensions,
                 state.writers,
+                state.spend,
             ),
             None => (
                 BuiltinState::restored(record.snapshot.pivots),
                 None,
                 BTreeMap::new(),
                 Vec::new(),
+                TaskSpend::default(),
             ),
         };
         for extension in &self.extensions {
@@ -186,6 +195,7 @@ impl Engine {
             builtin,
             episode,
             writers,
+            spend,
         }
     }
 
