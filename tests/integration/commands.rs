@@ -228,9 +228,10 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
             "tool_repeat",
             "tool_cycle",
             "tool_no_new_info",
-            "tool_rephrase"
+            "tool_rephrase",
+            "budget"
         ],
-        "then the stale tool calls and the rephrased ones"
+        "then the stale tool calls and the rephrased ones, then the budget"
     );
     for scenario in scenarios {
         let kind = &scenario["kind"];
@@ -310,6 +311,26 @@ fn demo_json_shows_each_scenario_detecting_its_kind() {
         assert_eq!(task(quiet)["detections"], serde_json::json!([]), "{kind}");
         assert_ne!(task(looping)["detections"], serde_json::json!([]), "{kind}");
     }
+    // The loop is stopped by its budget; the task that spends as much in
+    // no loop runs to its end.
+    let budget = scenarios
+        .iter()
+        .find(|s| s["kind"] == "budget")
+        .expect("scenario");
+    let tasks = budget["report"]["tasks"].as_array().expect("tasks");
+    let (looping, working) = (&tasks[0], &tasks[1]);
+    assert_eq!(looping["status"], "escalated");
+    assert_eq!(working["status"], "completed");
+    assert_eq!(working["detections"], serde_json::json!([]));
+    assert_eq!(looping["usage"]["cost_usd"], working["usage"]["cost_usd"]);
+    let crossing = looping["detections"]
+        .as_array()
+        .expect("detections")
+        .iter()
+        .find(|d| d["kind"] == "budget")
+        .expect("a budget detection");
+    assert_eq!(crossing["budget"]["limit"], "budget.max_loop_cost_usd");
+    assert_eq!(crossing["line"], 7);
 }
 
 #[test]

@@ -1,13 +1,15 @@
 //! `loopguard demo`: bundled traces, one per built-in loop kind, three that
 //! only semantic matching catches, three judged by progress, three of stale
 //! tool calls next to tool repetition that is work, and one query reworded
-//! again and again next to a search refined once. Normal work stands
+//! again and again next to a search refined once, and a loop stopped by its
+//! budget next to work that spends as much. Normal work stands
 //! beside the loops: a review that brings a new revision each round stays
 //! silent beside one that ping-pongs.
 //!
 //! The traces live in `crates/cli/demo/` and are compiled into the binary,
 //! so the demo needs no file at run time. Each is replayed through a fresh
-//! engine with the default config, exactly as `loopguard replay` would. The
+//! engine with the default config (plus the budget scenario's own budget
+//! and prices), exactly as `loopguard replay` would. The
 //! embedding model is loaded once and shared by every scenario's engine
 //! (with `--no-semantic`, none is loaded, and the semantic scenarios show
 //! what exact text misses).
@@ -38,10 +40,13 @@ pub(crate) struct Scenario {
     pub(crate) story: &'static str,
     /// The trace, JSON Lines.
     pub(crate) trace: &'static str,
+    /// Settings of its own on top of the defaults (TOML: its budget and
+    /// prices), or none.
+    pub(crate) settings: &'static str,
 }
 
 /// Every scenario, in the order the demo plays them.
-pub(crate) const SCENARIOS: [Scenario; 19] = [
+pub(crate) const SCENARIOS: [Scenario; 20] = [
     Scenario {
         name: "exact_failure",
         kind: "exact_failure",
@@ -53,6 +58,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 inject the failure history at the second, and at the third (the 4th \
                 identical failure) escalates: the task waits for a human.",
         trace: include_str!("../demo/01_exact_failure.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "agent_pair",
@@ -67,6 +73,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 within 600 seconds is a cycle: loopguard answers break_cycle and names \
                 the agent to route around.",
         trace: include_str!("../demo/02_agent_pair.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "multi_agent",
@@ -79,6 +86,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 full (the 6th handoff), loopguard reports a multi-agent cycle and tells \
                 the orchestrator to break it.",
         trace: include_str!("../demo/03_multi_agent.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "topic_cycle",
@@ -89,6 +97,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 so each counts, and more than 3 on one topic is a cycle even when the \
                 agents differ: the 4th handoff is flagged.",
         trace: include_str!("../demo/04_topic_cycle.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "edge_limit",
@@ -101,6 +110,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 stuck (aborted_stuck); the same hop is also a 6th repeat of one \
                 transition, but the abort is the stronger answer.",
         trace: include_str!("../demo/05_edge_limit.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "phase_visits",
@@ -111,6 +121,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 Entering one phase more than 10 times is a loop anyway: loopguard \
                 blocks the 11th entry and escalates to a human.",
         trace: include_str!("../demo/06_phase_visits.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "transition_limit",
@@ -121,6 +132,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 again. The 6th occurrence of one transition is blocked and escalated \
                 to a human.",
         trace: include_str!("../demo/07_transition_limit.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "oscillation",
@@ -131,6 +143,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 (draft->review, review->draft, twice), loopguard answers block: the \
                 orchestrator should refuse this transition and try something else.",
         trace: include_str!("../demo/08_oscillation.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "repeated_output",
@@ -141,6 +154,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 directive to drop the approach. After two pivots, the third run of \
                 three pauses the task (paused) until a human steps in.",
         trace: include_str!("../demo/09_repeated_output.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "collaboration_loop",
@@ -156,6 +170,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 is unrelated: neither counts. The third reworded repeat is the \
                 task's third loop, and the task goes behind the human gate.",
         trace: include_str!("../demo/10_collaboration_loop.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "semantic_topic_cycle",
@@ -170,6 +185,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 says how similar it was, to which line, and names the agent to route \
                 around.",
         trace: include_str!("../demo/11_semantic_topic_cycle.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "repeated_query",
@@ -187,6 +203,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 researcher's notes land (line 8, one more file changed), asking again \
                 is fair and nothing is flagged.",
         trace: include_str!("../demo/12_repeated_query.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "regression",
@@ -199,6 +216,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 and counts as a loop although every message differs, and the third \
                 rise puts the task behind the human gate.",
         trace: include_str!("../demo/13_regression.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "no_progress",
@@ -209,6 +227,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 Three differing failures in a row with no progress signal are a \
                 no_progress loop: \"no tests\" is itself a warning sign.",
         trace: include_str!("../demo/14_no_progress.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "external_failure",
@@ -219,6 +238,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 external failure, never counts it as a loop, and escalates at the \
                 third in a row as a dependency problem for a human to look at.",
         trace: include_str!("../demo/15_external_failure.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "tool_repeat",
@@ -233,6 +253,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 changes every time), alerts read page by page, runbook files written \
                 with the same short \"OK\". None of it is flagged.",
         trace: include_str!("../demo/16_tool_repeat.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "tool_cycle",
@@ -243,6 +264,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 second lap of a two-call cycle: loopguard reports the cycle with the \
                 files in order and tells the agent to use what it already read.",
         trace: include_str!("../demo/17_tool_cycle.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "tool_no_new_info",
@@ -258,6 +280,7 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 the third call is a repeat, and the reason says which query matched \
                 which line.",
         trace: include_str!("../demo/18_tool_no_new_info.jsonl"),
+        settings: "",
     },
     Scenario {
         name: "tool_rephrase",
@@ -272,8 +295,40 @@ pub(crate) const SCENARIOS: [Scenario; 19] = [
                 GDPR search once, opens a page from its results and goes on to a new \
                 question: that is research, and nothing is flagged.",
         trace: include_str!("../demo/19_tool_rephrase.jsonl"),
+        settings: "",
+    },
+    Scenario {
+        name: "budget",
+        kind: "budget",
+        title: "A search loop that burns money, and work that costs the same",
+        story: "Two tasks spend the same: six web searches each, at 20,000 input and \
+                1,500 output tokens a call, priced from [pricing.gpt-4o]. The writer of \
+                DOCS-3 asks six different questions and gets answers; the researcher of \
+                RESEARCH-7 asks one question six times and hears \"No results found.\" \
+                The demo sets [budget] max_loop_cost_usd = 0.25: the spend in loops is \
+                what the events a loop detection names cost. At the fourth search the \
+                loop has cost $0.26, and loopguard escalates with a budget detection \
+                that names the limit, the spend and the loop that cost most. DOCS-3 \
+                spends as much, in no loop, and is never stopped.",
+        trace: include_str!("../demo/20_budget.jsonl"),
+        settings: "[budget]\nmax_loop_cost_usd = 0.25\n\
+                   [pricing.gpt-4o]\ninput_per_mtok = 2.5\noutput_per_mtok = 10.0\n",
     },
 ];
+
+/// A fresh engine for `scenario`: the demo's config with the scenario's
+/// own settings.
+fn scenario_engine(demo: &Setup, scenario: &Scenario) -> anyhow::Result<loopguard_host::LoopGuard> {
+    if scenario.settings.is_empty() {
+        return demo.engine(None);
+    }
+    let own = loopguard_config::Config::from_toml_str(scenario.settings)
+        .with_context(|| format!("the {} scenario's settings", scenario.name))?;
+    let mut config = demo.config.clone();
+    config.budget = own.budget;
+    config.pricing = own.pricing;
+    demo.engine_with(config, None)
+}
 
 /// A pair of requests the judges section compares, and what it shows.
 #[derive(Debug)]
@@ -421,7 +476,7 @@ async fn text(demo: &Setup) -> anyhow::Result<()> {
         }
         writeln!(out)?;
         out.flush()?;
-        let engine = demo.engine(None)?;
+        let engine = scenario_engine(demo, scenario)?;
         let mut output = Text::new(&mut out, anstream::stderr());
         let summary = replay_into(
             &engine,
@@ -488,7 +543,7 @@ async fn text(demo: &Setup) -> anyhow::Result<()> {
 async fn json(demo: &Setup) -> anyhow::Result<()> {
     let mut scenarios = Vec::with_capacity(SCENARIOS.len());
     for scenario in &SCENARIOS {
-        let engine = demo.engine(None)?;
+        let engine = scenario_engine(demo, scenario)?;
         let mut report = Collect::default();
         replay_into(
             &engine,
@@ -548,7 +603,7 @@ async fn json(demo: &Setup) -> anyhow::Result<()> {
 async fn jsonl(demo: &Setup) -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     for scenario in &SCENARIOS {
-        let engine = demo.engine(None)?;
+        let engine = scenario_engine(demo, scenario)?;
         let mut output = Jsonl::tagged(&mut out, scenario.name);
         replay_into(
             &engine,

@@ -209,7 +209,17 @@ impl Setup {
     /// `store` (in memory without one). A plugin that cannot be loaded or
     /// a judge that cannot be built stops the command here.
     pub(crate) fn engine(&self, store: Option<Arc<dyn Store>>) -> anyhow::Result<LoopGuard> {
-        let mut builder = LoopGuard::builder(self.config.clone());
+        self.engine_with(self.config.clone(), store)
+    }
+
+    /// [`Setup::engine`] with another `config` (its detectors and plugins
+    /// as this setup's).
+    pub(crate) fn engine_with(
+        &self,
+        config: Config,
+        store: Option<Arc<dyn Store>>,
+    ) -> anyhow::Result<LoopGuard> {
+        let mut builder = LoopGuard::builder(config);
         let detectors = self.detectors_keeping_answers_in(store.as_ref());
         if let Some(store) = store {
             builder = builder.store(store);

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::cli::{ListFormat, LogArgs, OpinionsArgs, ReportArgs, TasksArgs};
 use crate::outcome::Outcome;
-use crate::output::{Output, id_column, pad, shown_id};
+use crate::output::{Output, id_column, pad, shown_id, spend_cell};
 use crate::summary::Summary;
 
 /// How long the end of a replay waits for the store's writer to write what
@@ -47,20 +47,26 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
         *counts.entry(episode.task.as_str()).or_default() += 1;
     }
     let count = |task: &TaskSnapshot| counts.get(task.task.as_str()).copied().unwrap_or(0);
+    let spends = spends_of(store.as_ref(), &tasks).await?;
     let mut out = io::stdout().lock();
     match args.format {
         ListFormat::Json => {
             let tasks: Vec<_> = tasks
                 .iter()
-                .map(|task| {
-                    json!({
+                .zip(&spends)
+                .map(|(task, spend)| {
+                    let mut row = json!({
                         "task": task.task,
                         "status": task.status,
                         "loop_count": task.loop_count,
                         "pivots": task.pivots,
                         "last_seen": task.last_seen,
                         "episodes": count(task),
-                    })
+                    });
+                    if let (Some(spend), Some(row)) = (spend, row.as_object_mut()) {
+                        row.insert("usage".into(), json!(spend));
+                    }
+                    row
                 })
                 .collect();
             serde_json::to_writer_pretty(&mut out, &json!({ "tasks": tasks }))?;
@@ -75,24 +81,41 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
                     .map(|task| shown_id(&task.task).chars().count()),
                 "TASK".len(),
             );
+            // The spend column is shown when some task spent (ruling 18).
+            let cells: Vec<Option<String>> = spends
+                .iter()
+                .map(|spend| spend.as_ref().map(spend_cell))
+                .collect();
+            let spend_width = cells
+                .iter()
+                .flatten()
+                .map(|cell| cell.chars().count())
+                .max()
+                .map(|width| width.max("SPEND".len()));
+            let spend_column = |cell: Option<&str>| match spend_width {
+                Some(width) => format!("{}  ", pad(cell.unwrap_or("-"), width)),
+                None => String::new(),
+            };
             writeln!(
                 out,
-                "{}  {:<13}  {:>5}  {:>6}  {:>8}  LAST SEEN",
+                "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}LAST SEEN",
                 pad("TASK", width),
                 "STATUS",
                 "LOOPS",
                 "PIVOTS",
-                "EPISODES"
+                "EPISODES",
+                spend_column(Some("SPEND")),
             )?;
-            for task in &tasks {
+            for (task, cell) in tasks.iter().zip(&cells) {
                 writeln!(
                     out,
-                    "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}",
+                    "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}{}",
                     pad(shown_id(&task.task), width),
                     enum_name(json!(task.status)),
                     task.loop_count,
                     task.pivots,
                     count(task),
+                    spend_column(cell.as_deref()),
                     task.last_seen
                 )?;
             }
@@ -103,6 +126,22 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// Each task's spend (ruling 18), from its stored record.
+async fn spends_of(
+    store: &dyn Store,
+    tasks: &[TaskSnapshot],
+) -> anyhow::Result<Vec<Option<loopguard_core_types::Spend>>> {
+    let mut spends = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let record = store
+            .load_record(&task.task)
+            .await
+            .with_context(|| format!("cannot read task {}", task.task))?;
+        spends.push(record.and_then(|record| record.spend()));
+    }
+    Ok(spends)
 }
 
 /// Runs `loopguard log`: the audit trail (or, with `--episodes`, the cycle
@@ -300,9 +339,13 @@ pub(crate) async fn report(args: &ReportArgs) -> anyhow::Result<Outcome> {
                 writeln!(out, "line {}: {}", error.line, error.error)?;
             }
             for task in &report.tasks {
+                let spent = task
+                    .usage
+                    .map(|spend| format!(", spent {}", spend_cell(&spend)))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "{}: {}, loop count {}, pivots {}, {} detections",
+                    "{}: {}, loop count {}, pivots {}, {} detections{spent}",
                     shown_id(&task.task),
                     enum_name(json!(task.status)),
                     task.loop_count,

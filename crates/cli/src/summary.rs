@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use loopguard_core_types::TaskStatus;
+use loopguard_core_types::{Spend, TaskStatus};
 use loopguard_host::ReplayItem;
 
 /// Counts over a whole trace.
@@ -37,6 +37,8 @@ pub(crate) struct TaskSummary {
     pub(crate) pivots: u32,
     /// Detections by kind, in order of first appearance.
     pub(crate) by_kind: Vec<(String, u64)>,
+    /// What it spent (ruling 18), when any of its events carried `usage`.
+    pub(crate) usage: Option<Spend>,
 }
 
 impl Summary {
@@ -61,6 +63,7 @@ impl Summary {
                     loop_count: 0,
                     pivots: 0,
                     by_kind: Vec::new(),
+                    usage: None,
                 });
                 self.tasks.len() - 1
             }
@@ -71,6 +74,9 @@ impl Summary {
         task.status = decision.status;
         task.loop_count = decision.loop_count;
         task.pivots = decision.pivots;
+        if decision.usage.is_some() {
+            task.usage = decision.usage;
+        }
         for detection in &decision.detections {
             self.detections += 1;
             match task
@@ -82,6 +88,24 @@ impl Summary {
                 None => task.by_kind.push((detection.kind.to_string(), 1)),
             }
         }
+    }
+
+    /// What every task spent together, when any task's events carried
+    /// `usage`.
+    pub(crate) fn spend(&self) -> Option<Spend> {
+        let mut spent = self.tasks.iter().filter_map(|task| task.usage).peekable();
+        spent.peek()?;
+        Some(spent.fold(Spend::default(), |mut sum, task| {
+            let (total, in_loops) = (task.total, task.in_loops);
+            sum.total
+                .add(total.input_tokens, total.output_tokens, total.cost_usd);
+            sum.in_loops.add(
+                in_loops.input_tokens,
+                in_loops.output_tokens,
+                in_loops.cost_usd,
+            );
+            sum
+        }))
     }
 
     /// Whether any task had a detection of `kind`.

@@ -672,3 +672,23 @@ fn budgets_are_off_by_default_override_per_task_type_and_name_a_bad_limit() {
     let err = Config::from_toml_str("[budget]\nmax_cost = 1.0\n").expect_err("unknown key");
     assert_eq!(err.key(), Some("budget.max_cost"));
 }
+
+#[test]
+fn the_example_prices_read_and_name_their_date_and_source() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pricing.example.toml");
+    if !path.exists() {
+        // A packaged crate, away from the repository.
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        text.contains("June 2025") && text.contains("Source:"),
+        "dated, with a source"
+    );
+    let config = Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mini = config
+        .pricing
+        .price_for("gpt-4o-mini-2024-07-18")
+        .expect("priced");
+    assert_eq!(mini.output_per_mtok, 0.60);
+}

@@ -391,7 +391,7 @@ pub async fn store_report(store: &dyn Store, task: Option<&str>) -> Result<Repor
         let mut usage = None;
         if let Some(record) = store.load_record(&snapshot.task).await? {
             report.events += record.version;
-            usage = record.state.as_deref().and_then(crate::spend::saved_spend);
+            usage = record.spend();
         }
         index.insert(
             CompactString::from(snapshot.task.as_str()),

@@ -235,11 +235,19 @@ impl TaskSpend {
         if own.is_zero() {
             return;
         }
-        self.costliest.push(LoopSpend {
+        let looped = LoopSpend {
             kind: detection.kind.to_string(),
             evidence: detection.evidence.clone(),
             spend: own.totals(),
-        });
+        };
+        // A later detection of the same loop (its kind, from the same first
+        // line: the run grew) takes the place of the earlier one.
+        match self.costliest.iter_mut().find(|kept| {
+            kept.kind == looped.kind && kept.evidence.first() == looped.evidence.first()
+        }) {
+            Some(kept) => *kept = looped,
+            None => self.costliest.push(looped),
+        }
         self.costliest.sort_by(|a, b| costlier(&b.spend, &a.spend));
         self.costliest.truncate(COSTLIEST_LOOPS);
     }

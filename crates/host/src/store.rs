@@ -104,6 +104,14 @@ pub struct TaskRecord {
     pub state: Option<String>,
 }
 
+impl TaskRecord {
+    /// What the task spent (ruling 18), read from its saved state; `None`
+    /// when none of its events carried `usage` or the store keeps no state.
+    pub fn spend(&self) -> Option<loopguard_core_types::Spend> {
+        self.state.as_deref().and_then(crate::spend::saved_spend)
+    }
+}
+
 /// One row of the audit log: what happened to a task, on which line, when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {

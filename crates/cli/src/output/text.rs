@@ -11,7 +11,7 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use loopguard_core_types::{Action, Decision, Detection, Severity, TaskStatus};
+use loopguard_core_types::{Action, Decision, Detection, Severity, Spend, TaskStatus};
 use loopguard_host::ReplayItem;
 
 use super::Output;
@@ -253,9 +253,13 @@ impl<W: Write, E: Write> Text<W, E> {
         } else {
             format!("{tasks} ({statuses})")
         };
+        let spent = summary
+            .spend()
+            .map(|spend| format!(", spent {}", spend_cell(&spend)))
+            .unwrap_or_default();
         writeln!(
             self.out,
-            "{} {}, {}, {}, {}",
+            "{} {}, {}, {}, {}{spent}",
             paint(BOLD, "Totals:"),
             plural(summary.events, "event"),
             tasks,
@@ -274,18 +278,38 @@ impl<W: Write, E: Write> Text<W, E> {
                 .map(|task| shown_id(&task.task).chars().count()),
             "task".len(),
         );
+        // The spend column is shown when some task spent (ruling 18).
+        let spend_cells: Vec<Option<String>> = summary
+            .tasks
+            .iter()
+            .map(|task| task.usage.as_ref().map(spend_cell))
+            .collect();
+        let spend_width = spend_cells
+            .iter()
+            .flatten()
+            .map(|cell| cell.chars().count())
+            .max()
+            .map(|width| width.max("spend".len()));
+        let spend_header = spend_width
+            .map(|width| format!("{:<width$}  ", "spend"))
+            .unwrap_or_default();
         writeln!(
             self.out,
             "{}",
             paint(
                 BOLD,
                 format!(
-                    "{:<task_width$}  {:<13}  {:>5}  {:>6}  detections",
+                    "{:<task_width$}  {:<13}  {:>5}  {:>6}  {spend_header}detections",
                     "task", "status", "loops", "pivots"
                 )
             )
         )?;
-        for task in &summary.tasks {
+        for (task, spend) in summary.tasks.iter().zip(&spend_cells) {
+            let spend = match (spend_width, spend) {
+                (Some(width), Some(cell)) => format!("{}  ", pad(cell, width)),
+                (Some(width), None) => format!("{}  ", pad("-", width)),
+                (None, _) => String::new(),
+            };
             let by_kind = if task.by_kind.is_empty() {
                 "-".to_owned()
             } else {
@@ -297,7 +321,7 @@ impl<W: Write, E: Write> Text<W, E> {
             };
             writeln!(
                 self.out,
-                "{}  {}  {:>5}  {:>6}  {}",
+                "{}  {}  {:>5}  {:>6}  {spend}{}",
                 pad(shown_id(&task.task), task_width),
                 paint(status_style(task.status), pad(task.status, 13)),
                 task.loop_count,
@@ -369,6 +393,32 @@ pub(crate) fn pad(value: impl Display, width: usize) -> String {
         text.extend(std::iter::repeat_n(' ', width - columns));
     }
     text
+}
+
+/// A task's spend in one cell: dollars when a cost is known, else tokens,
+/// each with the part spent in loops.
+pub(crate) fn spend_cell(spend: &Spend) -> String {
+    match spend.total.cost_usd {
+        Some(cost) => format!(
+            "{} ({} in loops)",
+            usd(cost),
+            usd(spend.in_loops.cost_usd.unwrap_or(0.0))
+        ),
+        None => format!(
+            "{} tokens ({} in loops)",
+            spend.total.tokens(),
+            spend.in_loops.tokens()
+        ),
+    }
+}
+
+/// Dollars: cents from a dollar up, four decimals below.
+fn usd(value: f64) -> String {
+    if value >= 1.0 {
+        format!("${value:.2}")
+    } else {
+        format!("${value:.4}")
+    }
 }
 
 fn plural(count: impl Display, noun: &str) -> String {
