@@ -61,7 +61,7 @@ pub use replay::{
     Observed, ReplayItem, ReportBuilder, replay, replay_each, replay_each_from,
     replay_observed_from, store_report,
 };
-pub use spend::{PRICED_EVENTS_KEPT, SPEND_LOOP_KINDS};
+pub use spend::{EventSpend, PRICED_EVENTS_KEPT, SPEND_LOOP_KINDS, SavedSpend, saved_spend_detail};
 pub use store::{
     AuditEntry, AuditRecord, CycleEpisode, DetectionSummary, Durability, KeptOpinion, MemoryStore,
     PivotRecord, Resolution, RunRecord, Store, StoreError, StoreHealth, StoredLineError,

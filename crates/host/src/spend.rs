@@ -334,12 +334,62 @@ impl TaskSpend {
 /// The spend in a task's saved state (the JSON a durable store keeps),
 /// when it has one.
 pub(crate) fn saved_spend(state: &str) -> Option<Spend> {
+    saved_task_spend(state)?.report()
+}
+
+/// The spend part of a task's saved state, when it has one.
+fn saved_task_spend(state: &str) -> Option<TaskSpend> {
     #[derive(Deserialize)]
     struct WithSpend {
         spend: Option<TaskSpend>,
     }
     let saved: WithSpend = serde_json::from_str(state).ok()?;
-    saved.spend?.report()
+    saved.spend
+}
+
+/// One event's spend as a task's saved state keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EventSpend {
+    /// The event's line.
+    pub line: u64,
+    /// What it spent.
+    #[serde(flatten)]
+    pub spend: SpendTotals,
+    /// Whether a loop detection named it (it counts in the spend in loops).
+    pub in_loops: bool,
+}
+
+/// What a task's saved state holds about its spend: its totals, its
+/// costliest loops (at most two, costliest first) and its last
+/// [`PRICED_EVENTS_KEPT`] events with usage (oldest first), for a host
+/// that shows spend beside the audit log (a dashboard).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SavedSpend {
+    /// The task's spend after its last event.
+    pub usage: Spend,
+    /// Its costliest loops so far.
+    pub costliest_loops: Vec<LoopSpend>,
+    /// Its last events with usage, oldest first.
+    pub recent: Vec<EventSpend>,
+}
+
+/// The spend in a task's saved state ([`TaskRecord::state`](crate::TaskRecord::state)),
+/// when an event of the task carried usage and the state is readable.
+pub fn saved_spend_detail(state: &str) -> Option<SavedSpend> {
+    let spend = saved_task_spend(state)?;
+    Some(SavedSpend {
+        usage: spend.report()?,
+        costliest_loops: spend.costliest.clone(),
+        recent: spend
+            .recent
+            .iter()
+            .map(|priced| EventSpend {
+                line: priced.line,
+                spend: priced.sums.totals(),
+                in_loops: priced.in_loops,
+            })
+            .collect(),
+    })
 }
 
 /// Orders spends costliest first: by dollars where both have a cost, else
@@ -430,4 +480,36 @@ fn lines(evidence: &[u64]) -> String {
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_spend_detail_reads_the_totals_the_loops_and_the_kept_events() {
+        let state = r#"{"spend":{
+            "total":{"input_tokens":30,"output_tokens":6,"cost_nanos":3000},
+            "in_loops":{"input_tokens":20,"output_tokens":4,"cost_nanos":2000},
+            "recent":[
+                {"line":2,"input_tokens":10,"output_tokens":2,"cost_nanos":1000},
+                {"line":5,"input_tokens":20,"output_tokens":4,"cost_nanos":2000,"in_loops":true}],
+            "costliest":[{"kind":"tool_repeat","evidence":[5],
+                "input_tokens":20,"output_tokens":4,"cost_usd":0.000002}]}}"#;
+        let saved = saved_spend_detail(state).expect("spend in the state");
+        assert_eq!(saved.usage.total.input_tokens, 30);
+        assert_eq!(saved.usage.in_loops.cost_usd, Some(0.000_002));
+        assert_eq!(saved.costliest_loops.len(), 1);
+        assert_eq!(saved.costliest_loops[0].evidence, vec![5]);
+        let lines: Vec<(u64, bool)> = saved
+            .recent
+            .iter()
+            .map(|event| (event.line, event.in_loops))
+            .collect();
+        assert_eq!(lines, vec![(2, false), (5, true)]);
+        assert_eq!(saved.recent[1].spend.cost_usd, Some(0.000_002));
+        assert_eq!(saved_spend(state), Some(saved.usage));
+        assert!(saved_spend_detail(r#"{"detectors":{}}"#).is_none());
+        assert!(saved_spend_detail("not json").is_none());
+    }
 }

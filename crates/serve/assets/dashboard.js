@@ -100,6 +100,39 @@
     return (lines.length > shown.length ? '… ' : '') + shown.join(', ');
   }
 
+  // US dollars: cents from a dollar up, three significant digits below.
+  function dollars(value) {
+    if (value === null || value === undefined) return '—';
+    if (value >= 1) return '$' + value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    return '$' + value.toLocaleString('en-US', { maximumSignificantDigits: 3 });
+  }
+
+  function tokenCount(totals) { return totals.input_tokens + totals.output_tokens; }
+
+  // "N% of the total", or null when there is no total.
+  function share(part, whole) {
+    return whole ? Math.round((100 * (part || 0)) / whole) + '% of the total' : null;
+  }
+
+  // A round top for an axis: 1, 2, 2.5 or 5 times a power of ten, above `value`.
+  function niceCeil(value) {
+    if (!(value > 0)) return 1;
+    const step = Math.pow(10, Math.floor(Math.log10(value)));
+    for (const factor of [1, 2, 2.5, 5, 10]) {
+      if (factor * step >= value) return factor * step;
+    }
+    return value;
+  }
+
+  // One card: label, value shown, note; `data-spend` names it, `data-value` holds the raw number.
+  function spendCard(label, key, raw, shown, note, tone) {
+    return h('div', { class: 'card ' + (tone || ''), 'data-spend': key, 'data-value': raw === null || raw === undefined ? '' : raw }, [
+      h('div', { class: 'label' }, label),
+      h('div', { class: 'value' }, shown),
+      note ? h('div', { class: 'note' }, note) : null,
+    ]);
+  }
+
   // ---- the token ---------------------------------------------------------
 
   function takeTokenFromFragment() {
@@ -483,6 +516,49 @@
     ]);
   }
 
+  // The spend cards and the costliest loops, shown once a listed task's events carried usage.
+  function renderSpend(data) {
+    const spend = data.spend;
+    const shown = Boolean(spend && spend.tasks > 0);
+    byId('spend-cards').hidden = !shown;
+    byId('costliest-panel').hidden = !shown;
+    if (!shown) return;
+    const total = spend.total;
+    const loops = spend.in_loops;
+    replace(byId('spend-cards'), [
+      spendCard('Tokens', 'tokens', tokenCount(total), tokenCount(total).toLocaleString('en-US'),
+        'in ' + total.input_tokens.toLocaleString('en-US') + ' · out ' + total.output_tokens.toLocaleString('en-US')),
+      spendCard('Cost', 'cost', total.cost_usd, dollars(total.cost_usd), plural(spend.tasks, 'task', 'tasks') + ' with usage'),
+      spendCard('Tokens in loops', 'loop-tokens', tokenCount(loops), tokenCount(loops).toLocaleString('en-US'),
+        share(tokenCount(loops), tokenCount(total)), tokenCount(loops) ? 'warn' : ''),
+      spendCard('Cost in loops', 'loop-cost', loops.cost_usd, dollars(loops.cost_usd),
+        share(loops.cost_usd, total.cost_usd), loops.cost_usd ? 'bad' : ''),
+    ]);
+    const rows = spend.costliest_loops.map((loop) => {
+      const row = h('tr', {
+        class: 'loop-row',
+        'data-task': loop.task,
+        'data-loop-kind': loop.kind,
+        'data-evidence': loop.evidence.join(','),
+        'data-tokens': tokenCount(loop),
+        'data-cost': loop.cost_usd === undefined ? '' : loop.cost_usd,
+      }, [
+        h('td', null, h('a', { class: 'task-link', href: taskHref(loop.task) }, loop.task)),
+        h('td', null, h('span', { class: 'kind' }, loop.kind)),
+        h('td', { class: 'lines' }, lineList(loop.evidence)),
+        h('td', { class: 'num' }, tokenCount(loop).toLocaleString('en-US')),
+        h('td', { class: 'num' }, dollars(loop.cost_usd)),
+      ]);
+      row.addEventListener('click', (event) => {
+        if (event.target.closest('a')) return;
+        window.location.href = taskHref(loop.task);
+      });
+      return row;
+    });
+    replace(byId('costliest').tBodies[0], rows);
+    byId('costliest-empty').hidden = rows.length > 0;
+  }
+
   let showAll = false;
   function renderDetections(data, colors) {
     const list = data.recent_detections;
@@ -504,6 +580,7 @@
       latest = data;
       const colors = kindColors(data.timeline.series);
       renderTotals(data);
+      renderSpend(data);
       renderTasks(data);
       renderChart(data, colors);
       renderMatrix(data);
@@ -547,12 +624,117 @@
       ['Loop count', report.loop_count, report.loop_count ? 'warn' : '', null],
       ['Pivots', report.pivots, '', null],
       ['Detections', report.detections.length, '', null],
-      ['Episodes', report.cycle_log.length, '', open ? open + ' open' : 'all resolved'],
+      ['Episodes', report.cycle_log.length, '', report.cycle_log.length ? (open ? open + ' open' : 'all resolved') : null],
     ];
     replace(byId('task-cards'), cards.map(([label, value, tone, note]) => h('div', { class: 'card ' + tone }, [
       h('div', { class: 'label' }, label),
       h('div', { class: 'value' }, String(value)),
-      note && report.cycle_log.length ? h('div', { class: 'note' }, note) : null,
+      note ? h('div', { class: 'note' }, note) : null,
+    ])).concat(taskSpendCards(report.usage)));
+  }
+
+  // The task's spend cards, when its events carried usage.
+  function taskSpendCards(usage) {
+    if (!usage) return [];
+    const loops = usage.in_loops;
+    return [
+      spendCard('Tokens', 'tokens', tokenCount(usage), tokenCount(usage).toLocaleString('en-US'),
+        'in ' + usage.input_tokens.toLocaleString('en-US') + ' · out ' + usage.output_tokens.toLocaleString('en-US')),
+      spendCard('Cost', 'cost', usage.cost_usd, dollars(usage.cost_usd), null),
+      spendCard('Cost in loops', 'loop-cost', loops.cost_usd, dollars(loops.cost_usd),
+        share(loops.cost_usd, usage.cost_usd), loops.cost_usd ? 'bad' : ''),
+    ];
+  }
+
+  // The spend chart's frame: plot area and scales over the kept events' lines.
+  function spendFrame(events, valueOf) {
+    const frame = { width: 1120, height: 300, left: 60, right: 14, top: 12, bottom: 26 };
+    frame.plotW = frame.width - frame.left - frame.right;
+    frame.plotH = frame.height - frame.top - frame.bottom;
+    frame.first = events[0].line;
+    frame.last = events[events.length - 1].line;
+    frame.max = niceCeil(Math.max(...events.map((event) => valueOf(event.cumulative))));
+    const span = Math.max(1, frame.last - frame.first);
+    frame.x = (line) => frame.left + (frame.plotW * (line - frame.first)) / span;
+    frame.y = (value) => frame.top + frame.plotH - (frame.plotH * value) / frame.max;
+    return frame;
+  }
+
+  // The lines an episode covers: its detections' lines and their evidence
+  // (a budget detection's evidence is other loops', so it is left out).
+  function episodeLines(episode, detections) {
+    const lines = episode.lines.slice();
+    for (const detection of detections) {
+      if (detection.kind !== 'budget' && episode.lines.includes(detection.line)) lines.push(...detection.evidence);
+    }
+    return lines;
+  }
+
+  // Shaded bands over the lines of each loop episode that falls in the chart.
+  function episodeBands(svg, frame, report) {
+    for (const episode of report.cycle_log) {
+      if (!episode.lines || !episode.lines.length) continue;
+      const lines = episodeLines(episode, report.detections);
+      const from = Math.max(frame.first, Math.min(...lines));
+      const to = Math.min(frame.last, Math.max(...lines));
+      if (from > to) continue;
+      const x0 = frame.x(from) - 5;
+      svg.appendChild(s('rect', {
+        class: 'episode-band', x: x0, y: frame.top, width: Math.max(10, frame.x(to) + 5 - x0), height: frame.plotH,
+        'data-episode': episode.id, 'data-from': from, 'data-to': to,
+      }, s('title', null, 'Loop episode: lines ' + lineList(episode.lines) + ' (' + episode.patterns.join(', ') + ')')));
+    }
+  }
+
+  // The axes: four value ticks, and line numbers along the bottom.
+  function spendAxes(svg, frame, format) {
+    for (let i = 0; i <= 4; i++) {
+      const value = (frame.max * i) / 4;
+      const y = frame.y(value);
+      svg.appendChild(s('line', { class: i === 0 ? 'axis' : 'grid', x1: frame.left, x2: frame.width - frame.right, y1: y, y2: y }));
+      svg.appendChild(s('text', { x: frame.left - 6, y: y + 4, 'text-anchor': 'end' }, format(value)));
+    }
+    const step = Math.max(1, Math.ceil((frame.last - frame.first) / 8));
+    for (let line = frame.first; line <= frame.last; line += step) {
+      svg.appendChild(s('text', { x: frame.x(line), y: frame.height - 8, 'text-anchor': 'middle' }, 'line ' + line));
+    }
+  }
+
+  // Spend over time: the running total after each of the task's last events
+  // with usage (dollars when priced, else tokens), loop events and episodes marked.
+  function renderTaskSpend(report) {
+    const spend = report.spend;
+    const panel = byId('spend-panel');
+    panel.hidden = !spend || spend.events.length === 0;
+    if (panel.hidden) return;
+    const events = spend.events;
+    const byCost = report.usage && report.usage.cost_usd !== undefined && report.usage.cost_usd !== null;
+    const valueOf = byCost ? (totals) => totals.cost_usd || 0 : tokenCount;
+    const format = byCost ? dollars : (value) => Math.round(value).toLocaleString('en-US');
+    const frame = spendFrame(events, valueOf);
+    const last = valueOf(events[events.length - 1].cumulative);
+    const svg = s('svg', {
+      viewBox: '0 0 ' + frame.width + ' ' + frame.height, role: 'img', 'aria-label': 'Spend over the task\'s events',
+      'data-metric': byCost ? 'cost_usd' : 'tokens', 'data-points': events.length, 'data-last': last,
+    });
+    episodeBands(svg, frame, report);
+    spendAxes(svg, frame, format);
+    const path = events.map((event, at) => (at ? 'L' : 'M') + frame.x(event.line).toFixed(1) + ',' + frame.y(valueOf(event.cumulative)).toFixed(1));
+    svg.appendChild(s('path', { class: 'spend-line', d: path.join(' ') }));
+    for (const event of events) {
+      svg.appendChild(s('circle', {
+        class: 'spend-point' + (event.in_loops ? ' in-loop' : ''), cx: frame.x(event.line), cy: frame.y(valueOf(event.cumulative)),
+        r: event.in_loops ? 4.5 : 3, 'data-line': event.line, 'data-cumulative': valueOf(event.cumulative), 'data-in-loops': event.in_loops,
+      }, s('title', null, 'line ' + event.line + ': ' + format(valueOf(event)) + ', ' + format(valueOf(event.cumulative)) + ' in all' + (event.in_loops ? ' (in a loop)' : ''))));
+    }
+    replace(byId('spend-chart'), svg);
+    byId('spend-hint').textContent = 'Running total of ' + (byCost ? 'dollars' : 'tokens') + ' after each of the task\'s last ' +
+      plural(events.length, 'event', 'events') + ' with usage (lines ' + frame.first + '–' + frame.last + '), ' + format(last) + ' in all.';
+    replace(byId('task-loops'), spend.costliest_loops.map((loop) => h('li', { class: 'task-loop', 'data-loop-kind': loop.kind, 'data-cost': loop.cost_usd === undefined ? '' : loop.cost_usd }, [
+      h('span', { class: 'kind' }, loop.kind),
+      h('span', { class: 'lines' }, 'lines ' + lineList(loop.evidence)),
+      h('span', null, tokenCount(loop).toLocaleString('en-US') + ' tokens'),
+      h('span', { class: 'cost' }, dollars(loop.cost_usd)),
     ])));
   }
 
@@ -634,6 +816,7 @@
       const [report, entries] = await Promise.all([api(path), api(path + '/timeline')]);
       timeline = entries;
       renderTask(report);
+      renderTaskSpend(report);
       renderTimeline(task, timeline, liveDecisions);
       renderEpisodes(report);
       byId('generated').textContent = 'Updated ' + formatTime(new Date().toISOString());

@@ -32,6 +32,11 @@
 //!   there are older ones). The page shows it
 //!   beside `GET /v1/tasks/{task}` (status, counters, cycle log).
 //!
+//! The overview's `spend` and the task's `spend` (tokens and dollars, in
+//! total and in loops, the costliest loops, spend over the task's last
+//! events) are read from the tasks' saved state: see
+//! [`crate::dashboard_spend`].
+//!
 //! The timeline ends at the latest detection's time (the events' own
 //! times, else the time they were observed), so a replayed trace with old
 //! timestamps still shows.
@@ -174,7 +179,9 @@ pub(crate) async fn get_dashboard(
     let store = state.store();
     let tasks = store.tasks().await?;
     let audit = store.audit_recent(None, AUDIT_WINDOW).await?;
-    let view = Dashboard::build(tasks, &audit, Timestamp::now());
+    let mut view = Dashboard::build(tasks, &audit, Timestamp::now());
+    let listed: Vec<String> = view.tasks.iter().map(|row| row.task.clone()).collect();
+    view.spend = crate::dashboard_spend::overview(store, &listed).await?;
     Ok((no_store(), json(&view).map_err(ApiError::from)))
 }
 
@@ -289,6 +296,9 @@ pub(crate) struct Dashboard {
     timeline: Timeline,
     /// Which agents loop with which.
     agents: AgentMatrix,
+    /// What the listed tasks spent, in total and in loops, and their
+    /// costliest loops (see [`crate::dashboard_spend`]).
+    spend: crate::dashboard_spend::SpendOverview,
 }
 
 /// Counts over the whole store.
@@ -400,6 +410,7 @@ impl Dashboard {
                 .collect(),
             timeline: timeline(&detections, now),
             agents: agent_matrix(&detections),
+            spend: Default::default(),
         }
     }
 }

@@ -9,13 +9,13 @@
 //! |-------|------|
 //! | `POST /v1/events` | one event (`application/json`) or many (`application/x-ndjson`) in, their decisions out, exactly as `loopguard replay --format jsonl` prints them |
 //! | `GET /v1/tasks` | every stored task: status, loop count, pivots, detections, the last detection |
-//! | `GET /v1/tasks/{task}` | one task's report (as `replay --format json` prints a task) and its cycle log |
+//! | `GET /v1/tasks/{task}` | one task's report (as `replay --format json` prints a task), its cycle log and, when its events carried usage, its `spend` (costliest loops, running totals over its last events) |
 //! | `POST /v1/tasks/{task}/human` | a `human` event for the task (lifts the gate), optional `{"note": "..."}` |
 //! | `POST /v1/traces` | OTLP/HTTP traces (protobuf or JSON, optionally gzipped): spans buffered per trace, mapped as `loopguard import --from otlp` maps them, and decided when the trace's root span ends or `serve.otlp_flush_ms` after its last span |
 //! | `GET /healthz`, `GET /readyz` | the process runs; the store answers |
 //! | `GET /metrics` | the loop figures in the Prometheus text format (no token needed, like the health routes) |
 //! | `GET /`, `GET /tasks/{task}`, `GET /assets/*` | the live dashboard and a task's page: static HTML, CSS and JS compiled in, no data, no token needed |
-//! | `GET /v1/dashboard` | the dashboard's data, from the store: totals, tasks (newest activity first), the newest detections, detections per kind per minute, the agent matrix (all bounded) |
+//! | `GET /v1/dashboard` | the dashboard's data, from the store: totals, tasks (newest activity first), the newest detections, detections per kind per minute, the agent matrix, the listed tasks' spend and costliest loops (all bounded) |
 //! | `GET /v1/tasks/{task}/timeline` | the task's audit log (detections and resets, with lines and times), newest first |
 //! | `GET /v1/live` | every decision as it is answered, as server-sent events (`decision`; `lagged` with how many a slow client missed) |
 //!
@@ -68,6 +68,7 @@ pub use webhook::WebhookOptions;
 mod body;
 mod connections;
 mod dashboard;
+mod dashboard_spend;
 mod error;
 mod metrics;
 mod options;

@@ -8,6 +8,17 @@
 //! first detection to its resolution, how long the engine took per event,
 //! the errors the decisions reported, and the OTLP spans it took or left.
 //!
+//! Spend (trace format 1.2, ruling 18): every decision of a task whose
+//! events carried `usage` carries the task's running totals after that
+//! event; what the event added is the difference from the totals of the
+//! task's previous decision, so the counters `loopguard_tokens_total`,
+//! `loopguard_cost_usd_total` and `loopguard_loop_cost_usd_total` are the
+//! sums of what the served events spent (priced as the engine priced them).
+//! The part that went into loops is counted under the kind of the first
+//! loop detection on the decision that raised it (one of
+//! [`SPEND_LOOP_KINDS`]). A task this process had not followed (its first
+//! event here, or one forgotten as below) counts its totals so far.
+//!
 //! The per-task figures keep a little state per task (its status, whether it
 //! was ever gated, when its first unresolved detection came), for at most
 //! [`TRACKED_TASKS`] tasks: the least recently seen one beyond that is
@@ -17,8 +28,10 @@
 use std::num::NonZeroUsize;
 use std::time::Instant;
 
-use loopguard_core_types::{Action, Decision, TaskStatus};
-use loopguard_host::Observed;
+use std::sync::atomic::AtomicU64;
+
+use loopguard_core_types::{Action, Decision, Spend, TaskStatus};
+use loopguard_host::{Observed, SPEND_LOOP_KINDS};
 use parking_lot::Mutex;
 use prometheus_client::encoding::{EncodeLabelSet, text::encode};
 use prometheus_client::metrics::counter::Counter;
@@ -87,6 +100,21 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+/// `direction`: `input` or `output`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: &'static str,
+}
+
+/// `kind`: one of [`SPEND_LOOP_KINDS`], or `other`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LoopKindLabels {
+    kind: &'static str,
+}
+
+/// A counter of dollars.
+type Dollars = Counter<f64, AtomicU64>;
+
 /// What the metrics keep per task.
 #[derive(Debug, Clone, Copy)]
 struct TaskTrack {
@@ -98,6 +126,9 @@ struct TaskTrack {
     /// Its highest loop count since it last completed (completing resets
     /// the count the decisions carry).
     loops: u32,
+    /// Its spend after the last decision seen, when its events carried
+    /// usage.
+    spend: Option<Spend>,
 }
 
 /// The server's metrics and their registry.
@@ -118,6 +149,9 @@ pub(crate) struct Metrics {
     otlp_spans: Family<OutcomeLabels, Counter>,
     webhook: Family<OutcomeLabels, Counter>,
     refused: Family<ReasonLabels, Counter>,
+    tokens: Family<DirectionLabels, Counter>,
+    cost_usd: Dollars,
+    loop_cost_usd: Family<LoopKindLabels, Dollars>,
     tracked: Mutex<lru::LruCache<String, TaskTrack>>,
 }
 
@@ -217,6 +251,7 @@ impl Metrics {
              serve.queue requests handled)",
             refused.clone(),
         );
+        let (tokens, cost_usd, loop_cost_usd) = register_spend(&mut registry);
         let capacity = NonZeroUsize::new(TRACKED_TASKS).unwrap_or(NonZeroUsize::MIN);
         Metrics {
             registry,
@@ -234,6 +269,9 @@ impl Metrics {
             otlp_spans,
             webhook,
             refused,
+            tokens,
+            cost_usd,
+            loop_cost_usd,
             tracked: Mutex::new(lru::LruCache::new(capacity)),
         }
     }
@@ -307,6 +345,7 @@ impl Metrics {
             gated: false,
             first_detection: None,
             loops: 0,
+            spend: None,
         });
         match previous {
             None => {
@@ -344,11 +383,49 @@ impl Metrics {
             track.loops = 0;
         }
         track.status = decision.status;
+        self.count_spend(decision, previous.and_then(|previous| previous.spend));
+        track.spend = decision.usage.or(track.spend);
         if let Some((_, forgotten)) = tracked.push(decision.task.clone(), track)
             && previous.is_none()
         {
             // The least recently seen task made room: it leaves the gauge.
             self.status_gauge(forgotten.status).dec();
+        }
+    }
+
+    /// Counts what the decision's event spent: its task's totals now less
+    /// `before`, the totals of the task's previous decision.
+    fn count_spend(&self, decision: &Decision, before: Option<Spend>) {
+        let Some(now) = decision.usage else {
+            return;
+        };
+        let before = before.unwrap_or_default();
+        let input = now
+            .total
+            .input_tokens
+            .saturating_sub(before.total.input_tokens);
+        let output = now
+            .total
+            .output_tokens
+            .saturating_sub(before.total.output_tokens);
+        for (direction, added) in [("input", input), ("output", output)] {
+            if added > 0 {
+                self.tokens
+                    .get_or_create(&DirectionLabels { direction })
+                    .inc_by(added);
+            }
+        }
+        let cost = dollars_added(now.total.cost_usd, before.total.cost_usd);
+        if cost > 0.0 {
+            self.cost_usd.inc_by(cost);
+        }
+        let in_loops = dollars_added(now.in_loops.cost_usd, before.in_loops.cost_usd);
+        if in_loops > 0.0 {
+            self.loop_cost_usd
+                .get_or_create(&LoopKindLabels {
+                    kind: loop_kind(decision),
+                })
+                .inc_by(in_loops);
         }
     }
 
@@ -366,6 +443,64 @@ impl Metrics {
         encode(&mut text, &self.registry)?;
         Ok(text)
     }
+}
+
+/// Registers the spend counters: tokens by direction, dollars, dollars in
+/// loops by kind.
+fn register_spend(
+    registry: &mut Registry,
+) -> (
+    Family<DirectionLabels, Counter>,
+    Dollars,
+    Family<LoopKindLabels, Dollars>,
+) {
+    let tokens = Family::<DirectionLabels, Counter>::default();
+    registry.register(
+        "tokens",
+        "Tokens the served events spent (their usage), by direction: input or output",
+        tokens.clone(),
+    );
+    let cost_usd = Dollars::default();
+    registry.register(
+        "cost_usd",
+        "US dollars the served events spent: each event's own cost_usd, else its tokens at the \
+         [pricing] of its model (an event that cannot be priced adds tokens only)",
+        cost_usd.clone(),
+    );
+    let loop_cost_usd = Family::<LoopKindLabels, Dollars>::default();
+    registry.register(
+        "loop_cost_usd",
+        "US dollars spent on events a loop detection named as evidence (each event once), by the \
+         kind of the first loop detection on the decision that counted them",
+        loop_cost_usd.clone(),
+    );
+    (tokens, cost_usd, loop_cost_usd)
+}
+
+/// The dollars between two running totals (none when the later has no
+/// cost; never negative).
+fn dollars_added(now: Option<f64>, before: Option<f64>) -> f64 {
+    let added = now.unwrap_or(0.0) - before.unwrap_or(0.0);
+    if added.is_finite() {
+        added.max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// The kind spend in loops is counted under: the first detection on the
+/// decision of a kind in [`SPEND_LOOP_KINDS`], else `other`.
+fn loop_kind(decision: &Decision) -> &'static str {
+    decision
+        .detections
+        .iter()
+        .find_map(|detection| {
+            SPEND_LOOP_KINDS
+                .iter()
+                .find(|kind| **kind == &*detection.kind)
+                .copied()
+        })
+        .unwrap_or("other")
 }
 
 /// The action's name in the trace format.
@@ -472,6 +607,55 @@ mod tests {
             "loopguard_loops_per_task_count 1",
             "loopguard_loops_per_task_sum 2.0",
             "loopguard_resolution_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    fn spend(tokens: u64, cost: f64, loop_cost: f64) -> Option<Spend> {
+        use loopguard_core_types::SpendTotals;
+        Some(Spend {
+            total: SpendTotals {
+                input_tokens: tokens,
+                output_tokens: tokens / 10,
+                cost_usd: Some(cost),
+            },
+            in_loops: SpendTotals {
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: (loop_cost > 0.0).then_some(loop_cost),
+            },
+        })
+    }
+
+    #[test]
+    fn spend_is_counted_from_each_tasks_running_totals() {
+        let metrics = Metrics::new();
+        let mut first = decision("a", TaskStatus::Active, 0);
+        first.usage = spend(100, 0.5, 0.0);
+        metrics.decided(&first, observed("turn"));
+        let mut other = decision("b", TaskStatus::Active, 0);
+        other.usage = spend(50, 0.25, 0.0);
+        metrics.decided(&other, observed("turn"));
+        let mut looped = decision("a", TaskStatus::Active, 1);
+        looped.usage = spend(300, 1.5, 1.0);
+        looped.detections.push(loopguard_core_types::Detection::new(
+            "tool_repeat",
+            "tool_repeat",
+            loopguard_core_types::Severity::Low,
+            Action::InjectContext,
+            vec![1, 3],
+            "same call",
+        ));
+        metrics.decided(&looped, observed("tool_call"));
+        // A task without usage adds nothing.
+        metrics.decided(&decision("c", TaskStatus::Active, 0), observed("turn"));
+        let text = metrics.encode().unwrap_or_default();
+        for line in [
+            "loopguard_tokens_total{direction=\"input\"} 350",
+            "loopguard_tokens_total{direction=\"output\"} 35",
+            "loopguard_cost_usd_total 1.75",
+            "loopguard_loop_cost_usd_total{kind=\"tool_repeat\"} 1.0",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -181,8 +181,10 @@ pub(crate) async fn get_tasks(Shared(state): Shared<Arc<State>>) -> Result<Respo
     Ok(json(&json!({ "tasks": tasks }))?)
 }
 
-/// `GET /v1/tasks/{task}`: the task's report and its cycle log; 404 for a
-/// task the store does not have.
+/// `GET /v1/tasks/{task}`: the task's report, its cycle log and, when its
+/// events carried usage, its `spend` (its costliest loops and its last
+/// events with the running totals); 404 for a task the store does not
+/// have.
 pub(crate) async fn get_task(
     Shared(state): Shared<Arc<State>>,
     Path(task): Path<String>,
@@ -193,9 +195,13 @@ pub(crate) async fn get_task(
         return Err(ApiError::NoTask(task));
     };
     let episodes = store.episodes(Some(&task)).await?;
+    let spend = crate::dashboard_spend::task_spend(store, &task).await?;
     let mut value = serde_json::to_value(&found)?;
     if let Some(object) = value.as_object_mut() {
         object.insert("cycle_log".into(), json!(episodes));
+        if let Some(spend) = spend {
+            object.insert("spend".into(), serde_json::to_value(spend)?);
+        }
     }
     Ok(json(&value)?)
 }

@@ -1117,3 +1117,179 @@ async fn headless_chromium_takes_the_token_from_its_form_and_asks_again_when_ref
     drop(browser);
     server.stop().await;
 }
+
+// ---- spend (trace format 1.2, ruling 18) -----------------------------------
+
+/// A budget on the spend in loops and a price for the model the trace
+/// names without a cost.
+const SPEND_CONFIG: &str = "[budget]\nmax_loop_cost_usd = 0.05\n\
+                            [pricing.gpt-4o-mini]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n";
+
+/// tests/traces/spend_budget.jsonl and what its events spent, by hand:
+/// (tokens, dollars), each event's own cost else its tokens at the price
+/// of SPEND_CONFIG.
+fn spend_trace() -> (String, u64, f64) {
+    let text = std::fs::read_to_string(traces().join("spend_budget.jsonl")).expect("the trace");
+    let (mut tokens, mut cost) = (0, 0.0);
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line).expect("JSON");
+        let usage = &event["usage"];
+        let input = usage["input_tokens"].as_u64().unwrap_or(0);
+        let output = usage["output_tokens"].as_u64().unwrap_or(0);
+        tokens += input + output;
+        cost += usage["cost_usd"]
+            .as_f64()
+            .unwrap_or((input as f64 * 0.15 + output as f64 * 0.6) / 1e6);
+    }
+    (text, tokens, cost)
+}
+
+/// `expression` evaluated on the page as JSON (it must return a string
+/// from `JSON.stringify`).
+fn json_of(browser: &mut Browser, expression: &str) -> Value {
+    match browser.eval(&format!("JSON.stringify({expression})")) {
+        Value::String(text) => serde_json::from_str(&text).expect("JSON from the page"),
+        other => panic!("{expression}: {other}"),
+    }
+}
+
+fn assert_near(got: &Value, expected: f64, what: &str) {
+    let got = match got {
+        Value::String(text) => text.parse::<f64>().ok(),
+        other => other.as_f64(),
+    };
+    assert!(
+        got.is_some_and(|got| (got - expected).abs() < 1e-9),
+        "{what}: {got:?} != {expected}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_chromium_shows_the_spend_the_costliest_loops_and_spend_over_time() {
+    let config = loopguard_config::Config::from_toml_str(SPEND_CONFIG).expect("a valid config");
+    let server = Running::with_config(ServeOptions::default(), durable(), config).await;
+    let (trace, tokens, cost) = spend_trace();
+    server.post_ndjson(&trace).await;
+    let dashboard = server.json("/v1/dashboard").await;
+    let spend = &dashboard["spend"];
+    assert_eq!(spend["tasks"], 2, "{spend}");
+    assert_near(&spend["total"]["cost_usd"], cost, "the API's cost");
+    let loops = spend["costliest_loops"].as_array().expect("loops");
+    assert!(!loops.is_empty(), "{spend}");
+
+    let url = format!("{}/", server.url);
+    let (cards, rows) = tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&url);
+        browser.wait_for(LOADED, "its data and the live feed");
+        let cards = json_of(
+            &mut browser,
+            "Object.fromEntries(Array.from(document.querySelectorAll('#spend-cards [data-spend]'))\
+             .map(card => [card.dataset.spend, card.dataset.value]))",
+        );
+        let rows = json_of(
+            &mut browser,
+            "Array.from(document.querySelectorAll('#costliest tr.loop-row')).map(row => \
+             [row.dataset.task, row.dataset.loopKind, row.dataset.evidence, row.dataset.cost])",
+        );
+        (cards, rows)
+    })
+    .await
+    .expect("chromium ran");
+    assert_eq!(cards["tokens"], tokens.to_string(), "{cards}");
+    assert_near(&cards["cost"], cost, "the cost card");
+    let in_loops = &spend["in_loops"];
+    assert_near(
+        &cards["loop-cost"],
+        in_loops["cost_usd"].as_f64().expect("a loop cost"),
+        "the cost in loops card",
+    );
+    let loop_tokens = in_loops["input_tokens"].as_u64().unwrap_or(0)
+        + in_loops["output_tokens"].as_u64().unwrap_or(0);
+    assert_eq!(cards["loop-tokens"], loop_tokens.to_string());
+    let rows = rows.as_array().expect("rows").clone();
+    assert_eq!(rows.len(), loops.len(), "a row per loop: {rows:?}");
+    for (row, looped) in rows.iter().zip(loops) {
+        assert_eq!(row[0], looped["task"]);
+        assert_eq!(row[1], looped["kind"]);
+        let evidence: Vec<String> = looped["evidence"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(Value::to_string)
+            .collect();
+        assert_eq!(row[2], evidence.join(","));
+        assert_near(
+            &row[3],
+            looped["cost_usd"].as_f64().expect("a cost"),
+            "a loop's cost",
+        );
+    }
+
+    // The task page: its spend cards, and the chart of its running total.
+    let task = "B";
+    let report = server.json(&format!("/v1/tasks/{task}")).await;
+    let events = report["spend"]["events"]
+        .as_array()
+        .expect("events")
+        .clone();
+    let url = format!("{}/tasks/{task}", server.url);
+    let chart = tokio::task::spawn_blocking(move || {
+        let mut browser = Browser::open(&url);
+        browser.wait_for(LOADED, "its data and the live feed");
+        json_of(
+            &mut browser,
+            "(() => { const svg = document.querySelector('#spend-chart svg'); return { \
+             metric: svg.dataset.metric, last: svg.dataset.last, \
+             points: Array.from(svg.querySelectorAll('circle.spend-point')).map(c => \
+               [Number(c.dataset.line), Number(c.dataset.cumulative), c.dataset.inLoops === 'true']), \
+             bands: svg.querySelectorAll('rect.episode-band').length, \
+             cost: document.querySelector('#task-cards [data-spend=\"cost\"]').dataset.value, \
+             hidden: document.getElementById('spend-panel').hidden }; })()",
+        )
+    })
+    .await
+    .expect("chromium ran");
+    assert_eq!(chart["hidden"], false);
+    assert_eq!(chart["metric"], "cost_usd");
+    let usage_cost = report["usage"]["cost_usd"].as_f64().expect("a cost");
+    assert_near(&chart["last"], usage_cost, "the chart's last point");
+    assert_near(&chart["cost"], usage_cost, "the task's cost card");
+    let points = chart["points"].as_array().expect("points");
+    assert_eq!(points.len(), events.len(), "a point per event with usage");
+    for (point, event) in points.iter().zip(&events) {
+        assert_eq!(point[0], event["line"]);
+        assert_near(
+            &point[1],
+            event["cumulative"]["cost_usd"].as_f64().expect("a total"),
+            "a point's total",
+        );
+        assert_eq!(point[2], event["in_loops"]);
+    }
+    assert!(
+        points.iter().any(|point| point[2] == true),
+        "the loop's events are marked: {chart}"
+    );
+    let episodes = report["cycle_log"].as_array().map_or(0, Vec::len);
+    assert!(episodes > 0, "the task looped: {report}");
+    assert_eq!(chart["bands"], episodes, "a band per loop episode");
+
+    // Screenshots, for a person (and docs/serve.md).
+    let dir = screenshot_dir();
+    std::fs::create_dir_all(&dir).expect("the screenshot folder");
+    for (name, path, size) in [
+        ("dashboard-spend.png", "/".to_owned(), (1400, 1250)),
+        (
+            "dashboard-spend-task.png",
+            format!("/tasks/{task}"),
+            (1400, 1000),
+        ),
+    ] {
+        let file = dir.join(name);
+        let _ = std::fs::remove_file(&file);
+        let url = format!("{}{path}", server.url);
+        tokio::task::spawn_blocking(move || screenshot(&url, &file, size))
+            .await
+            .expect("chromium ran");
+    }
+    server.stop().await;
+}

@@ -570,3 +570,174 @@ async fn an_unreachable_webhook_never_holds_up_an_answer_and_is_counted() {
     );
     server.stop().await;
 }
+
+// ---- spend (trace format 1.2, ruling 18) -----------------------------------
+
+/// A budget on the spend in loops and a price for the model the trace
+/// names without a cost.
+const SPEND_CONFIG: &str = "[budget]\nmax_loop_cost_usd = 0.05\n\
+                            [pricing.gpt-4o-mini]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n";
+
+fn spend_config() -> loopguard_config::Config {
+    loopguard_config::Config::from_toml_str(SPEND_CONFIG).expect("a valid config")
+}
+
+/// tests/traces/spend_budget.jsonl: two tasks whose tool calls repeat,
+/// with usage on their events, one taken past the budget.
+fn spend_budget() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traces/spend_budget.jsonl"
+    ))
+    .expect("the trace")
+}
+
+/// What one event spent, by hand: its own cost, else its tokens at the
+/// price of SPEND_CONFIG (every model of the trace is a gpt-4o-mini).
+fn spent_by_hand(event: &Value) -> (u64, u64, f64) {
+    let usage = &event["usage"];
+    let input = usage["input_tokens"].as_u64().unwrap_or(0);
+    let output = usage["output_tokens"].as_u64().unwrap_or(0);
+    let cost = usage["cost_usd"]
+        .as_f64()
+        .unwrap_or((input as f64 * 0.15 + output as f64 * 0.6) / 1e6);
+    (input, output, cost)
+}
+
+#[tokio::test]
+async fn the_spend_counters_are_the_sums_of_what_the_served_events_spent() {
+    let server = Running::with_config(
+        ServeOptions::default(),
+        Arc::new(loopguard_host::MemoryStore::durable()),
+        spend_config(),
+    )
+    .await;
+    // Usage on every line: the trace without its human and completed events.
+    let trace: String = spend_budget()
+        .lines()
+        .filter(|line| line.contains("\"usage\""))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let answers = lines(&server.events(&trace).await.text().await.expect("a body"));
+    let (mut input, mut output, mut cost) = (0, 0, 0.0);
+    for line in trace.lines() {
+        let (i, o, c) = spent_by_hand(&serde_json::from_str(line).expect("JSON"));
+        input += i;
+        output += o;
+        cost += c;
+    }
+    // The spend in loops: each task's last running total.
+    let mut in_loops: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut loop_kinds = std::collections::BTreeSet::new();
+    for decision in &answers {
+        let task = decision["task"].as_str().expect("a task").to_owned();
+        let spent = decision["usage"]["in_loops"]["cost_usd"].as_f64();
+        in_loops.insert(task, spent.unwrap_or(0.0));
+        for detection in decision["detections"].as_array().into_iter().flatten() {
+            loop_kinds.insert(detection["kind"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    let loops: f64 = in_loops.values().sum();
+    assert!(loops > 0.0, "the trace loops: {answers:?}");
+    let text = server
+        .get("/metrics")
+        .send()
+        .await
+        .expect("an answer")
+        .text()
+        .await
+        .expect("a body");
+    let near = |name: &str, expected: f64| {
+        let got = sample(&text, name);
+        assert!(
+            (got - expected).abs() < 1e-9,
+            "{name} {got} != {expected} in\n{text}"
+        );
+    };
+    near("loopguard_tokens_total{direction=\"input\"}", input as f64);
+    near(
+        "loopguard_tokens_total{direction=\"output\"}",
+        output as f64,
+    );
+    near("loopguard_cost_usd_total", cost);
+    // The spend in loops, under the kinds of the loops that named it.
+    let by_kind: Vec<(String, f64)> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("loopguard_loop_cost_usd_total{kind=\""))
+        .filter_map(|rest| {
+            let (kind, value) = rest.split_once("\"} ")?;
+            Some((kind.to_owned(), value.parse().ok()?))
+        })
+        .collect();
+    assert!(!by_kind.is_empty(), "no loop cost in\n{text}");
+    for (kind, _) in &by_kind {
+        assert!(loop_kinds.contains(kind), "{kind} is a detected kind");
+    }
+    let counted: f64 = by_kind.iter().map(|(_, value)| value).sum();
+    assert!((counted - loops).abs() < 1e-9, "{counted} != {loops}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_webhook_gets_the_budget_detection_with_its_budget() {
+    let mut hook = receiver(0).await;
+    let server = Running::with_config(
+        webhook_options(&hook.url),
+        Arc::new(loopguard_host::MemoryStore::durable()),
+        spend_config(),
+    )
+    .await;
+    let answers = lines(
+        &server
+            .events(&spend_budget())
+            .await
+            .text()
+            .await
+            .expect("a body"),
+    );
+    server.stop().await;
+    let mut delivered = Vec::new();
+    while let Ok(value) = hook.received.try_recv() {
+        delivered.push(value);
+    }
+    let is_budget = |decision: &&Value| {
+        decision["detections"]
+            .as_array()
+            .is_some_and(|detections| detections.iter().any(|d| d["kind"] == "budget"))
+    };
+    let answered: Vec<&Value> = answers.iter().filter(is_budget).collect();
+    let posted: Vec<&Value> = delivered.iter().filter(is_budget).collect();
+    assert!(
+        !answered.is_empty(),
+        "the trace crosses the budget: {answers:?}"
+    );
+    assert_eq!(
+        posted, answered,
+        "each decision with a budget detection is posted"
+    );
+    let budget = posted[0]["detections"]
+        .as_array()
+        .and_then(|detections| detections.iter().find(|d| d["kind"] == "budget"))
+        .map(|detection| &detection["budget"])
+        .expect("a budget detection");
+    assert_eq!(budget["limit"], "budget.max_loop_cost_usd");
+    assert_eq!(budget["allowed"], 0.05);
+    assert!(
+        budget["spent"].as_f64().is_some_and(|spent| spent > 0.05),
+        "{budget}"
+    );
+    assert!(
+        budget["usage"]["in_loops"]["cost_usd"].as_f64().is_some(),
+        "{budget}"
+    );
+    let loops = budget["costliest_loops"]
+        .as_array()
+        .expect("the costliest loops");
+    assert!(!loops.is_empty(), "{budget}");
+    assert!(
+        loops[0]["evidence"]
+            .as_array()
+            .is_some_and(|lines| !lines.is_empty())
+    );
+    assert_eq!(posted[0]["action"], "escalate");
+}

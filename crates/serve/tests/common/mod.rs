@@ -32,11 +32,20 @@ impl Running {
 
     /// Over `store`.
     pub(crate) async fn with_store(options: ServeOptions, store: Arc<dyn Store>) -> Running {
+        Running::with_config(options, store, Config::default()).await
+    }
+
+    /// Over `store`, the engine set up by `config`.
+    pub(crate) async fn with_config(
+        options: ServeOptions,
+        store: Arc<dyn Store>,
+        config: Config,
+    ) -> Running {
         let token = options.token.clone();
-        let engine = LoopGuard::builder(Config::default())
+        let engine = LoopGuard::builder(config)
             .store(store)
             .build()
-            .expect("the defaults are valid");
+            .expect("the config is valid");
         let server = Server::start(engine, options)
             .await
             .expect("the server starts");
