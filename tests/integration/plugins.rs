@@ -334,7 +334,7 @@ fn replay_refuses_another_abi_major_or_a_file_that_is_not_a_library() {
             run.stderr.starts_with(&format!(
                 "loopguard: plugin {}: built for plugin ABI 2.0",
                 library.display()
-            )) && run.stderr.contains("this loopguard speaks plugin ABI 1.3"),
+            )) && run.stderr.contains("this loopguard speaks plugin ABI 1.4"),
             "{isolation}: {}",
             run.stderr
         );
@@ -369,7 +369,7 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     ]);
     assert_eq!(listed.code, Some(0), "{listed:?}");
     let listing: Value = serde_json::from_str(&listed.stdout).expect("JSON");
-    assert_eq!(listing["host_abi"], "1.3");
+    assert_eq!(listing["host_abi"], "1.4");
     assert_eq!(listing["oldest_abi"], "1.0");
     let plugins = listing["plugins"].as_array().expect("plugins");
     let summary: Vec<(&str, &str, &Value)> = plugins
@@ -385,8 +385,8 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
     assert_eq!(
         summary,
         [
-            ("monologue", "1.3", &serde_json::json!(["monologue"])),
-            ("turn_budget", "1.3", &serde_json::json!(["turn_budget"])),
+            ("monologue", "1.4", &serde_json::json!(["monologue"])),
+            ("turn_budget", "1.4", &serde_json::json!(["turn_budget"])),
             ("legacy", "1.0", &serde_json::json!(["legacy_failure"])),
         ]
     );
@@ -418,7 +418,7 @@ fn the_plugins_command_describes_plugins_without_a_trace() {
         "{}",
         shown.stdout
     );
-    assert!(shown.stdout.contains("  ABI:    1.3 "), "{}", shown.stdout);
+    assert!(shown.stdout.contains("  ABI:    1.4 "), "{}", shown.stdout);
     assert!(
         shown
             .stdout

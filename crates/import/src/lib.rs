@@ -5,6 +5,9 @@
 //! An importer adds no rules (ruling 16): it says what became what, and
 //! drops what is not work (an orchestrator's own bookkeeping, runner
 //! noise). A converted trace replays exactly like a hand-written one.
+//! What a log says a step spent (OpenHands' `llm_metrics`, OpenTelemetry
+//! model calls' token counts) becomes its event's `usage` (trace format
+//! 1.2).
 //! `docs/importers.md` has each format's mapping table. The OpenTelemetry
 //! mapping is also public as a function of decoded spans
 //! ([`otlp::events_from_spans`]), for receivers that decode OTLP themselves.
@@ -27,6 +30,7 @@ use serde_json::Value;
 mod magentic_one;
 mod openhands;
 pub mod otlp;
+mod usage;
 
 /// A log format loopguard imports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

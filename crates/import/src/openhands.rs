@@ -27,12 +27,21 @@
 //! `completed`. Messages, thoughts, the system prompt, condensations and
 //! state updates are dropped and counted. Every event's `id` is `e` and the
 //! log's id of the event (its 1-based index when it has none).
+//!
+//! An event's `llm_metrics` (running totals: `accumulated_cost`,
+//! `accumulated_token_usage {prompt_tokens, completion_tokens, model}`)
+//! become the `usage` of the trace event it maps to: the difference from
+//! the totals before (lower totals start a new accumulation). What an
+//! event mapped to nothing spent goes on the next trace event, what is
+//! spent after the last one on the last, so a run's usage sums to its
+//! final totals.
 
 use std::collections::HashMap;
 
-use loopguard_core_types::Timestamp;
+use loopguard_core_types::{Timestamp, Usage};
 use serde_json::{Map, Value, json};
 
+use crate::usage::{self, Accumulation};
 use crate::{ImportError, Imported, JsonLog, read_json, text_of};
 
 const FORMAT: &str = "OpenHands";
@@ -85,14 +94,56 @@ pub(crate) fn import(name: &str, text: &str) -> Result<Imported, ImportError> {
     let mut imported = Imported::default();
     for run in runs(name, text)? {
         let mut mapper = Mapper::new(&run.task);
+        let mut spent = Accumulation::default();
         for (index, event) in run.events.iter().enumerate() {
+            if let Some(total) = llm_metrics(event) {
+                spent.observe(total);
+            }
+            let before = mapper.out.len();
             mapper.event(index, event, &mut imported);
+            // What was spent up to this event goes on its first event.
+            if let Some(first) = mapper.out.get_mut(before)
+                && let Some(usage) = spent.take()
+            {
+                usage::add_to(first, &usage);
+            }
+        }
+        // Spent after the last event (a closing message): the last event's.
+        if let Some(last) = mapper.out.last_mut()
+            && let Some(usage) = spent.take()
+        {
+            usage::add_to(last, &usage);
         }
         for value in mapper.out {
             imported.push_event(&value);
         }
     }
     Ok(imported)
+}
+
+/// The running totals an event's `llm_metrics` give (`accumulated_cost`,
+/// `accumulated_token_usage {prompt_tokens, completion_tokens, model}`,
+/// else the metrics' `model_name`), when it gives a count or a cost.
+fn llm_metrics(event: &Value) -> Option<Usage> {
+    let metrics = event.get("llm_metrics")?.as_object()?;
+    let tokens = metrics
+        .get("accumulated_token_usage")
+        .and_then(Value::as_object);
+    let count = |key: &str| tokens.and_then(|t| t.get(key)).and_then(usage::tokens);
+    let model = tokens
+        .and_then(|t| str_of(t, "model"))
+        .or_else(|| str_of(metrics, "model_name"))
+        .map(str::trim)
+        .filter(|model| !model.is_empty());
+    let total = Usage {
+        input_tokens: count("prompt_tokens"),
+        output_tokens: count("completion_tokens"),
+        cost_usd: metrics.get("accumulated_cost").and_then(usage::dollars),
+        model: model.map(str::to_owned),
+    };
+    let spends =
+        total.input_tokens.is_some() || total.output_tokens.is_some() || total.cost_usd.is_some();
+    spends.then_some(total)
 }
 
 /// The log's runs: decided by its first non-blank character.

@@ -20,8 +20,18 @@
 //! - a tool span (`execute_tool`, or `TOOL`) is a `tool_call` of the nearest
 //!   enclosing agent, failing (ruling 14) when its status is an error or it
 //!   has an `error.type`; an agent span in error is also a `failure`;
-//! - model calls (`chat`, `LLM`, ...) and other spans are dropped and
-//!   counted; they still link a tool to its agent.
+//! - model calls (`chat`, `LLM`, ..., or a span of no other role that gives
+//!   a token count, as the OpenAI Agents SDK's `response` spans) and other
+//!   spans are dropped and counted; they still link a tool to its agent;
+//! - a model call's `usage` (trace format 1.2: `gen_ai.usage.input_tokens`
+//!   / `output_tokens` or `llm.token_count.prompt` / `completion`, the
+//!   model `gen_ai.response.model`, else `gen_ai.request.model`, else
+//!   `llm.model_name`) goes on its agent's first event at or after the
+//!   call's start, else on the agent's last event, else (an agent with no
+//!   event) on the task's next event, else its last; calls landing on one
+//!   event are summed. A tool or handoff span's own counts go on its event;
+//!   an agent span's, and those of a span with a counting span inside it
+//!   (a sum of those), are not read.
 //!
 //! Spans are ordered by their start (a handoff back by the end of its
 //! span), whatever order they come in; every event's `ts` is its span's
@@ -31,16 +41,24 @@
 
 use std::collections::{HashMap, HashSet};
 
-use loopguard_core_types::Timestamp;
+use loopguard_core_types::{Timestamp, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::{ImportError, Imported, JsonLog, read_json, text_of};
+use crate::{ImportError, Imported, JsonLog, read_json, text_of, usage};
 
 const FORMAT: &str = "OTLP";
 /// The agent of a tool span outside any agent span.
 const DEFAULT_AGENT: &str = "agent";
 /// OTLP's status code for an error.
 const STATUS_ERROR: i64 = 2;
+/// The attributes of a model call's token counts: input, then output, by
+/// the GenAI conventions, then OpenInference's.
+const TOKEN_KEYS: [&str; 4] = [
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "llm.token_count.prompt",
+    "llm.token_count.completion",
+];
 
 /// One span, as the mapping reads it: decoded from OTLP/JSON by this
 /// module, or from protobuf or JSON by a receiver.
@@ -112,9 +130,20 @@ impl Span {
         ) || matches!(kind.as_str(), "LLM" | "EMBEDDING")
         {
             Role::Model
+        } else if self.gives_tokens() {
+            // A model call by its counts (the OpenAI Agents SDK's `response`
+            // and `generation` spans carry no operation name).
+            Role::Model
         } else {
             Role::Other
         }
+    }
+
+    /// Whether it gives a token count (GenAI or OpenInference).
+    fn gives_tokens(&self) -> bool {
+        TOKEN_KEYS
+            .iter()
+            .any(|key| self.attr(key).and_then(usage::tokens).is_some())
     }
 
     fn agent_name(&self) -> String {
@@ -144,6 +173,31 @@ impl Span {
             .or_else(|| error_type.clone())
             .unwrap_or_else(|| "error".to_owned());
         Some((message, error_type))
+    }
+
+    /// The model call's usage its attributes give: tokens by the GenAI
+    /// conventions (`gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`)
+    /// or OpenInference's (`llm.token_count.prompt`,
+    /// `llm.token_count.completion`), the model `gen_ai.response.model`,
+    /// else `gen_ai.request.model`, else `llm.model_name`. A count that is
+    /// no whole number of at least 0 is left out.
+    fn usage(&self) -> Usage {
+        let count = |keys: [&str; 2]| {
+            keys.iter()
+                .find_map(|key| self.attr(key).and_then(usage::tokens))
+        };
+        Usage {
+            input_tokens: count([TOKEN_KEYS[0], TOKEN_KEYS[2]]),
+            output_tokens: count([TOKEN_KEYS[1], TOKEN_KEYS[3]]),
+            cost_usd: None,
+            model: self
+                .text(&[
+                    "gen_ai.response.model",
+                    "gen_ai.request.model",
+                    "llm.model_name",
+                ])
+                .map(str::to_owned),
+        }
     }
 
     fn ts(nanos: u64) -> Option<String> {
@@ -176,7 +230,17 @@ pub fn events_from_spans(spans: &[Span]) -> Imported {
         }
     }
     let tasks = tasks_by_trace(spans);
+    let sums = sums_of_calls(spans, &by_id);
+    // A span's own usage: none for one that sums the calls inside it.
+    let usage_of = |span: &Span| {
+        if sums.contains(&(span.trace_id.as_str(), span.span_id.as_str())) {
+            Usage::default()
+        } else {
+            span.usage()
+        }
+    };
     let mut timed: Vec<(Key, Value)> = Vec::new();
+    let mut calls: Vec<ModelCall> = Vec::new();
     // In the log's order, each span once (the last of a repeated id), so
     // that what is dropped is counted in a stable order.
     let kept = spans.iter().filter(|span| {
@@ -192,7 +256,10 @@ pub fn events_from_spans(spans: &[Span]) -> Imported {
         match span.role() {
             Role::Agent => agent_events(span, outer, depth, task, &mut timed),
             Role::Handoff => match handoff(span, outer, task, spans) {
-                Some(event) => timed.push((Key::start(span, depth), event)),
+                Some(mut event) => {
+                    usage::add_to(&mut event, &usage_of(span));
+                    timed.push((Key::start(span, depth), event));
+                }
                 None => imported.drop_one(
                     "handoff spans with no agent to hand to".to_owned(),
                     "neither gen_ai.handoff.to_agent nor a later agent span names one",
@@ -200,12 +267,17 @@ pub fn events_from_spans(spans: &[Span]) -> Imported {
             },
             Role::Tool => {
                 let agent = outer.map_or_else(|| DEFAULT_AGENT.to_owned(), Span::agent_name);
-                timed.push((Key::start(span, depth), tool_call(span, &agent, task)));
+                let mut event = tool_call(span, &agent, task);
+                usage::add_to(&mut event, &usage_of(span));
+                timed.push((Key::start(span, depth), event));
             }
-            Role::Model => imported.drop_one(
-                "model call spans".to_owned(),
-                "a model's completion is not an exchange between agents",
-            ),
+            Role::Model => {
+                calls.extend(ModelCall::of(span, usage_of(span), outer, task));
+                imported.drop_one(
+                    "model call spans".to_owned(),
+                    "a model's completion is not an exchange between agents",
+                );
+            }
             Role::Other => imported.drop_one(
                 "other spans".to_owned(),
                 "neither an agent, a tool nor a model call (chains, the runner's own)",
@@ -213,10 +285,111 @@ pub fn events_from_spans(spans: &[Span]) -> Imported {
         }
     }
     timed.sort_by(|a, b| a.0.cmp(&b.0));
+    place_usage(&mut timed, &calls);
     for (_, event) in timed {
         imported.push_event(&event);
     }
     imported
+}
+
+/// A model call's usage, waiting for the event it lands on.
+#[derive(Debug)]
+struct ModelCall {
+    task: String,
+    /// The enclosing agent's name (the default agent's outside any).
+    agent: String,
+    /// When the call started.
+    nanos: u64,
+    usage: Usage,
+}
+
+impl ModelCall {
+    /// The call `span` makes, when it gives a token count (a model named
+    /// alone is no spend).
+    fn of(span: &Span, usage: Usage, outer: Option<&Span>, task: &str) -> Option<ModelCall> {
+        if usage.input_tokens.is_none() && usage.output_tokens.is_none() {
+            return None;
+        }
+        Some(ModelCall {
+            task: task.to_owned(),
+            agent: outer.map_or_else(|| DEFAULT_AGENT.to_owned(), Span::agent_name),
+            nanos: span.start_unix_nano,
+            usage,
+        })
+    }
+}
+
+/// The spans with a span giving token counts inside them (an LLM span of
+/// a framework around the client library's own, a workflow's total): their
+/// own counts are the sum of those and are not read again.
+fn sums_of_calls<'s>(
+    spans: &'s [Span],
+    by_id: &HashMap<(&'s str, &'s str), &'s Span>,
+) -> HashSet<(&'s str, &'s str)> {
+    let mut sums = HashSet::new();
+    for span in spans {
+        if !span.gives_tokens() {
+            continue;
+        }
+        let mut parent = span.parent_span_id.as_deref();
+        while let Some(id) = parent {
+            let key = (span.trace_id.as_str(), id);
+            let Some(above) = by_id.get(&key) else {
+                break;
+            };
+            if !sums.insert(key) {
+                // Marked already, with what is above it (or a cycle).
+                break;
+            }
+            parent = above.parent_span_id.as_deref();
+        }
+    }
+    sums
+}
+
+/// The agent acting in a mapped event: a call's or failure's `agent`, a
+/// handoff's `from`.
+fn acting_agent(event: &Value) -> Option<&str> {
+    event
+        .get("agent")
+        .or_else(|| event.get("from"))
+        .and_then(Value::as_str)
+}
+
+/// Puts each model call's usage on an event of `timed` (sorted by time):
+/// its agent's first event at or after the call's start, else its agent's
+/// last event before it; when the agent has no event in the task, the
+/// task's first event at or after the call, else its last. Calls that fall
+/// on one event are summed.
+fn place_usage(timed: &mut [(Key, Value)], calls: &[ModelCall]) {
+    if calls.is_empty() {
+        return;
+    }
+    let mut by_agent: HashMap<(String, String), Vec<usize>> = HashMap::new();
+    let mut by_task: HashMap<String, Vec<usize>> = HashMap::new();
+    for (index, (_, event)) in timed.iter().enumerate() {
+        let task = event.get("task").and_then(Value::as_str).unwrap_or("");
+        by_task.entry(task.to_owned()).or_default().push(index);
+        if let Some(agent) = acting_agent(event) {
+            by_agent
+                .entry((task.to_owned(), agent.to_owned()))
+                .or_default()
+                .push(index);
+        }
+    }
+    for call in calls {
+        let indices = by_agent
+            .get(&(call.task.clone(), call.agent.clone()))
+            .or_else(|| by_task.get(&call.task));
+        let Some(indices) = indices.filter(|indices| !indices.is_empty()) else {
+            continue;
+        };
+        let after = indices.partition_point(|&index| timed[index].0.nanos < call.nanos);
+        let index = indices.get(after).or_else(|| indices.last());
+        if let Some(&index) = index {
+            usage::add_to(&mut timed[index].1, &call.usage);
+        }
+    }
 }
 
 /// Where an event goes in time: at a span's start (outer spans first) or,
@@ -847,6 +1020,113 @@ mod tests {
                 .any(|d| d.what == "handoff spans with no agent to hand to"),
             "{:?}",
             imported.dropped
+        );
+    }
+
+    fn usage_of(imported: &Imported) -> Vec<(Option<&str>, Option<Usage>)> {
+        imported
+            .events
+            .iter()
+            .map(|e| (e.id.as_deref(), e.usage().ok().flatten()))
+            .collect()
+    }
+
+    fn tokens(input: u64, output: u64, model: Option<&str>) -> Option<Usage> {
+        Some(Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cost_usd: None,
+            model: model.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn a_model_call_inside_another_is_counted_once() {
+        // A framework's LLM span around the client library's: both give
+        // counts, the outer one their sum.
+        let spans = [
+            span(
+                "a",
+                None,
+                1,
+                100,
+                json!({"openinference.span.kind": "AGENT", "agent.name": "coder", "llm.token_count.prompt": 999}),
+            ),
+            span(
+                "l",
+                Some("a"),
+                2,
+                9,
+                json!({"openinference.span.kind": "LLM", "llm.token_count.prompt": 300, "llm.token_count.completion": 30, "llm.model_name": "outer"}),
+            ),
+            span(
+                "o",
+                Some("l"),
+                3,
+                8,
+                json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": "300", "gen_ai.usage.output_tokens": "30", "gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-2024-08-06"}),
+            ),
+            span(
+                "t",
+                Some("a"),
+                10,
+                11,
+                json!({"openinference.span.kind": "TOOL", "tool.name": "run"}),
+            ),
+        ];
+        let imported = events_from_spans(&spans);
+        assert_eq!(
+            usage_of(&imported),
+            [(Some("st"), tokens(300, 30, Some("gpt-4o-2024-08-06")))],
+            "the innermost call's counts and response model; an agent span's are never read"
+        );
+    }
+
+    #[test]
+    fn usage_on_a_tool_span_is_its_calls_and_an_agent_without_events_falls_to_the_task() {
+        let spans = [
+            span(
+                "t",
+                None,
+                10,
+                11,
+                json!({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ask_llm", "gen_ai.usage.input_tokens": 50, "gen_ai.usage.output_tokens": 5}),
+            ),
+            // A call of an agent that has no event: the task's next event.
+            span(
+                "b",
+                None,
+                1,
+                5,
+                json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Planner"}),
+            ),
+            span(
+                "m",
+                Some("b"),
+                2,
+                3,
+                json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 1}),
+            ),
+            // A bad count is left out.
+            span(
+                "n",
+                Some("b"),
+                3,
+                4,
+                json!({"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": -4, "gen_ai.usage.output_tokens": 2}),
+            ),
+        ];
+        let imported = events_from_spans(&spans);
+        assert_eq!(
+            usage_of(&imported),
+            [(
+                Some("st"),
+                Some(Usage {
+                    input_tokens: Some(57),
+                    output_tokens: Some(8),
+                    ..Usage::default()
+                })
+            )]
         );
     }
 

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use loopguard_core_types::Event;
+use loopguard_core_types::{Event, Usage};
 use loopguard_import::{Format, ImportError, import};
 
 fn fixture(name: &str) -> PathBuf {
@@ -225,7 +225,7 @@ fn otlp_json_lines_with_openinference_attributes() {
     );
     assert_eq!(
         dropped(&imported),
-        [("other spans", 3), ("model call spans", 3)],
+        [("other spans", 3), ("model call spans", 4)],
         "the steps (chains) and the model calls"
     );
     let trace = read("otlp_openinference.trace.jsonl");
@@ -293,4 +293,206 @@ fn a_truncated_otlp_export_is_an_error_naming_the_line() {
         foreign.to_string().contains("has no `resourceSpans`"),
         "{foreign}"
     );
+}
+
+/// Each event's id and usage (`None` for an event without).
+fn usages(imported: &loopguard_import::Imported) -> Vec<(String, Option<Usage>)> {
+    imported
+        .events
+        .iter()
+        .map(|event| {
+            let usage = event
+                .usage()
+                .unwrap_or_else(|e| panic!("{:?}: {e}", event.id));
+            (event.id.clone().unwrap_or_default(), usage)
+        })
+        .collect()
+}
+
+fn tokens(input: u64, output: u64, model: &str) -> Option<Usage> {
+    Some(Usage {
+        input_tokens: Some(input),
+        output_tokens: Some(output),
+        cost_usd: None,
+        model: Some(model.to_owned()),
+    })
+}
+
+/// The sum of the events' input and output tokens.
+fn totals(imported: &loopguard_import::Imported) -> (u64, u64) {
+    usages(imported)
+        .into_iter()
+        .filter_map(|(_, usage)| usage)
+        .fold((0, 0), |(input, output), usage| {
+            (
+                input + usage.input_tokens.unwrap_or(0),
+                output + usage.output_tokens.unwrap_or(0),
+            )
+        })
+}
+
+#[test]
+fn an_agents_sdk_trace_puts_each_model_calls_usage_on_its_agents_next_event() {
+    let imported = round_trip_as(Format::Otlp, "otlp_agents_sdk_usage", "json");
+    assert_eq!(imported.events[0].task, "conv_sdk_usage_01");
+    assert_eq!(
+        dropped(&imported),
+        [("model call spans", 7), ("other spans", 1)],
+        "`response` spans (no operation name) are model calls by their counts"
+    );
+    assert_eq!(
+        usages(&imported),
+        [
+            // Triage: its first response before the handoff, its second
+            // after it (Triage does nothing more): the previous event; the
+            // response model wins over the request model.
+            (
+                "se000000000000001".to_owned(),
+                tokens(500 + 100, 40 + 5, "gpt-4o-2024-08-06")
+            ),
+            (
+                "sb000000000000001".to_owned(),
+                tokens(800, 30, "gpt-4o-mini")
+            ),
+            // Two generations before one call: summed.
+            (
+                "sb000000000000002".to_owned(),
+                tokens(900 + 950, 25 + 20, "gpt-4o-mini")
+            ),
+            ("se000000000000002".to_owned(), None),
+            (
+                "sb000000000000003".to_owned(),
+                tokens(300 + 420, 60 + 80, "gpt-4o-2024-08-06")
+            ),
+        ]
+    );
+    assert_eq!(
+        totals(&imported),
+        (3970, 260),
+        "every model call's tokens, once"
+    );
+}
+
+#[test]
+fn genai_usage_lands_on_the_agents_next_event() {
+    let imported = round_trip_as(Format::Otlp, "otlp_openai_agents", "json");
+    let with_usage: Vec<(String, Option<Usage>)> = usages(&imported)
+        .into_iter()
+        .filter(|(_, usage)| usage.is_some())
+        .collect();
+    assert_eq!(
+        with_usage,
+        [("sa000000000000002".to_owned(), tokens(812, 21, "gpt-4o"))],
+        "Triage's first call, before its handoff to Billing; calls naming only a model spend nothing"
+    );
+}
+
+#[test]
+fn openinference_token_counts_land_on_the_agents_next_event() {
+    let imported = round_trip_as(Format::Otlp, "otlp_openinference", "jsonl");
+    let with_usage: Vec<(String, Option<Usage>)> = usages(&imported)
+        .into_iter()
+        .filter(|(_, usage)| usage.is_some())
+        .collect();
+    assert_eq!(
+        with_usage,
+        [
+            // The manager's step call, before it hands to web_agent.
+            (
+                "s4000000000000000".to_owned(),
+                tokens(1500, 120, "gpt-4o-mini")
+            ),
+            // web_agent's own call, before its visit.
+            (
+                "s5000000000000000".to_owned(),
+                tokens(2100, 45, "gpt-4o-2024-08-06")
+            ),
+            (
+                "s4000000000000010".to_owned(),
+                tokens(1500, 96, "gpt-4o-mini")
+            ),
+            (
+                "s4000000000000020".to_owned(),
+                tokens(1500, 131, "gpt-4o-mini")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn openhands_llm_metrics_become_each_steps_usage() {
+    let imported = round_trip_as(Format::OpenHands, "openhands_usage", "json");
+    assert_eq!(imported.events[0].task, "oh-usage-dates");
+    assert_eq!(
+        dropped(&imported),
+        [
+            ("messages from the user", 1),
+            ("thoughts", 1),
+            ("messages from the agent", 1)
+        ]
+    );
+    let step = |input, output, cost| {
+        Some(Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cost_usd: Some(cost),
+            model: Some("claude-sonnet-4-5".to_owned()),
+        })
+    };
+    assert_eq!(
+        usages(&imported),
+        [
+            ("e1".to_owned(), step(1200, 80, 0.0042)),
+            // Since e1, with the thought between (dropped) counted here.
+            ("e4".to_owned(), step(2700 - 1200, 230 - 80, 0.0051)),
+            // A reset (totals lower than before): a new accumulation.
+            ("e6".to_owned(), step(400, 20, 0.001)),
+            // The finish and the closing message after it (dropped).
+            ("e8".to_owned(), step(1100 - 400, 75 - 20, 0.0021)),
+        ]
+    );
+    // The totals are the last accumulation of each run of the totals: the
+    // one before the reset (2700, 230, 0.0093) and the last (1100, 75,
+    // 0.0031).
+    assert_eq!(totals(&imported), (2700 + 1100, 230 + 75));
+    let cost: f64 = usages(&imported)
+        .iter()
+        .filter_map(|(_, usage)| usage.as_ref()?.cost_usd)
+        .sum();
+    assert!((cost - (0.0093 + 0.0031)).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn openhands_totals_without_a_reset_equal_the_last_accumulation() {
+    let metrics = |cost: f64, prompt: u64, completion: u64| {
+        format!(
+            r#""llm_metrics": {{"accumulated_cost": {cost}, "accumulated_token_usage": {{"model": "gpt-5", "prompt_tokens": {prompt}, "completion_tokens": {completion}}}}}"#
+        )
+    };
+    let log = [
+        format!(
+            r#"{{"id": 1, "source": "agent", "action": "run", "args": {{"command": "ls"}}, {}}}"#,
+            metrics(0.01, 100, 10)
+        ),
+        format!(
+            r#"{{"id": 2, "source": "agent", "cause": 1, "observation": "run", "content": "a.txt", {}}}"#,
+            metrics(0.01, 100, 10)
+        ),
+        format!(
+            r#"{{"id": 3, "source": "agent", "action": "run", "args": {{"command": "cat a.txt"}}, {}}}"#,
+            metrics(0.03, 350, 42)
+        ),
+        format!(
+            r#"{{"id": 4, "source": "agent", "action": "run", "args": {{"command": "wc a.txt"}}, {}}}"#,
+            metrics(0.07, 700, 90)
+        ),
+    ]
+    .join("\n");
+    let imported = import(Format::OpenHands, "run", &log).expect("a log");
+    assert_eq!(totals(&imported), (700, 90), "the last accumulation");
+    let costs: Vec<Option<f64>> = usages(&imported)
+        .into_iter()
+        .map(|(_, usage)| usage.and_then(|u| u.cost_usd))
+        .collect();
+    assert_eq!(costs, [Some(0.01), Some(0.02), Some(0.04)], "no float dust");
 }

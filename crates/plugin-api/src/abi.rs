@@ -1,7 +1,7 @@
 //! The C ABI between the host and a plugin: the entry symbol, the table it
 //! returns, the buffers that cross, the status codes.
 //!
-//! # Layout of ABI 1.3
+//! # Layout of ABI 1.4
 //!
 //! The library exports one symbol, [`ENTRY_SYMBOL`]
 //! (`loopguard_plugin_entry_v1`, the major version in its name), an
@@ -24,8 +24,9 @@
 //! | 96 | `export_task` (may be null) | 1.2 |
 //! | 104 | `import_task` (may be null) | 1.2 |
 //!
-//! ABI 1.3 adds no slot: its table is the 1.2 table, and what changed is a
-//! promise about `observe` (below).
+//! ABI 1.3 and 1.4 add no slot: their table is the 1.2 table, and what
+//! changed is a promise about `observe` (1.3) and what the SDK reads of an
+//! event (1.4), below.
 //!
 //! # The append-only rule
 //!
@@ -46,6 +47,7 @@
 //! | 1.1 | `reset_task`: the host tells the plugin when a task was reset (`completed`, `human`) |
 //! | 1.2 | `export_task`, `import_task`: a task's state as JSON, kept by a durable store so that a restart continues the task; either slot may be null (the plugin keeps no state) |
 //! | 1.3 | no new slot: the plugin handles event types newer than itself. `observe` answers an event whose `type` its SDK does not know (such as the trace format 1.1's `tool_call` for a 1.3 SDK built before `EventKind::ToolCall` existed; a later SDK hands it to the detector) with no detections and no error, without calling the detector. The host sends an event to a plugin only if the plugin's minor carries its type (`tool_call`: 1.3; the eight types of trace format 1.0: every minor), since a plugin of 1.0 to 1.2 answers an unknown type with an error |
+//! | 1.4 | no new slot: events carry their `usage` (trace format 1.2: what the step spent in tokens and dollars, and the model), which the SDK reads ([`Event::usage`](loopguard_core_types::Event::usage), [`Usage`](loopguard_core_types::Usage)). The JSON is the same for every minor (an older SDK keeps `usage` among the fields it does not know), so the host sends it to every plugin and older plugins keep loading |
 //!
 //! # Ownership
 //!
@@ -70,7 +72,7 @@ pub const ABI_MAJOR: u32 = 1;
 
 /// The ABI's minor version: the number of append-only extensions of the
 /// major's first table. A host refuses a plugin with a newer minor.
-pub const ABI_MINOR: u32 = 3;
+pub const ABI_MINOR: u32 = 4;
 
 /// The oldest minor of [`ABI_MAJOR`] this SDK's host side still loads.
 pub const ABI_OLDEST_SUPPORTED_MINOR: u32 = 0;
@@ -337,6 +339,9 @@ pub const TABLE_SIZE_V1_2: usize = std::mem::size_of::<PluginTable>();
 /// Bytes of a 1.3 table: the 1.2 table (1.3 adds no slot).
 pub const TABLE_SIZE_V1_3: usize = std::mem::size_of::<PluginTable>();
 
+/// Bytes of a 1.4 table: the 1.2 table (1.4 adds no slot).
+pub const TABLE_SIZE_V1_4: usize = std::mem::size_of::<PluginTable>();
+
 /// The smallest `struct_size` a table of `minor` may have (`None` for a
 /// minor this SDK does not know).
 pub const fn table_size_for_minor(minor: u32) -> Option<usize> {
@@ -345,6 +350,7 @@ pub const fn table_size_for_minor(minor: u32) -> Option<usize> {
         1 => Some(TABLE_SIZE_V1_1),
         2 => Some(TABLE_SIZE_V1_2),
         3 => Some(TABLE_SIZE_V1_3),
+        4 => Some(TABLE_SIZE_V1_4),
         _ => None,
     }
 }
@@ -370,11 +376,13 @@ mod tests {
         assert_eq!(offset_of!(PluginTable, import_task), 8 + 12 * word);
         assert_eq!(TABLE_SIZE_V1_2, TABLE_SIZE_V1_1 + 2 * word);
         assert_eq!(TABLE_SIZE_V1_3, TABLE_SIZE_V1_2, "1.3 adds no slot");
-        assert_eq!(ABI_MINOR, 3);
+        assert_eq!(TABLE_SIZE_V1_4, TABLE_SIZE_V1_3, "1.4 adds no slot");
+        assert_eq!(ABI_MINOR, 4);
         assert_eq!(table_size_for_minor(0), Some(TABLE_SIZE_V1_0));
         assert_eq!(table_size_for_minor(1), Some(TABLE_SIZE_V1_1));
         assert_eq!(table_size_for_minor(2), Some(TABLE_SIZE_V1_2));
-        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_3));
+        assert_eq!(table_size_for_minor(3), Some(TABLE_SIZE_V1_3));
+        assert_eq!(table_size_for_minor(ABI_MINOR), Some(TABLE_SIZE_V1_4));
         assert_eq!(table_size_for_minor(ABI_MINOR + 1), None);
         for minor in ABI_OLDEST_SUPPORTED_MINOR..=ABI_MINOR {
             assert!(table_size_for_minor(minor).is_some(), "minor {minor}");

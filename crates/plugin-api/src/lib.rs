@@ -171,6 +171,33 @@
 //!                         # (a crash is a fault); "in-process" is faster
 //! ```
 //!
+//! # What an event carries
+//!
+//! Each [`Event`] is a trace-format line: its type's own fields in
+//! [`Event::kind`] (an [`EventKind`]), the task, the time and the id, and
+//! any other field of the line in `extra`. Since ABI 1.4, an event says
+//! what its step spent when the orchestrator or the importer knew it
+//! (trace format 1.2): [`Event::usage`] reads its `usage` as a [`Usage`]
+//! (input and output tokens, the cost in US dollars, the model; each
+//! optional), `None` for an event without. loopguard checks `usage` on
+//! every input line, so what a plugin is handed is well formed:
+//!
+//! ```
+//! use loopguard_plugin_api::{Event, Usage};
+//!
+//! let event = Event::from_json(
+//!     r#"{"type":"tool_call","task":"T1","agent":"coder","tool":"pytest",
+//!         "usage":{"input_tokens":1800,"output_tokens":95,"model":"gpt-4o"}}"#,
+//! )?;
+//! let usage: Option<Usage> = event.usage()?;
+//! let tokens = usage.map_or(0, |u| u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0));
+//! assert_eq!(tokens, 1895);
+//! # Ok::<(), loopguard_plugin_api::EventError>(())
+//! ```
+//!
+//! A plugin built with an SDK older than 1.4 is sent the same events and
+//! keeps loading; it sees `usage` only as an unknown field of `extra`.
+//!
 //! # Rules for a detector
 //!
 //! - Report only your own [`Detector::KINDS`]; a built-in kind (such as
@@ -202,8 +229,8 @@ pub use abi::{
     RUSTC_VERSION, SDK_VERSION,
 };
 pub use loopguard_core_types::{
-    Action, Detection, Event, EventKind, FailureSignature, ProgressSnapshot, Severity,
-    TRACE_FORMAT_VERSION, Timestamp,
+    Action, Detection, Event, EventError, EventKind, FailureSignature, ProgressSnapshot, Severity,
+    TRACE_FORMAT_VERSION, Timestamp, Usage,
 };
 pub use wire::{ObserveRequest, PluginDescription};
 pub use {serde, serde_json};

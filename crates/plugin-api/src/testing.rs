@@ -420,12 +420,65 @@ mod tests {
     fn the_macro_table_carries_the_sdk_versions() {
         let table = export::table::<Fragile>(7, 9);
         assert_eq!((table.header.abi_major, table.header.abi_minor), (7, 9));
-        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_3);
+        assert_eq!(table.header.struct_size, crate::abi::TABLE_SIZE_V1_4);
         // SAFETY: static strings.
         let sdk = unsafe { table.header.sdk_version.to_string_lossy() };
         assert_eq!(sdk, crate::SDK_VERSION);
         // SAFETY: static strings.
         let rustc = unsafe { table.header.rustc_version.to_string_lossy() };
         assert!(rustc.starts_with("rustc "), "{rustc}");
+    }
+
+    /// Reports the usage of every event that carries one (ABI 1.4).
+    struct Spending;
+
+    impl Detector for Spending {
+        const NAME: &'static str = "spending";
+        const VERSION: &'static str = "0.1.0";
+        const KINDS: &'static [&'static str] = &["spent"];
+        fn new(_config: Value) -> Result<Self, String> {
+            Ok(Spending)
+        }
+        fn observe(&mut self, line: u64, event: &Event) -> Vec<Detection> {
+            let Ok(Some(usage)) = event.usage() else {
+                return Vec::new();
+            };
+            let usage: crate::Usage = usage;
+            vec![Detection::new(
+                Self::NAME,
+                "spent",
+                Severity::Low,
+                Action::Warn,
+                vec![line],
+                format!(
+                    "{} in, {} out, ${}, {}",
+                    usage.input_tokens.unwrap_or(0),
+                    usage.output_tokens.unwrap_or(0),
+                    usage.cost_usd.unwrap_or(0.0),
+                    usage.model.as_deref().unwrap_or("?")
+                ),
+            )]
+        }
+    }
+
+    #[test]
+    fn a_plugin_sees_the_usage_of_an_event_through_the_abi() {
+        let mut harness = Harness::<Spending>::new("").expect("created");
+        let spent = Event::from_json(
+            r#"{"type":"tool_call","task":"T","agent":"a","tool":"grep","usage":{"input_tokens":1200,"output_tokens":80,"cost_usd":0.0125,"model":"gpt-4o-mini"}}"#,
+        )
+        .expect("an event with usage");
+        let found = harness.observe(4, &spent).expect("observes");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].reason, "1200 in, 80 out, $0.0125, gpt-4o-mini");
+        assert_eq!(found[0].evidence, [4]);
+        // Without usage: nothing to read.
+        assert_eq!(harness.observe(5, &turn("no usage")), Ok(Vec::new()));
+        // Part of a usage: the rest is absent.
+        let partial =
+            Event::from_json(r#"{"type":"completed","task":"T","usage":{"output_tokens":7}}"#)
+                .expect("an event with usage");
+        let found = harness.observe(6, &partial).expect("observes");
+        assert_eq!(found[0].reason, "0 in, 7 out, $0, ?");
     }
 }

@@ -1,7 +1,7 @@
 //! `POST /v1/traces`, the OTLP/HTTP receiver, over a real socket: exports
 //! built here (protobuf through prost, OTLP/JSON, gzipped), out-of-order
 //! batches, the flush delay, bad bodies, shutdown with a trace still
-//! buffered (into SQLite), and the real client: an OpenAI Agents SDK agent
+//! buffered (into SQLite, with a model call's usage), and the real client: an OpenAI Agents SDK agent
 //! in a Python venv this test makes, exporting through OpenTelemetry's own
 //! instrumentation and OTLP exporter.
 
@@ -99,6 +99,15 @@ fn text(key: &str, value: &str) -> KeyValue {
         key: key.to_owned(),
         value: Some(AnyValue {
             value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+    }
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::IntValue(value)),
         }),
     }
 }
@@ -535,10 +544,22 @@ async fn shutdown_decides_the_traces_still_buffered_into_the_store() {
     )
     .await;
     let trace = [2; 16];
-    let children: Vec<Span> = tool_loop(trace, 5, true)
+    let mut children: Vec<Span> = tool_loop(trace, 5, true)
         .into_iter()
         .filter(|span| !is_root(span))
         .collect();
+    // The model call's usage (trace format 1.2): on the agent's next
+    // event, its first tool call.
+    for span in children
+        .iter_mut()
+        .filter(|span| span.name == "openai.response")
+    {
+        span.attributes.extend([
+            int("gen_ai.usage.input_tokens", 1200),
+            int("gen_ai.usage.output_tokens", 80),
+            text("gen_ai.response.model", "gpt-4o-mini-2024-07-18"),
+        ]);
+    }
     server.export(children).await;
     assert_eq!(server.tasks().await["tasks"], json!([]), "still buffered");
     let finished = server.stop().await;
@@ -557,6 +578,12 @@ async fn shutdown_decides_the_traces_still_buffered_into_the_store() {
         .find(|task| task.task == hex(&trace))
         .expect("the trace's task");
     assert!(!task.detections.is_empty(), "{task:?}");
+    let spent = task.usage.as_ref().expect("the model call's usage");
+    assert_eq!(
+        (spent.total.input_tokens, spent.total.output_tokens),
+        (1200, 80),
+        "{task:?}"
+    );
 }
 
 // --- The real client: the OpenAI Agents SDK through OpenTelemetry. ---

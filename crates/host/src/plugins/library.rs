@@ -376,6 +376,11 @@ mod tests {
         let v = |major, minor| AbiVersion { major, minor };
         assert_eq!(abi_refusal(AbiVersion::HOST), None);
         assert_eq!(abi_refusal(AbiVersion::OLDEST), None);
+        // Every minor before this host's still loads (1.3 before events
+        // carried their usage, 1.4).
+        for minor in abi::ABI_OLDEST_SUPPORTED_MINOR..abi::ABI_MINOR {
+            assert_eq!(abi_refusal(v(abi::ABI_MAJOR, minor)), None, "1.{minor}");
+        }
         assert!(abi_refusal(v(abi::ABI_MAJOR + 1, 0)).is_some_and(|a| a.contains("major")));
         assert!(abi_refusal(v(0, 9)).is_some_and(|a| a.contains("major")));
         assert!(

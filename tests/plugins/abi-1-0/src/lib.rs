@@ -1,6 +1,6 @@
 //! A plugin as the first SDK built it: an ABI 1.0 table, written by hand
 //! with the 1.0 fields only (no `reset_task`, a smaller `struct_size`). A
-//! newer host (1.1 to 1.3) must still load and run it, and must not read past
+//! newer host (1.1 to 1.4) must still load and run it, and must not read past
 //! its end.
 //!
 //! It reports a `legacy_failure` warning on every `failure` event. Like
