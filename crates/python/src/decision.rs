@@ -203,6 +203,29 @@ impl Decision {
         self.inner.degraded
     }
 
+    /// The task's spend after this event (trace format 1.2, ruling 18),
+    /// when any of its events carried ``usage``: ``{"input_tokens": N,
+    /// "output_tokens": N, "cost_usd": X, "in_loops": {...}}``, with
+    /// ``in_loops`` the part spent on the events its loop detections name
+    /// and ``cost_usd`` absent when no event gave a cost and no
+    /// ``[pricing]`` entry priced its model. ``None`` otherwise.
+    ///
+    /// >>> guard = loopguard.Guard(semantic=False)
+    /// >>> usage = {"input_tokens": 1200, "output_tokens": 80, "cost_usd": 0.25}
+    /// >>> d = guard.observe({"type": "handoff", "task": "T", "from": "a", "to": "b", "usage": usage})
+    /// >>> d.usage["input_tokens"], d.usage["cost_usd"], d.usage["in_loops"]["input_tokens"]
+    /// (1200, 0.25, 0)
+    /// >>> guard.observe({"type": "handoff", "task": "U", "from": "a", "to": "b"}).usage is None
+    /// True
+    #[getter]
+    fn usage<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .usage
+            .as_ref()
+            .map(|spend| convert::serialize_to_python(py, spend))
+            .transpose()
+    }
+
     /// The decision as the dict `loopguard replay --format jsonl` prints
     /// for it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -356,6 +379,20 @@ impl Detection {
     #[getter]
     fn agents(&self) -> Vec<String> {
         self.inner.agents.clone()
+    }
+
+    /// On a ``budget`` detection (ruling 18): the limit crossed and the
+    /// spend against it, ``{"limit": "budget.max_tokens", "allowed": X,
+    /// "spent": X, "usage": {...}, "costliest_loops": [...]}`` (``usage``
+    /// as :attr:`Decision.usage`; each loop a ``kind``, its ``evidence``
+    /// and what those events spent). ``None`` on every other kind.
+    #[getter]
+    fn budget<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .budget
+            .as_deref()
+            .map(|crossing| convert::serialize_to_python(py, crossing))
+            .transpose()
     }
 
     /// The detection as a dict (every field the JSON output has).

@@ -344,9 +344,28 @@ impl Guard {
 
     /// ``task`` succeeded: its counters reset (a ``completed`` event). A
     /// task the guard has seen no event of raises
-    /// :class:`UnknownTaskError` naming it.
-    fn completed(&self, py: Python<'_>, task: String) -> PyResult<Decision> {
-        let event = serde_json::json!({"type": "completed", "task": task});
+    /// :class:`UnknownTaskError` naming it. ``usage`` is what the step that
+    /// finished the task spent (the event's ``usage``: ``input_tokens``,
+    /// ``output_tokens``, ``cost_usd``, ``model``, each optional); a bad
+    /// one raises :class:`EventError` naming the field.
+    ///
+    /// >>> guard = loopguard.Guard(semantic=False)
+    /// >>> _ = guard.observe({"type": "handoff", "task": "T", "from": "a", "to": "b"})
+    /// >>> guard.completed("T", usage={"input_tokens": 300, "output_tokens": 40}).usage["input_tokens"]
+    /// 300
+    #[pyo3(signature = (task, usage=None))]
+    fn completed(
+        &self,
+        py: Python<'_>,
+        task: String,
+        usage: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Decision> {
+        let event = match usage {
+            Some(usage) => {
+                serde_json::json!({"type": "completed", "task": task, "usage": usage_json(usage)?})
+            }
+            None => serde_json::json!({"type": "completed", "task": task}),
+        };
         self.reset(py, &task, event)
     }
 
@@ -459,6 +478,14 @@ impl Guard {
             if self.closed() { ", closed" } else { "" }
         )
     }
+}
+
+/// An event's `usage` given as a dict, as JSON; anything else raises
+/// `EventError` (the engine checks each field when it reads the event).
+fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    let text =
+        convert::dict_to_json(usage).map_err(|err| EventError::new_err(err.message("usage")))?;
+    serde_json::from_str(&text).map_err(|err| EventError::new_err(format!("usage: {err}")))
 }
 
 /// Where the settings come from: `config` is `None`, a dict or a path.

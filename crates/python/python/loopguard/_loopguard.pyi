@@ -2,7 +2,7 @@
 
 import os
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Optional, Type, TypeVar, Union
+from typing import Any, Dict, List, Literal, Optional, Type, TypedDict, TypeVar, Union
 
 __version__: str
 
@@ -13,6 +13,45 @@ Severity = Literal["low", "medium", "high", "critical"]
 Status = Literal["active", "completed", "escalated", "paused", "aborted_stuck"]
 
 _G = TypeVar("_G", bound="Guard")
+
+class _Tokens(TypedDict):
+    input_tokens: int
+    output_tokens: int
+
+class SpendTotals(_Tokens, total=False):
+    """Tokens and US dollars; ``cost_usd`` is absent when no event gave a
+    cost and no ``[pricing]`` entry priced its model."""
+
+    cost_usd: float
+
+class Spend(SpendTotals):
+    """A task's spend (``Decision.usage``): its totals, and ``in_loops``,
+    the part spent on the events its loop detections name."""
+
+    in_loops: SpendTotals
+
+class LoopSpend(SpendTotals):
+    """One loop and what its events spent."""
+
+    kind: str
+    evidence: List[int]
+
+class BudgetCrossing(TypedDict):
+    """What a ``budget`` detection names (``Detection.budget``)."""
+
+    limit: str
+    allowed: float
+    spent: float
+    usage: Spend
+    costliest_loops: List[LoopSpend]
+
+class EventUsage(TypedDict, total=False):
+    """An event's ``usage``: what one step spent; each field optional."""
+
+    input_tokens: Optional[int]
+    output_tokens: Optional[int]
+    cost_usd: Optional[float]
+    model: Optional[str]
 
 class LoopguardError(Exception):
     """The base of every loopguard exception."""
@@ -60,6 +99,11 @@ class Detection:
     def skip_agent(self) -> Optional[str]: ...
     @property
     def agents(self) -> List[str]: ...
+    @property
+    def budget(self) -> Optional[BudgetCrossing]:
+        """On a ``budget`` detection: the limit crossed, the spend against it
+        and the costliest loops; ``None`` on every other kind."""
+        ...
     def to_dict(self) -> Dict[str, Any]: ...
     def _asdict(self) -> Dict[str, Any]: ...
     def __eq__(self, other: object) -> bool: ...
@@ -97,6 +141,11 @@ class Decision:
     def notes(self) -> List[str]: ...
     @property
     def degraded(self) -> bool: ...
+    @property
+    def usage(self) -> Optional[Spend]:
+        """The task's spend after this event, or None when none of its
+        events carried ``usage``."""
+        ...
     def to_dict(self) -> Dict[str, Any]: ...
     def _asdict(self) -> Dict[str, Any]: ...
     def to_json(self) -> str: ...
@@ -117,8 +166,9 @@ class Guard:
     def human(self, task: str, note: Optional[str] = None) -> Decision:
         """Lifts the human gate of ``task``; raises UnknownTaskError for an unknown task."""
         ...
-    def completed(self, task: str) -> Decision:
-        """Resets ``task`` as succeeded; raises UnknownTaskError for an unknown task."""
+    def completed(self, task: str, usage: Optional[EventUsage] = None) -> Decision:
+        """Resets ``task`` as succeeded, with what its last step spent
+        (``usage``); raises UnknownTaskError for an unknown task."""
         ...
     def status(self, task: str) -> Optional[Status]:
         """``task``'s status, or None when the guard has seen no event of it."""

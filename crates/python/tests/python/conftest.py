@@ -12,6 +12,8 @@ import pathlib
 
 import pytest
 
+import loopguard
+
 HERE = pathlib.Path(__file__).resolve()
 WORKSPACE = HERE.parents[4]
 
@@ -28,3 +30,32 @@ def read_trace(name: str) -> list:
 @pytest.fixture
 def trace():
     return read_trace
+
+
+def sent_usage(guard) -> list:
+    """The ``usage`` of every event a :class:`RecordingGuard` was given (None
+    for an event without), in order."""
+    return [event.get("usage") for event in guard.events]
+
+
+class RecordingGuard(loopguard.Guard):
+    """A guard that keeps every event it decides (a completion as the
+    ``completed`` event it is) and its decision, so a test can see what an
+    adapter sent and what it got."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.events = []
+        self.decisions = []
+
+    def observe(self, event):
+        self.events.append(dict(event))
+        self.decisions.append(super().observe(event))
+        return self.decisions[-1]
+
+    def completed(self, task, usage=None):
+        event = {"type": "completed", "task": task}
+        if usage is not None:
+            event["usage"] = usage
+        self.events.append(event)
+        self.decisions.append(super().completed(task, usage=usage))
+        return self.decisions[-1]

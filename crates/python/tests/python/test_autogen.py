@@ -21,6 +21,7 @@ from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsa
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
 import loopguard  # noqa: E402
+from conftest import RecordingGuard, sent_usage  # noqa: E402
 from loopguard.integrations.autogen import LoopGuardTermination  # noqa: E402
 
 TOOLS = ModelInfo(
@@ -32,12 +33,23 @@ TOOLS = ModelInfo(
 )
 
 
-def call(turn, name, **args):
-    """The model's answer that calls one tool."""
+def call(turn, name, spent=(0, 0), **args):
+    """The model's answer that calls one tool; ``spent`` is the (prompt,
+    completion) tokens it reports."""
     return CreateResult(
         finish_reason="function_calls",
         content=[FunctionCall(id=f"call_{turn}", name=name, arguments=json.dumps(args))],
-        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        usage=RequestUsage(prompt_tokens=spent[0], completion_tokens=spent[1]),
+        cached=False,
+    )
+
+
+def say(text, spent):
+    """The model's text answer, reporting ``spent`` (prompt, completion) tokens."""
+    return CreateResult(
+        finish_reason="stop",
+        content=text,
+        usage=RequestUsage(prompt_tokens=spent[0], completion_tokens=spent[1]),
         cached=False,
     )
 
@@ -209,3 +221,54 @@ def test_a_run_whose_task_is_already_stopped_ends_before_its_first_step():
     result = asyncio.run(done.run(task="And now?"))
     assert ran == [("lookup_weather", "Paris")]
     assert not result.stop_reason.startswith("loopguard")
+
+
+SPENT = {"input_tokens": 1000, "output_tokens": 100}
+
+
+def test_each_message_s_models_usage_goes_on_its_event_and_decisions_sum_it():
+    guard = RecordingGuard(semantic=False)
+    condition = LoopGuardTermination(guard)
+    completions = [
+        call(0, "lookup_weather", spent=(1000, 100), city="Paris"),
+        call(1, "lookup_time", spent=(1000, 100), city="Paris"),
+        say("Sunny at noon in Paris. TERMINATE", spent=(1000, 100)),
+    ]
+    team = RoundRobinGroupChat(
+        [weather_agent(completions)],
+        termination_condition=condition | TextMentionTermination("TERMINATE"),
+    )
+    result = asyncio.run(team.run(task="What is the weather in Paris?"))
+    assert not result.stop_reason.startswith("loopguard")
+
+    # Each tool call carries the request that asked for it; the final
+    # answer (no exchange: its agent spoke last too) rides on the completion.
+    assert [e["type"] for e in guard.events] == ["tool_call", "tool_call", "completed"]
+    assert sent_usage(guard) == [SPENT, SPENT, SPENT]
+    spent = [(d.usage["input_tokens"], d.usage["output_tokens"]) for d in guard.decisions]
+    assert spent == [(1000, 100), (2000, 200), (3000, 300)]
+    assert "cost_usd" not in guard.decisions[-1].usage
+
+
+def test_a_budget_stops_a_team_that_spends_too_much():
+    guard = loopguard.Guard({"budget": {"max_tokens": 2500}}, semantic=False)
+    condition = LoopGuardTermination(guard, task="costly")
+    cities = ["Paris", "Tokyo", "Lima", "Oslo", "Rome", "Cairo", "Quito", "Perth"]
+    loop = [call(i, "lookup_weather", spent=(1000, 100), city=c) for i, c in enumerate(cities)]
+    team = RoundRobinGroupChat(
+        [weather_agent(loop)], termination_condition=condition | MaxMessageTermination(60)
+    )
+    result = asyncio.run(team.run(task="The weather everywhere?"))
+
+    # 1100 tokens a call: the 3rd takes the task past 2500; no call repeats
+    # another, so the budget alone stops the team.
+    stop = condition.last_stop
+    assert stop.action == "escalate"
+    [detection] = stop.detections
+    assert detection.kind == "budget"
+    assert detection.budget["limit"] == "budget.max_tokens"
+    assert (detection.budget["allowed"], detection.budget["spent"]) == (2500, 3300)
+    assert stop.usage["input_tokens"] == 3000
+    assert len(executions(result)) == 3
+    assert result.stop_reason == f"loopguard: {detection.reason}"
+    assert guard.status("costly") == "escalated"

@@ -356,3 +356,55 @@ def test_status_and_gate_say_whether_a_task_is_stopped():
     assert "escalated" in loopguard.stop_reason(gate)
     # Asking changes nothing: no event was observed.
     assert guard.report()["events"] == 5
+
+
+def test_usage_is_summed_per_task_and_read_as_decision_usage():
+    prices = {"pricing": {"gpt-4o-mini": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}}
+    guard = loopguard.Guard(prices, semantic=False)
+    spent = {"input_tokens": 1000, "output_tokens": 100, "model": "gpt-4o-mini"}
+    first = guard.observe(hop("T", "a", "b", usage=spent))
+    assert first.usage["input_tokens"] == 1000 and first.usage["output_tokens"] == 100
+    assert first.usage["cost_usd"] == pytest.approx(1000 * 2e-6 + 100 * 8e-6)
+    assert first.usage["in_loops"]["input_tokens"] == 0
+    # An event without usage still reports the task's spend; the dict is
+    # the decision's own `usage` field.
+    second = guard.observe(hop("T", "b", "a"))
+    assert second.usage == first.usage == second.to_dict()["usage"]
+    done = guard.completed("T", usage={"input_tokens": 500, "output_tokens": 50, "cost_usd": 0.5})
+    assert (done.usage["input_tokens"], done.usage["output_tokens"]) == (1500, 150)
+    assert done.usage["cost_usd"] == pytest.approx(0.5028)
+    # A task no usage ever reached has none; nor has any detection a budget.
+    other = guard.observe(hop("U", "a", "b"))
+    assert other.usage is None and "usage" not in other.to_dict()
+    assert loopguard.Decision(done.to_dict()).usage == done.usage
+
+
+def test_completed_usage_is_checked_like_an_event_s():
+    guard = loopguard.Guard(semantic=False)
+    guard.observe(hop("T", "a", "b"))
+    with pytest.raises(loopguard.EventError, match="usage.input_tokens"):
+        guard.completed("T", usage={"input_tokens": -3})
+    with pytest.raises(loopguard.EventError, match="usage"):
+        guard.completed("T", usage=[1, 2])
+    assert guard.status("T") == "active"
+
+
+def test_a_budget_detection_names_the_limit_and_the_spend():
+    guard = loopguard.Guard({"budget": {"max_tokens": 2500}}, semantic=False)
+    spent = {"input_tokens": 1000, "output_tokens": 100}
+    decisions = [
+        guard.observe({"type": "tool_call", "task": "T", "agent": "a", "tool": "search",
+                       "args": {"q": f"query {n}"}, "result": f"result {n}", "usage": spent})
+        for n in range(3)
+    ]
+    assert [d.action for d in decisions] == ["none", "none", "escalate"]
+    [detection] = decisions[-1].detections
+    assert detection.kind == "budget" and detection.action == "escalate"
+    budget = detection.budget
+    assert budget == detection.to_dict()["budget"]
+    assert budget["limit"] == "budget.max_tokens"
+    assert (budget["allowed"], budget["spent"]) == (2500, 3300)
+    assert budget["usage"] == decisions[-1].usage
+    assert budget["costliest_loops"] == []
+    assert decisions[0].detections == [] and guard.status("T") == "escalated"
+    assert all(d.budget is None for d in guard.observe(hop("V", "a", "b")).detections)

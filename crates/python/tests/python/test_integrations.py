@@ -63,3 +63,15 @@ def test_loop_detected_carries_the_decision():
     gated = guard.observe({"type": "handoff", "task": "T", "from": "a", "to": "b"})
     assert gated.action == "escalate"
     assert "escalated" in loopguard.stop_reason(gated)
+
+
+def test_the_shared_usage_helpers_examples_run():
+    from loopguard.integrations import _common
+
+    tests = doctest.DocTestFinder().find(_common, _common.__name__)
+    runner = doctest.DocTestRunner()
+    for test in tests:
+        runner.run(test)
+    assert runner.tries >= 3 and runner.failures == 0
+    assert _common.usage(True, -1) is None
+    assert _common.with_usage({"type": "completed"}, None) == {"type": "completed"}

@@ -17,16 +17,22 @@ from langchain_core.tools import tool  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 import loopguard  # noqa: E402
+from conftest import RecordingGuard, sent_usage  # noqa: E402
 from loopguard.integrations.langchain import LoopGuardMiddleware  # noqa: E402
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Answers each turn from a script: ``(tool, args)`` calls, then a final
-    message; keeps the messages it was given each turn."""
+    """Answers each turn from a script: ``(tool, args)`` calls (or a list of
+    them, asked for at once), then a final message; keeps the messages it
+    was given each turn. ``spend`` is the (input, output) tokens each
+    answer reports in its ``usage_metadata``, ``reported_model`` the
+    ``model_name`` of its ``response_metadata``."""
 
     script: list
     answer: str = "Done."
     seen: list = Field(default_factory=list)
+    spend: tuple = (0, 0)
+    reported_model: str = ""
 
     @property
     def _llm_type(self) -> str:
@@ -38,14 +44,39 @@ class ScriptedChatModel(BaseChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.seen.append(list(messages))
         turn = len(self.seen) - 1
+        spent = self._spent()
         if turn < len(self.script):
-            name, args = self.script[turn]
-            message = AIMessage(
-                content="", tool_calls=[{"name": name, "args": args, "id": f"call_{turn}"}]
-            )
+            message = AIMessage(content="", tool_calls=tool_calls(turn, self.script[turn]), **spent)
         else:
-            message = AIMessage(content=self.answer)
+            message = AIMessage(content=self.answer, **spent)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _spent(self) -> dict:
+        """The usage fields of each answer (none when ``spend`` is zero)."""
+        if self.spend == (0, 0):
+            return {}
+        input_tokens, output_tokens = self.spend
+        usage_metadata = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+        return {
+            "usage_metadata": usage_metadata,
+            "response_metadata": {"model_name": self.reported_model},
+        }
+
+
+def tool_calls(turn, step):
+    """A turn's tool calls: one ``(tool, args)`` (id ``call_<turn>``) or a
+    list of them (ids ``call_<turn>_<n>``)."""
+    if isinstance(step, tuple):
+        name, args = step
+        return [{"name": name, "args": args, "id": f"call_{turn}"}]
+    return [
+        {"name": name, "args": args, "id": f"call_{turn}_{n}"}
+        for n, (name, args) in enumerate(step)
+    ]
 
 
 ran = []
@@ -307,3 +338,66 @@ def test_a_checkpointer_keeps_the_stop_decision():
     decision = state["loopguard_stop"]["decision"]
     kept = agent.get_state(config).values["loopguard_stop"]["decision"]
     assert isinstance(kept, loopguard.Decision) and kept == decision
+
+
+PRICES = {"pricing": {"gpt-4o-mini": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}}
+SPENT = {"input_tokens": 1000, "output_tokens": 100, "model": "gpt-4o-mini"}
+
+
+def spending_model(script, answer="Done."):
+    """A scripted model whose every answer spent 1000 + 100 tokens of
+    ``gpt-4o-mini``."""
+    return ScriptedChatModel(
+        script=script, answer=answer, spend=(1000, 100), reported_model="gpt-4o-mini"
+    )
+
+
+def test_each_model_call_s_usage_goes_on_its_tool_call_and_decisions_sum_it():
+    guard = RecordingGuard(PRICES, semantic=False)
+    script = [("search", {"query": "flaky test"}), ("read_file", {"path": "tests/test_x.py"})]
+    model = spending_model(script, answer="Seed random().")
+    agent = create_agent(model, tools=[search, read_file], middleware=[LoopGuardMiddleware(guard)])
+    state = agent.invoke({"messages": [HumanMessage("Why is the test flaky?")]})
+    assert state["messages"][-1].content == "Seed random()."
+
+    # Each tool call carries the model call that asked for it; the
+    # completion carries the final answer's.
+    assert [e["type"] for e in guard.events] == ["tool_call", "tool_call", "completed"]
+    assert sent_usage(guard) == [SPENT, SPENT, SPENT]
+    spent = [(d.usage["input_tokens"], d.usage["output_tokens"]) for d in guard.decisions]
+    assert spent == [(1000, 100), (2000, 200), (3000, 300)]
+    assert guard.decisions[-1].usage["cost_usd"] == pytest.approx(3000 * 2e-6 + 300 * 8e-6)
+    [task] = guard.report()["tasks"]
+    assert task["usage"]["input_tokens"] == 3000
+
+
+def test_calls_asked_for_at_once_carry_their_message_s_usage_once():
+    guard = RecordingGuard(semantic=False)
+    both = [("search", {"query": "flaky test"}), ("read_file", {"path": "tests/test_x.py"})]
+    model = spending_model([both])
+    agent = create_agent(model, tools=[search, read_file], middleware=[LoopGuardMiddleware(guard)])
+    agent.invoke({"messages": [HumanMessage("Why is the test flaky?")]})
+    calls = [e for e in guard.events if e["type"] == "tool_call"]
+    assert sorted(calls, key=lambda e: e["call_id"])[0].get("usage") == SPENT
+    assert [e.get("usage") for e in calls].count(None) == 1
+    assert guard.decisions[-1].usage["input_tokens"] == 2000
+
+
+def test_a_budget_stops_a_run_that_spends_too_much():
+    guard = loopguard.Guard({"budget": {"max_tokens": 2500}}, semantic=False)
+    queries = ["flaky test", "random seed", "test order", "xdist", "timeouts", "fixtures"]
+    model = spending_model([("search", {"query": query}) for query in queries])
+    agent = create_agent(model, tools=[search], middleware=[LoopGuardMiddleware(guard)])
+    state = agent.invoke({"messages": [HumanMessage("Why is the test flaky?")]})
+
+    # 1100 tokens a call: the 3rd takes the task past 2500; no call repeats
+    # another, so the budget alone stops the run.
+    stop = state["loopguard_stop"]
+    decision = stop["decision"]
+    assert stop["action"] == "escalate" and len(model.seen) == 3
+    [detection] = decision.detections
+    assert detection.kind == "budget"
+    assert detection.budget["limit"] == "budget.max_tokens"
+    assert (detection.budget["allowed"], detection.budget["spent"]) == (2500, 3300)
+    assert decision.usage["input_tokens"] == 3000 and decision.usage["output_tokens"] == 300
+    assert state["messages"][-1].content == f"loopguard: {detection.reason}"

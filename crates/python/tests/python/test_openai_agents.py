@@ -24,6 +24,7 @@ from openai.types.responses import (  # noqa: E402
 )
 
 import loopguard  # noqa: E402
+from conftest import RecordingGuard, sent_usage  # noqa: E402
 from loopguard.integrations.openai_agents import LoopGuardHooks  # noqa: E402
 
 # The SDK's own trace export would go to OpenAI.
@@ -32,13 +33,16 @@ set_tracing_disabled(True)
 
 class ScriptedModel(Model):
     """Answers each turn from a script (tool calls, then a final message) and
-    keeps the input it was given each turn."""
+    keeps the input it was given each turn; ``spend`` is the (input, output)
+    tokens each response reports, ``model`` the model's name."""
 
-    def __init__(self, prefix, calls, answer="Done."):
+    def __init__(self, prefix, calls, answer="Done.", spend=(0, 0), model=None):
         self.prefix = prefix
         self.calls = list(calls)
         self.answer = answer
         self.inputs = []
+        self.spend = spend
+        self.model = model
 
     async def get_response(self, system_instructions, input, *args, **kwargs):
         self.inputs.append(copy.deepcopy(input))
@@ -66,7 +70,14 @@ class ScriptedModel(Model):
                     content=[text],
                 )
             ]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
+        input_tokens, output_tokens = self.spend
+        usage = Usage(
+            requests=1,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+        )
+        return ModelResponse(output=output, usage=usage, response_id=None)
 
     def stream_response(self, *args, **kwargs):
         raise NotImplementedError("the tests run without streaming")
@@ -233,3 +244,65 @@ def test_a_run_whose_task_is_already_stopped_ends_before_its_first_step():
     result = asyncio.run(Runner.run(weather, "And now?", hooks=hooks, max_turns=5))
     assert result.final_output == "Done."
     assert ran == [("lookup_weather", "Paris")]
+
+
+PRICES = {"pricing": {"gpt-4o-mini": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}}
+
+
+def spending_team(script, guardrails, answer="Done."):
+    """The weather team with usage on every response: the triage model's
+    handoff 100 + 10 tokens, each weather response 1000 + 100 (model
+    ``gpt-4o-mini``)."""
+    triage, model, ran = team(script, guardrails, answer)
+    model.spend, model.model = (1000, 100), "gpt-4o-mini"
+    triage.model.spend, triage.model.model = (100, 10), "gpt-4o-mini"
+    return triage, model, ran
+
+
+def test_each_model_call_s_usage_goes_on_the_next_event_and_decisions_sum_it():
+    guard = RecordingGuard(PRICES, semantic=False)
+    hooks = LoopGuardHooks(guard, task="spend")
+    script = [("lookup_weather", {"city": "Paris"}), ("lookup_time", {"city": "Paris"})]
+    triage, _, _ = spending_team(script, [hooks.tool_output_guardrail], answer="Sunny at noon.")
+    result = asyncio.run(Runner.run(triage, "Weather?", hooks=hooks, max_turns=10))
+    assert result.final_output == "Sunny at noon."
+
+    # The handoff carries the triage call, each tool call the weather call
+    # that asked for it, the completion the final answer's.
+    small = {"input_tokens": 100, "output_tokens": 10, "model": "gpt-4o-mini"}
+    large = {"input_tokens": 1000, "output_tokens": 100, "model": "gpt-4o-mini"}
+    assert [e["type"] for e in guard.events] == ["handoff", "tool_call", "tool_call", "completed"]
+    assert sent_usage(guard) == [small, large, large, large]
+    # Each decision reports the task's running spend, priced from [pricing].
+    spent = [(d.usage["input_tokens"], d.usage["output_tokens"]) for d in guard.decisions]
+    assert spent == [(100, 10), (1100, 110), (2100, 210), (3100, 310)]
+    last = guard.decisions[-1].usage
+    assert last["cost_usd"] == pytest.approx(3100 * 2e-6 + 310 * 8e-6)
+    # No loop: nothing was spent in one.
+    assert (last["in_loops"]["input_tokens"], last["in_loops"]["output_tokens"]) == (0, 0)
+    [task] = guard.report()["tasks"]
+    assert task["usage"]["input_tokens"] == 3100 and task["usage"]["output_tokens"] == 310
+
+
+def test_a_budget_stops_a_run_that_spends_too_much():
+    guard = loopguard.Guard({"budget": {"max_tokens": 3000}}, semantic=False)
+    hooks = LoopGuardHooks(guard, task="costly")
+    cities = ["Paris", "Tokyo", "Lima", "Oslo", "Rome", "Cairo", "Quito", "Perth"]
+    script = [("lookup_weather", {"city": city}) for city in cities]
+    triage, model, ran = spending_team(script, [hooks.tool_output_guardrail])
+
+    with pytest.raises(loopguard.LoopDetected) as caught:
+        asyncio.run(Runner.run(triage, "Weather everywhere?", hooks=hooks, max_turns=20))
+
+    # 110 for the handoff, 1100 a call: the 3rd call takes the task past
+    # 3000 tokens; no call repeats another, so the budget alone stops it.
+    decision = caught.value.decision
+    assert decision.action == "escalate" and decision.status == "escalated"
+    [detection] = decision.detections
+    assert detection.kind == "budget" and detection.severity == "high"
+    assert detection.budget["limit"] == "budget.max_tokens"
+    assert (detection.budget["allowed"], detection.budget["spent"]) == (3000, 3410)
+    assert detection.budget["usage"] == decision.usage
+    assert decision.usage["input_tokens"] == 3100
+    assert ran == [("lookup_weather", city) for city in cities[:3]]
+    assert str(caught.value) == detection.reason

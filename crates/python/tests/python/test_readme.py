@@ -40,6 +40,7 @@ def python_blocks(text: str) -> list:
 SECTION = python_section()
 BLOCKS = python_blocks(SECTION)
 ADAPTER_PREFIX = "# loopguard.integrations."
+SPEND_PREFIX = "# spend:"
 
 
 def adapter_of(block: str):
@@ -98,6 +99,8 @@ def test_the_example_runs_as_written(block, capsys):
         check_adapter_example(names["guard"], printed)
     elif "fetch_model(" in block:
         assert (pathlib.Path(printed) / "model.onnx").is_file(), printed
+    elif block.startswith(SPEND_PREFIX):
+        check_spend_example(names["guard"], printed)
     else:
         check_guard_example(names["guard"], printed)
 
@@ -110,6 +113,18 @@ def check_adapter_example(guard, printed):
     assert printed in (f"escalate {reason}", f"loopguard: {reason}"), printed
     actions = [d["action"] for d in task["detections"]]
     assert actions[-1] == "escalate" and actions.count("inject_context") >= 2, actions
+
+
+def check_spend_example(guard, printed):
+    """Three calls of 1000 + 100 tokens, priced: the running spend, then the
+    budget detection of the 3rd call."""
+    assert printed.splitlines() == [
+        "1000 100 0.00021",
+        "2000 200 0.00042",
+        "3000 300 0.00063",
+        "budget.max_tokens 3300.0 of 2500.0",
+    ], printed
+    assert guard.status("T1") == "escalated"
 
 
 def check_guard_example(guard, printed):
@@ -126,6 +141,7 @@ def test_the_section_shows_every_adapter_and_the_default_guard():
     # At least one adapter example uses semantic matching, the default.
     assert any(needs_model(block) for block in BLOCKS if adapter_of(block))
     assert any("fetch_model()" in block for block in BLOCKS)
+    assert any(block.startswith(SPEND_PREFIX) for block in BLOCKS)
     for block in BLOCKS:
         assert len(block.strip().splitlines()) <= 22, block
 

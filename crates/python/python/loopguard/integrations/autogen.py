@@ -22,6 +22,13 @@ Example::
     result = await team.run(task="What is the weather in Paris?")
     print(result.stop_reason)           # "loopguard: You have called ..." on a loop
 
+What each model call spent (a message's ``models_usage``:
+``prompt_tokens`` and ``completion_tokens``) goes on the next event the
+condition sends, as the event's ``usage``: a ``ToolCallRequestEvent``'s
+on its first tool call, a chat message's on its own handoff (an agent's
+first message, which is no exchange yet, on the next event), whatever is
+left on the run's completion.
+
 A team's run that ends another way completes its task (when the team resets
 its termination condition); the next run is a new task unless ``task`` names
 one. A run loopguard stopped keeps its task, escalated until
@@ -33,7 +40,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import Decision, Guard, stop_reason
-from ._common import arguments, new_task, require
+from ._common import PendingUsage, arguments, new_task, require, usage, with_usage
 
 require("autogen_agentchat", "autogen-agentchat", "autogen")
 
@@ -79,6 +86,7 @@ class LoopGuardTermination(TerminationCondition):
         self._calls: Dict[str, Tuple[str, str]] = {}
         self._speaker: Optional[str] = None
         self._started = False
+        self._usage = PendingUsage()
 
     @property
     def terminated(self) -> bool:
@@ -100,7 +108,8 @@ class LoopGuardTermination(TerminationCondition):
                 return self._stop(gate)
         for message in messages:
             for event in self._events(message):
-                decision = await self.guard.aobserve({**event, "task": self.task})
+                event = with_usage({**event, "task": self.task}, self._usage.take())
+                decision = await self.guard.aobserve(event)
                 self.decisions.append(decision)
                 if decision.stopped:
                     return self._stop(decision)
@@ -114,7 +123,7 @@ class LoopGuardTermination(TerminationCondition):
     async def reset(self) -> None:
         """The run ended: completes its task unless loopguard stopped it."""
         if self._stopped is None and self.decisions:
-            self.guard.completed(self.task)
+            self.guard.completed(self.task, usage=self._usage.take())
             if self._fixed_task is None:
                 self.task = new_task("autogen")
         self._stopped = None
@@ -122,9 +131,12 @@ class LoopGuardTermination(TerminationCondition):
         self._calls.clear()
         self._speaker = None
         self._started = False
+        self._usage.clear()
 
     def _events(self, message: BaseAgentEvent | BaseChatMessage) -> Iterator[Dict[str, Any]]:
-        """The contract's events for one message (none for most)."""
+        """The contract's events for one message (none for most); what the
+        model call behind it spent waits for the next event."""
+        self._usage.add(_message_usage(message))
         if isinstance(message, ToolCallRequestEvent):
             for call in message.content:
                 self._calls[call.id] = (call.name, call.arguments)
@@ -160,3 +172,12 @@ class LoopGuardTermination(TerminationCondition):
                     "content": message.content,
                 }
             self._speaker = message.source
+
+
+def _message_usage(message: BaseAgentEvent | BaseChatMessage) -> Optional[Dict[str, Any]]:
+    """What the model call behind ``message`` spent: its ``models_usage``
+    (AutoGen's messages name no model)."""
+    spent = getattr(message, "models_usage", None)
+    if spent is None:
+        return None
+    return usage(getattr(spent, "prompt_tokens", None), getattr(spent, "completion_tokens", None))

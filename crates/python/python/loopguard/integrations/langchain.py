@@ -32,14 +32,19 @@ Each run is a task of its own (``langchain-<hex>``, kept in the state as
 names one. A run given a ``loopguard_task`` in its input keeps it: in a
 multi-agent graph, give the parent graph's state that key (or every
 agent's middleware the same ``task``) so that all its agents feed one task.
+
+What each model call spent (the ``AIMessage``'s ``usage_metadata``: input
+and output tokens, with ``response_metadata["model_name"]``) goes on the
+event of the first tool call that message asked for, as the event's
+``usage``; a final answer's goes on the run's completion.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
 
 from .. import Decision, Guard, stop_reason
-from ._common import directive, json_value, new_task, require
+from ._common import directive, json_value, new_task, require, usage, with_usage
 
 require("langchain.agents", "langchain", "langchain")
 
@@ -121,7 +126,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         if not task or state.get("loopguard_stop"):
             return None
         if self.guard.status(task) is not None:
-            self.guard.completed(task)
+            self.guard.completed(task, usage=_final_answer_usage(state.get("messages") or []))
         return {"loopguard_task": None}
 
     def wrap_tool_call(
@@ -163,6 +168,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         return {**self._call(request), "error": f"{type(err).__name__}: {err}"}
 
     def _call(self, request: ToolCallRequest) -> Dict[str, Any]:
+        """The ``tool_call`` of a call, without its answer (with the usage
+        of the model call that asked for it, on its first call)."""
+        return with_usage(self._bare_call(request), _call_usage(request))
+
+    def _bare_call(self, request: ToolCallRequest) -> Dict[str, Any]:
+        """The ``tool_call`` of a call: its task, agent, tool, arguments and id."""
         call = request.tool_call
         event = {
             "type": "tool_call",
@@ -189,7 +200,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         text = [value for value in args.values() if isinstance(value, str)]
         if text:
             event["content"] = "\n".join(text)
-        return event
+        return with_usage(event, _call_usage(request))
 
     def _act(self, request: ToolCallRequest, answer: ToolAnswer, decision: Decision) -> ToolAnswer:
         """The answer the agent gets for this decision."""
@@ -205,6 +216,41 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any]):
         if text is None or isinstance(answer, Command):
             return answer
         return ToolMessage(content=text, tool_call_id=call_id, name=name)
+
+
+def _message_usage(message: AIMessage) -> Optional[Dict[str, Any]]:
+    """What the model call that made ``message`` spent: its
+    ``usage_metadata`` and ``response_metadata["model_name"]``."""
+    spent = message.usage_metadata or {}
+    model = (message.response_metadata or {}).get("model_name")
+    return usage(spent.get("input_tokens"), spent.get("output_tokens"), model)
+
+
+def _call_usage(request: ToolCallRequest) -> Optional[Dict[str, Any]]:
+    """The usage of the model call that asked for this tool call, when it
+    is the first call that message asked for (so a message's usage is
+    counted once, however many calls it made)."""
+    call_id = request.tool_call.get("id")
+    if not call_id:
+        return None
+    state = request.state if isinstance(request.state, dict) else {}
+    messages: List[Any] = state.get("messages") or []
+    for message in reversed(messages):
+        if not isinstance(message, AIMessage):
+            continue
+        ids = [call.get("id") for call in message.tool_calls]
+        if call_id in ids:
+            return _message_usage(message) if ids[0] == call_id else None
+    return None
+
+
+def _final_answer_usage(messages: List[Any]) -> Optional[Dict[str, Any]]:
+    """The usage of the run's final answer: its last message, when that is
+    the model's own answer with no tool call."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.tool_calls or last.name == "loopguard":
+        return None
+    return _message_usage(last)
 
 
 def _stop(decision: Decision) -> Dict[str, Any]:

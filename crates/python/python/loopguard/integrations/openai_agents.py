@@ -13,6 +13,11 @@ the model gets the directive as the repeated call's answer. ``escalate`` and
 already stopped (behind the human gate, or aborted) raises it before its
 first model call. A run that ends with a final output completes its task.
 
+What each model call spent (the ``ModelResponse``'s ``usage``: input and
+output tokens, with the agent's model name) goes on the next event the
+hooks send, as the event's ``usage``: the handoff or the first tool call
+the model asked for, else the run's completion (a final answer).
+
 The guardrail is an output guardrail, not an input one, because loopguard
 judges a repeated call by what it returned (ruling 15 of the trace format):
 before the call runs there is no result to judge, and after it the
@@ -41,7 +46,16 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .. import Decision, Guard, LoopDetected
-from ._common import arguments, directive, json_value, new_task, require
+from ._common import (
+    PendingUsage,
+    arguments,
+    directive,
+    json_value,
+    new_task,
+    require,
+    usage,
+    with_usage,
+)
 
 require("agents", "openai-agents", "openai_agents")
 
@@ -55,6 +69,7 @@ from agents import (  # noqa: E402
     ToolOutputGuardrailData,
 )
 from agents.exceptions import AgentsException  # noqa: E402
+from agents.items import ModelResponse  # noqa: E402
 from agents.tool import default_tool_error_function  # noqa: E402
 
 __all__ = ["AgentsLoopDetected", "LoopGuardHooks"]
@@ -86,6 +101,9 @@ class LoopGuardHooks(RunHooks[Any]):
     completes). ``decisions`` holds the current run's decisions. A tool
     without ``tool_output_guardrail`` is still observed (by
     ``on_tool_end``) and can stop the run, but its answers are not replaced.
+    Each model call's usage (``on_llm_end``) rides on the next event the
+    hooks send, so every decision reports the task's spend
+    (:attr:`loopguard.Decision.usage`).
 
     >>> import loopguard
     >>> from loopguard.integrations.openai_agents import LoopGuardHooks
@@ -99,12 +117,16 @@ class LoopGuardHooks(RunHooks[Any]):
         self._fixed_task = task
         self.task: str = task or new_task("openai-agents")
         self.decisions: List[Decision] = []
+        self._usage = PendingUsage()
         self.tool_output_guardrail: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
             guardrail_function=self._check_output, name="loopguard"
         )
 
     async def _observe(self, event: Dict[str, Any]) -> Decision:
-        decision = await self.guard.aobserve({**event, "task": self.task})
+        """Observes ``event`` in the run's task, with the usage no event has
+        carried yet."""
+        event = with_usage({**event, "task": self.task}, self._usage.take())
+        decision = await self.guard.aobserve(event)
         self.decisions.append(decision)
         return decision
 
@@ -115,6 +137,20 @@ class LoopGuardHooks(RunHooks[Any]):
         gate = self.guard.gate(self.task)
         if gate is not None:
             raise AgentsLoopDetected(gate)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        """A model call returned: what it spent waits for the next event
+        (the handoff or tool call it asked for, or the run's completion)."""
+        spent = getattr(response, "usage", None)
+        self._usage.add(
+            usage(
+                getattr(spent, "input_tokens", None),
+                getattr(spent, "output_tokens", None),
+                _model_name(agent),
+            )
+        )
 
     async def on_handoff(
         self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
@@ -134,9 +170,10 @@ class LoopGuardHooks(RunHooks[Any]):
 
     async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
         """The run ended with a final output: its task is completed (when
-        the run fed it any event)."""
+        the run fed it any event), with what its last model calls spent."""
+        spent = self._usage.take()
         if self.decisions:
-            self.guard.completed(self.task)
+            self.guard.completed(self.task, usage=spent)
         self.decisions = []
         if self._fixed_task is None:
             self.task = new_task("openai-agents")
@@ -149,6 +186,15 @@ class LoopGuardHooks(RunHooks[Any]):
         if text is None:
             return ToolGuardrailFunctionOutput.allow(output_info=decision.to_dict())
         return ToolGuardrailFunctionOutput.reject_content(text, output_info=decision.to_dict())
+
+
+def _model_name(agent: Agent[Any]) -> Optional[str]:
+    """The name of the agent's model: its ``model`` setting when that is a
+    name, else the ``model`` attribute of its Model object (as the SDK's
+    OpenAI models have); None when neither says (the run's default)."""
+    model = agent.model
+    name = model if isinstance(model, str) else getattr(model, "model", None)
+    return name if isinstance(name, str) and name else None
 
 
 def _event(context: Any, agent: Agent[Any], tool: Optional[Tool], result: object) -> Dict[str, Any]:
