@@ -65,3 +65,7 @@ mod store;
 mod tools;
 #[path = "integration/tune.rs"]
 mod tune;
+#[path = "integration/tune_judge.rs"]
+mod tune_judge;
+#[path = "integration/tune_shipped.rs"]
+mod tune_shipped;

@@ -1,5 +1,6 @@
 //! The repository's own files, for the tests that read them (`docs`,
-//! `history`).
+//! `history`), and the limits every Rust file is held to: at most 1,500
+//! lines a file, at most 150 a function.
 //!
 //! The walk starts at the workspace root and skips `target`, `.git`,
 //! `models/cache` (downloaded, not in git), any `*-target` directory and,
@@ -105,4 +106,127 @@ pub(crate) fn text(path: &Path) -> Option<String> {
         return None;
     }
     String::from_utf8(fs::read(path).ok()?).ok()
+}
+
+/// The most lines a Rust source file may have.
+const MAX_FILE_LINES: usize = 1_500;
+
+/// The most lines a function may span, from its `fn` line to its closing
+/// brace (its attributes and doc comment not counted).
+const MAX_FN_LINES: usize = 150;
+
+/// The Rust files of the repository as git lists them (those it tracks
+/// and those not yet added, less what it ignores), less `research/` and
+/// any `target` directory; every `*.rs` file the walk finds when git
+/// cannot list them.
+fn tracked_rust_files(root: &Path) -> Vec<PathBuf> {
+    let listed = std::process::Command::new("git")
+        .current_dir(root)
+        .args([
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "-z",
+            "--",
+            "*.rs",
+        ])
+        .output();
+    let mut paths: Vec<PathBuf> = match listed {
+        Ok(output) if output.status.success() => output
+            .stdout
+            .split(|byte| *byte == 0)
+            .filter(|path| !path.is_empty())
+            .map(|path| root.join(String::from_utf8_lossy(path).as_ref()))
+            .collect(),
+        _ => files(root)
+            .into_iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+            .collect(),
+    };
+    paths.retain(|path| {
+        let relative = path.strip_prefix(root).unwrap_or(path);
+        !relative.starts_with("research")
+            && !relative
+                .components()
+                .any(|part| part.as_os_str() == "target")
+            // A file deleted but not yet staged is still listed.
+            && path.is_file()
+    });
+    paths.sort();
+    paths
+}
+
+/// Every function of a file whose body spans more than [`MAX_FN_LINES`]:
+/// free functions, methods, trait methods with a default body, and those
+/// nested in other functions or in modules.
+struct LongFunctions {
+    /// `name:line: N lines` for each one.
+    found: Vec<String>,
+}
+
+impl LongFunctions {
+    fn check(&mut self, name: &syn::Ident, sig: &syn::Signature, block: &syn::Block) {
+        let start = sig.fn_token.span.start().line;
+        let end = block.brace_token.span.close().end().line;
+        let lines = end + 1 - start;
+        if lines > MAX_FN_LINES {
+            self.found
+                .push(format!("{start}: fn {name} is {lines} lines"));
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for LongFunctions {
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        self.check(&item.sig.ident, &item.sig, &item.block);
+        syn::visit::visit_item_fn(self, item);
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        self.check(&item.sig.ident, &item.sig, &item.block);
+        syn::visit::visit_impl_item_fn(self, item);
+    }
+
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if let Some(block) = &item.default {
+            self.check(&item.sig.ident, &item.sig, block);
+        }
+        syn::visit::visit_trait_item_fn(self, item);
+    }
+}
+
+#[test]
+fn no_source_file_is_over_1500_lines_and_no_function_over_150() {
+    let root = root();
+    let mut checked = 0;
+    let mut over = Vec::new();
+    for path in tracked_rust_files(&root) {
+        let name = shown(&root, &path);
+        let text = fs::read_to_string(&path).unwrap_or_else(|err| panic!("{name}: {err}"));
+        checked += 1;
+        let lines = text.lines().count();
+        if lines > MAX_FILE_LINES {
+            over.push(format!("{name}: {lines} lines"));
+        }
+        match syn::parse_file(&text) {
+            Ok(file) => {
+                let mut long = LongFunctions { found: Vec::new() };
+                syn::visit::Visit::visit_file(&mut long, &file);
+                over.extend(long.found.iter().map(|found| format!("{name}:{found}")));
+            }
+            Err(err) => over.push(format!(
+                "{name}:{}: cannot be parsed to measure its functions: {err}",
+                err.span().start().line
+            )),
+        }
+    }
+    assert!(checked > 0, "no Rust file found under {}", root.display());
+    assert!(
+        over.is_empty(),
+        "{} file(s) or function(s) too long (a file at most {MAX_FILE_LINES} lines, a function \
+         at most {MAX_FN_LINES} from its `fn` line to its closing brace; split them):\n{}",
+        over.len(),
+        over.join("\n")
+    );
 }

@@ -691,6 +691,15 @@ pub(crate) struct TuneThresholdArgs {
     pub(crate) common: TuneCommon,
 }
 
+/// What `tune judge fit` and `tune judge eval` both take besides
+/// [`TuneCommon`]: which of the labelled pairs they read.
+#[derive(Debug, Args)]
+pub(crate) struct TuneJudgePairs {
+    /// Only pairs of this kind (their "kind" field: request, topic, ...).
+    #[arg(long, value_name = "KIND")]
+    pub(crate) kind: Option<String>,
+}
+
 /// `loopguard tune judge fit`.
 #[derive(Debug, Args)]
 pub(crate) struct TuneFitArgs {
@@ -754,9 +763,8 @@ pub(crate) struct TuneFitArgs {
     #[arg(long, value_name = "FILE", requires = "tuned_encoder")]
     pub(crate) tuned_cosines: Option<PathBuf>,
 
-    /// Only pairs of this kind (their "kind" field: request, topic, ...).
-    #[arg(long, value_name = "KIND")]
-    pub(crate) kind: Option<String>,
+    #[command(flatten)]
+    pub(crate) pairs_of: TuneJudgePairs,
 
     /// Write judge.json (what --format json prints), judge-weights.json
     /// (unless --weights-out names another file) and both judges'
@@ -829,9 +837,8 @@ pub(crate) struct TuneEvalArgs {
     #[arg(long)]
     pub(crate) second_opinion: bool,
 
-    /// Only pairs of this kind (their "kind" field: request, topic, ...).
-    #[arg(long, value_name = "KIND")]
-    pub(crate) kind: Option<String>,
+    #[command(flatten)]
+    pub(crate) pairs_of: TuneJudgePairs,
 
     /// Write eval.json (the counts as --format json prints them, their
     /// average precision and 90% intervals, the counts by hard case, and

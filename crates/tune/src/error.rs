@@ -14,8 +14,11 @@ pub type Result<T, E = TuneError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TuneError {
-    /// A file could not be read, created or written.
-    #[error("{action} {path}: {source}", path = path.display())]
+    /// A file could not be read, created or written. The message names
+    /// the file; the operating system's reason is its source, which a
+    /// caller prints after it ("cannot read the pair file p.jsonl: No such
+    /// file or directory (os error 2)").
+    #[error("{action} {path}", path = path.display())]
     Io {
         /// What was being done, e.g. "cannot read the pair file".
         action: &'static str,

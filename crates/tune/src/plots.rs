@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
+use plotters::coord::types::{RangedCoordf64, RangedCoordu32};
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
@@ -103,25 +104,16 @@ fn draw_judge_curves<DB: DrawingBackend>(
         "test" => "held-out test split",
         _ => "all pairs (no split)",
     };
-    title_area
-        .draw_text(
-            &format!("Same request? Precision vs recall of both judges ({which})"),
-            &(FONT, 26).into_font().style(FontStyle::Bold).color(&BLACK),
-            (20, 12),
-        )
-        .map_err(e)?;
-    title_area
-        .draw_text(
-            &format!(
-                "{} pairs ({} same, {} different); each judge's operating point marked",
-                curves.pairs,
-                curves.same,
-                curves.pairs - curves.same
-            ),
-            &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
-            (20, 46),
-        )
-        .map_err(e)?;
+    draw_titles(
+        &title_area,
+        &format!("Same request? Precision vs recall of both judges ({which})"),
+        &format!(
+            "{} pairs ({} same, {} different); each judge's operating point marked",
+            curves.pairs,
+            curves.same,
+            curves.pairs - curves.same
+        ),
+    )?;
     let mut chart = ChartBuilder::on(&body)
         .margin(20)
         .margin_top(10)
@@ -168,15 +160,7 @@ fn draw_judge_curves<DB: DrawingBackend>(
             ))
             .legend(move |(x, y)| Circle::new((x + 12, y), 6, fill));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .margin(12)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .label_font((FONT, 14))
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
     root.present().map_err(e)?;
     Ok(())
 }
@@ -300,37 +284,90 @@ fn subtitle(report: &TuneReport) -> String {
     )
 }
 
+/// A chart with both axes from 0 to about 1: precision against recall.
+type UnitChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The histogram's chart: cosines across, counts up.
+type CountChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordu32>>;
+
+/// A drawing error as text.
+fn drawing_error<E: std::error::Error + Send + Sync>(err: DrawingAreaErrorKind<E>) -> String {
+    err.to_string()
+}
+
+/// A picture's title in bold and, below it, its subtitle.
+fn draw_titles<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    subtitle: &str,
+) -> std::result::Result<(), String> {
+    area.draw_text(
+        title,
+        &(FONT, 26).into_font().style(FontStyle::Bold).color(&BLACK),
+        (20, 12),
+    )
+    .map_err(drawing_error)?;
+    area.draw_text(
+        subtitle,
+        &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
+        (20, 46),
+    )
+    .map_err(drawing_error)
+}
+
+/// The legend of every labelled series, in a box at `position`.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> std::result::Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .margin(12)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.5))
+        .label_font((FONT, 14))
+        .draw()
+        .map_err(drawing_error)
+}
+
 fn draw_pr_curve<DB: DrawingBackend>(
     report: &TuneReport,
     root: DrawingArea<DB, Shift>,
 ) -> std::result::Result<(), String> {
-    let e = |err: DrawingAreaErrorKind<DB::ErrorType>| err.to_string();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(drawing_error)?;
     let (title_area, body) = root.split_vertically(70);
     let from = fmt_threshold(report, report.thresholds.from());
     let to = fmt_threshold(report, report.thresholds.to());
-    title_area
-        .draw_text(
-            &format!("Precision vs recall, thresholds {from} to {to} (train split)"),
-            &(FONT, 26).into_font().style(FontStyle::Bold).color(&BLACK),
-            (20, 12),
-        )
-        .map_err(e)?;
-    title_area
-        .draw_text(
-            &subtitle(report),
-            &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
-            (20, 46),
-        )
-        .map_err(e)?;
+    draw_titles(
+        &title_area,
+        &format!("Precision vs recall, thresholds {from} to {to} (train split)"),
+        &subtitle(report),
+    )?;
+    let mut chart = pr_chart(&body, report)?;
+    draw_iso_f1(&mut chart)?;
+    let points = sweep_points(report);
+    draw_sweep(&mut chart, &points)?;
+    label_thresholds(&mut chart, report, &points)?;
+    mark_choices(&mut chart, report)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
+    root.present().map_err(drawing_error)?;
+    Ok(())
+}
 
-    let mut chart = ChartBuilder::on(&body)
+/// The precision-recall chart's axes, described for pairs or traces, and
+/// its grid.
+fn pr_chart<'a, DB: DrawingBackend>(
+    body: &'a DrawingArea<DB, Shift>,
+    report: &TuneReport,
+) -> std::result::Result<UnitChart<'a, DB>, String> {
+    let mut chart = ChartBuilder::on(body)
         .margin(20)
         .margin_top(10)
         .x_label_area_size(55)
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..1.0f64, 0f64..1.05f64)
-        .map_err(e)?;
+        .map_err(drawing_error)?;
     chart
         .configure_mesh()
         .x_desc(match report.mode {
@@ -348,9 +385,14 @@ fn draw_pr_curve<DB: DrawingBackend>(
         .x_labels(11)
         .y_labels(11)
         .draw()
-        .map_err(e)?;
+        .map_err(drawing_error)?;
+    Ok(chart)
+}
 
-    // Iso-F1 curves: every point on one has the same F1.
+/// Iso-F1 curves: every point on one has the same F1.
+fn draw_iso_f1<'a, DB: DrawingBackend + 'a>(
+    chart: &mut UnitChart<'a, DB>,
+) -> std::result::Result<(), String> {
     for f in [0.5, 0.6, 0.7, 0.8, 0.9] {
         let points: Vec<(f64, f64)> = (0..=200)
             .map(|i| f / 2.0 + (1.0 - f / 2.0) * f64::from(i) / 200.0)
@@ -360,7 +402,7 @@ fn draw_pr_curve<DB: DrawingBackend>(
             .collect();
         chart
             .draw_series(LineSeries::new(points.clone(), GRID.stroke_width(1)))
-            .map_err(e)?;
+            .map_err(drawing_error)?;
         if let Some(&(r, p)) = points.iter().find(|&&(_, p)| p <= 1.0) {
             chart
                 .draw_series(std::iter::once(Text::new(
@@ -368,21 +410,33 @@ fn draw_pr_curve<DB: DrawingBackend>(
                     (r, p),
                     (FONT, 12).into_font().color(&RGBColor(150, 150, 150)),
                 )))
-                .map_err(e)?;
+                .map_err(drawing_error)?;
         }
     }
+    Ok(())
+}
 
-    let points: Vec<(f64, f64, f64)> = report
+/// The sweep's points where both figures are defined: (recall, precision,
+/// threshold).
+fn sweep_points(report: &TuneReport) -> Vec<(f64, f64, f64)> {
+    report
         .rows
         .iter()
         .filter_map(|row| Some((row.metrics.recall?, row.metrics.precision?, row.threshold)))
-        .collect();
+        .collect()
+}
+
+/// The sweep as a line through a dot per threshold.
+fn draw_sweep<'a, DB: DrawingBackend + 'a>(
+    chart: &mut UnitChart<'a, DB>,
+    points: &[(f64, f64, f64)],
+) -> std::result::Result<(), String> {
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|&(r, p, _)| (r, p)),
             CURVE.stroke_width(2),
         ))
-        .map_err(e)?
+        .map_err(drawing_error)?
         .label("the sweep, one point per threshold")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], CURVE.stroke_width(2)));
     chart
@@ -391,12 +445,19 @@ fn draw_pr_curve<DB: DrawingBackend>(
                 .iter()
                 .map(|&(r, p, _)| Circle::new((r, p), 3, CURVE.filled())),
         )
-        .map_err(e)?;
+        .map_err(drawing_error)?;
+    Ok(())
+}
 
-    // A few thresholds written next to their points: multiples of 0.05,
-    // skipping any too close to one already written.
+/// A few thresholds written next to their points: multiples of 0.05,
+/// skipping any too close to one already written.
+fn label_thresholds<'a, DB: DrawingBackend + 'a>(
+    chart: &mut UnitChart<'a, DB>,
+    report: &TuneReport,
+    points: &[(f64, f64, f64)],
+) -> std::result::Result<(), String> {
     let mut placed: Vec<(f64, f64)> = Vec::new();
-    for &(r, p, t) in &points {
+    for &(r, p, t) in points {
         let on_grid = ((t * 20.0) - (t * 20.0).round()).abs() < 1e-6;
         let crowded = placed
             .iter()
@@ -414,59 +475,27 @@ fn draw_pr_curve<DB: DrawingBackend>(
                         (FONT, 13).into_font().color(&CURVE),
                     ),
             ))
-            .map_err(e)?;
+            .map_err(drawing_error)?;
     }
+    Ok(())
+}
 
-    let mut mark = |choice: &Choice,
-                    color: RGBColor,
-                    what: String,
-                    shape: Shape|
-     -> std::result::Result<(), String> {
-        let (Some(r), Some(p)) = (choice.train.metrics.recall, choice.train.metrics.precision)
-        else {
-            return Ok(());
-        };
-        let label = format!(
-            "{what}: threshold {}, precision {}, recall {}",
-            fmt_threshold(report, choice.threshold),
-            fmt_ratio(Some(p)),
-            fmt_ratio(Some(r))
-        );
-        let style = color.filled();
-        let at = std::iter::once((r, p));
-        match shape {
-            Shape::Circle => {
-                chart
-                    .draw_series(at.map(|c| Circle::new(c, 8, style)))
-                    .map_err(e)?
-                    .label(label)
-                    .legend(move |(x, y)| Circle::new((x + 12, y), 6, style));
-            }
-            Shape::Triangle => {
-                chart
-                    .draw_series(at.map(|c| TriangleMarker::new(c, 10, style)))
-                    .map_err(e)?
-                    .label(label)
-                    .legend(move |(x, y)| TriangleMarker::new((x + 12, y), 8, style));
-            }
-            Shape::Cross => {
-                let stroke = color.stroke_width(3);
-                chart
-                    .draw_series(at.map(|c| Cross::new(c, 9, stroke)))
-                    .map_err(e)?
-                    .label(label)
-                    .legend(move |(x, y)| Cross::new((x + 12, y), 6, stroke));
-            }
-        }
-        Ok(())
-    };
+/// The chosen thresholds on the curve: the best F1 (a circle), the lowest
+/// that meets the precision floor (a triangle), the configured ones
+/// (crosses).
+fn mark_choices<'a, DB: DrawingBackend + 'a>(
+    chart: &mut UnitChart<'a, DB>,
+    report: &TuneReport,
+) -> std::result::Result<(), String> {
     if let Some(best) = &report.best_f1 {
-        mark(best, BEST, "best F1".into(), Shape::Circle)?;
+        mark_choice(chart, report, best, BEST, "best F1".into(), Shape::Circle)?;
     }
     if let Some(floor) = &report.min_precision
         && let Some(choice) = &floor.choice
     {
-        mark(
+        mark_choice(
+            chart,
+            report,
             choice,
             FLOOR,
             format!("precision ≥ {}", floor.floor),
@@ -475,24 +504,63 @@ fn draw_pr_curve<DB: DrawingBackend>(
     }
     for configured in &report.configured {
         let key = configured.key.as_deref().unwrap_or("configured");
-        mark(
+        mark_choice(
+            chart,
+            report,
             configured,
             CONFIGURED,
             format!("configured ({key})"),
             Shape::Cross,
         )?;
     }
+    Ok(())
+}
 
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .margin(12)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .label_font((FONT, 14))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
+/// One chosen threshold at its train precision and recall, with its legend
+/// entry (`what` and its figures); nothing when either is undefined.
+fn mark_choice<'a, DB: DrawingBackend + 'a>(
+    chart: &mut UnitChart<'a, DB>,
+    report: &TuneReport,
+    choice: &Choice,
+    color: RGBColor,
+    what: String,
+    shape: Shape,
+) -> std::result::Result<(), String> {
+    let (Some(r), Some(p)) = (choice.train.metrics.recall, choice.train.metrics.precision) else {
+        return Ok(());
+    };
+    let label = format!(
+        "{what}: threshold {}, precision {}, recall {}",
+        fmt_threshold(report, choice.threshold),
+        fmt_ratio(Some(p)),
+        fmt_ratio(Some(r))
+    );
+    let style = color.filled();
+    let at = std::iter::once((r, p));
+    match shape {
+        Shape::Circle => {
+            chart
+                .draw_series(at.map(|c| Circle::new(c, 8, style)))
+                .map_err(drawing_error)?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x + 12, y), 6, style));
+        }
+        Shape::Triangle => {
+            chart
+                .draw_series(at.map(|c| TriangleMarker::new(c, 10, style)))
+                .map_err(drawing_error)?
+                .label(label)
+                .legend(move |(x, y)| TriangleMarker::new((x + 12, y), 8, style));
+        }
+        Shape::Cross => {
+            let stroke = color.stroke_width(3);
+            chart
+                .draw_series(at.map(|c| Cross::new(c, 9, stroke)))
+                .map_err(drawing_error)?
+                .label(label)
+                .legend(move |(x, y)| Cross::new((x + 12, y), 6, stroke));
+        }
+    }
     Ok(())
 }
 
@@ -564,61 +632,92 @@ fn draw_histogram<DB: DrawingBackend>(
     report: &TuneReport,
     root: DrawingArea<DB, Shift>,
 ) -> std::result::Result<(), String> {
-    let e = |err: DrawingAreaErrorKind<DB::ErrorType>| err.to_string();
     let groups = groups(report);
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(drawing_error)?;
     let (title_area, body) = root.split_vertically(70);
-    title_area
-        .draw_text(
-            &groups.title,
-            &(FONT, 26).into_font().style(FontStyle::Bold).color(&BLACK),
-            (20, 12),
-        )
-        .map_err(e)?;
     let mut subtitle = subtitle(report);
     if let Some(note) = &groups.note {
         subtitle = format!("{subtitle}; {note}");
     }
-    title_area
-        .draw_text(
-            &subtitle,
-            &(FONT, 15).into_font().color(&RGBColor(80, 80, 80)),
-            (20, 46),
-        )
-        .map_err(e)?;
+    draw_titles(&title_area, &groups.title, &subtitle)?;
+    let bins = Bins::of(report, &groups);
+    let mut chart = histogram_chart(&body, report, &groups, &bins)?;
+    draw_bars(&mut chart, &groups, &bins)?;
+    draw_threshold_lines(&mut chart, report, bins.y_max)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    root.present().map_err(drawing_error)?;
+    Ok(())
+}
 
-    const BIN: f64 = 0.02;
-    let all = groups.positive.iter().chain(&groups.negative);
-    let low = all
-        .clone()
-        .fold(f64::INFINITY, |m, &c| m.min(f64::from(c)))
-        .min(report.thresholds.from());
-    let low = if low.is_finite() {
-        ((low / 0.1).floor() * 0.1).max(-1.0)
-    } else {
-        0.0
-    };
-    let bins = ((1.0 - low) / BIN).ceil().max(1.0) as usize;
-    let count = |values: &[f32]| {
-        let mut counts = vec![0u32; bins];
-        for &v in values {
-            let i = ((f64::from(v) - low) / BIN).floor().max(0.0) as usize;
-            counts[i.min(bins - 1)] += 1;
+/// The width of a histogram bar, in cosine.
+const BIN: f64 = 0.02;
+
+/// How many of each group fall in each bar, from `low` up to 1.
+struct Bins {
+    /// The cosine the first bar starts at: the lowest cosine or the sweep's
+    /// start, whichever is lower, rounded down to a tenth (at least -1).
+    low: f64,
+    /// The positive group's count in each bar.
+    positive: Vec<u32>,
+    /// The negative group's count in each bar.
+    negative: Vec<u32>,
+    /// The top of the count axis, with room above the highest bar for the
+    /// legend.
+    y_max: u32,
+}
+
+impl Bins {
+    fn of(report: &TuneReport, groups: &Groups) -> Bins {
+        let all = groups.positive.iter().chain(&groups.negative);
+        let low = all
+            .clone()
+            .fold(f64::INFINITY, |m, &c| m.min(f64::from(c)))
+            .min(report.thresholds.from());
+        let low = if low.is_finite() {
+            ((low / 0.1).floor() * 0.1).max(-1.0)
+        } else {
+            0.0
+        };
+        let bins = ((1.0 - low) / BIN).ceil().max(1.0) as usize;
+        let count = |values: &[f32]| {
+            let mut counts = vec![0u32; bins];
+            for &v in values {
+                let i = ((f64::from(v) - low) / BIN).floor().max(0.0) as usize;
+                counts[i.min(bins - 1)] += 1;
+            }
+            counts
+        };
+        let (positive, negative) = (count(&groups.positive), count(&groups.negative));
+        let top = positive
+            .iter()
+            .chain(&negative)
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        Bins {
+            low,
+            positive,
+            negative,
+            y_max: top + top / 4 + 1,
         }
-        counts
-    };
-    let (pos, neg) = (count(&groups.positive), count(&groups.negative));
-    let top = pos.iter().chain(&neg).copied().max().unwrap_or(0).max(1);
-    // Room above the highest bar for the legend.
-    let y_max = top + top / 4 + 1;
+    }
+}
 
-    let mut chart = ChartBuilder::on(&body)
+/// The histogram's axes (cosine across, counts up) and its grid.
+fn histogram_chart<'a, DB: DrawingBackend>(
+    body: &'a DrawingArea<DB, Shift>,
+    report: &TuneReport,
+    groups: &Groups,
+    bins: &Bins,
+) -> std::result::Result<CountChart<'a, DB>, String> {
+    let mut chart = ChartBuilder::on(body)
         .margin(20)
         .margin_top(10)
         .x_label_area_size(55)
         .y_label_area_size(70)
-        .build_cartesian_2d(low..1.0f64, 0u32..y_max)
-        .map_err(e)?;
+        .build_cartesian_2d(bins.low..1.0f64, 0u32..bins.y_max)
+        .map_err(drawing_error)?;
     chart
         .configure_mesh()
         .x_desc(format!(
@@ -630,15 +729,24 @@ fn draw_histogram<DB: DrawingBackend>(
         .label_style((FONT, 14))
         .bold_line_style(GRID.mix(0.6))
         .light_line_style(GRID.mix(0.2))
-        .y_labels((y_max as usize + 1).min(11))
+        .y_labels((bins.y_max as usize + 1).min(11))
         .draw()
-        .map_err(e)?;
+        .map_err(drawing_error)?;
+    Ok(chart)
+}
 
-    // Semi-transparent bars, the second group over the first: where both
-    // have pairs the colors mix, and each bar keeps its own outline.
+/// Semi-transparent bars, the second group over the first: where both
+/// have pairs the colors mix, and each bar keeps its own outline. The
+/// legend names both groups and their mix.
+fn draw_bars<'a, DB: DrawingBackend + 'a>(
+    chart: &mut CountChart<'a, DB>,
+    groups: &Groups,
+    bins: &Bins,
+) -> std::result::Result<(), String> {
+    let low = bins.low;
     for (counts, color, name) in [
-        (&neg, DIFFERENT, &groups.negative_name),
-        (&pos, SAME, &groups.positive_name),
+        (&bins.negative, DIFFERENT, &groups.negative_name),
+        (&bins.positive, SAME, &groups.positive_name),
     ] {
         let fill = color.mix(0.5).filled();
         let bars = || {
@@ -650,7 +758,7 @@ fn draw_histogram<DB: DrawingBackend>(
         };
         chart
             .draw_series(bars().map(|(x0, c)| Rectangle::new([(x0, 0), (x0 + BIN, c)], fill)))
-            .map_err(e)?
+            .map_err(drawing_error)?
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 20, y + 6)], fill));
         chart
@@ -658,79 +766,76 @@ fn draw_histogram<DB: DrawingBackend>(
                 bars()
                     .map(|(x0, c)| Rectangle::new([(x0, 0), (x0 + BIN, c)], color.stroke_width(1))),
             )
-            .map_err(e)?;
+            .map_err(drawing_error)?;
     }
     let (under, over) = (DIFFERENT.mix(0.5).filled(), SAME.mix(0.5).filled());
     chart
         .draw_series(std::iter::empty::<Rectangle<(f64, u32)>>())
-        .map_err(e)?
+        .map_err(drawing_error)?
         .label("both (the colors mixed)")
         .legend(move |(x, y)| {
             EmptyElement::at((x, y))
                 + Rectangle::new([(0, -6), (20, 6)], under)
                 + Rectangle::new([(0, -6), (20, 6)], over)
         });
+    Ok(())
+}
 
-    let mut line = |t: f64, color: RGBColor, label: String, dashed: bool| {
-        let points = vec![(t, 0), (t, y_max)];
-        let style = color.stroke_width(2);
-        let drawn = if dashed {
-            chart.draw_series(DashedLineSeries::new(points, 8, 6, style))
-        } else {
-            chart.draw_series(LineSeries::new(points, style))
-        };
-        drawn.map_err(e).map(|series| {
-            series
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
-        })
-    };
+/// The chosen thresholds as vertical lines: the best F1, the lowest that
+/// meets the precision floor, and the configured ones (dashed).
+fn draw_threshold_lines<'a, DB: DrawingBackend + 'a>(
+    chart: &mut CountChart<'a, DB>,
+    report: &TuneReport,
+    y_max: u32,
+) -> std::result::Result<(), String> {
     if let Some(best) = &report.best_f1 {
-        line(
-            best.threshold,
-            BEST,
-            format!(
-                "best F1 threshold {}",
-                fmt_threshold(report, best.threshold)
-            ),
-            false,
-        )?;
+        let label = format!(
+            "best F1 threshold {}",
+            fmt_threshold(report, best.threshold)
+        );
+        threshold_line(chart, best.threshold, y_max, BEST, label, false)?;
     }
     if let Some(floor) = &report.min_precision
         && let Some(choice) = &floor.choice
     {
-        line(
-            choice.threshold,
-            FLOOR,
-            format!(
-                "precision ≥ {} threshold {}",
-                floor.floor,
-                fmt_threshold(report, choice.threshold)
-            ),
-            false,
-        )?;
+        let label = format!(
+            "precision ≥ {} threshold {}",
+            floor.floor,
+            fmt_threshold(report, choice.threshold)
+        );
+        threshold_line(chart, choice.threshold, y_max, FLOOR, label, false)?;
     }
     for configured in &report.configured {
-        line(
-            configured.threshold,
-            CONFIGURED,
-            format!(
-                "configured {} ({})",
-                fmt_threshold(report, configured.threshold),
-                configured.key.as_deref().unwrap_or("config")
-            ),
-            true,
-        )?;
+        let label = format!(
+            "configured {} ({})",
+            fmt_threshold(report, configured.threshold),
+            configured.key.as_deref().unwrap_or("config")
+        );
+        threshold_line(chart, configured.threshold, y_max, CONFIGURED, label, true)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .margin(12)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.5))
-        .label_font((FONT, 14))
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// A vertical line at threshold `t` from 0 up to `y_max`, with its legend
+/// entry.
+fn threshold_line<'a, DB: DrawingBackend + 'a>(
+    chart: &mut CountChart<'a, DB>,
+    t: f64,
+    y_max: u32,
+    color: RGBColor,
+    label: String,
+    dashed: bool,
+) -> std::result::Result<(), String> {
+    let points = vec![(t, 0), (t, y_max)];
+    let style = color.stroke_width(2);
+    let drawn = if dashed {
+        chart.draw_series(DashedLineSeries::new(points, 8, 6, style))
+    } else {
+        chart.draw_series(LineSeries::new(points, style))
+    };
+    drawn
+        .map_err(drawing_error)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
     Ok(())
 }

@@ -20,8 +20,8 @@ use crate::embed::{EmbedStats, Prepared, Vectors};
 use crate::error::{LineIssue, Result, TuneError};
 use crate::pairs::type_name;
 use crate::report::{
-    Choice, Counts, EmbedderInfo, Example, MinPrecision, Mistakes, Mode, RULE, TraceDetection,
-    TuneOptions, TuneReport,
+    Choice, Configured, Counts, EmbedderInfo, Example, MinPrecision, Mistakes, Mode, RULE,
+    TraceDetection, TuneOptions, TuneReport,
 };
 use crate::sweep::{Confusion, SweepRow, best_f1, min_precision};
 
@@ -329,7 +329,22 @@ struct Replayed {
     errors: Vec<LineIssue>,
 }
 
-impl Replayer<'_> {
+impl<'a> Replayer<'a> {
+    /// A replayer of `base` with `scope`'s thresholds swept, its engines
+    /// sharing one embedding service that answers from `prepared`.
+    fn new(base: &'a Config, scope: Scope, prepared: &Arc<Prepared>) -> Result<Replayer<'a>> {
+        let capacity = prepared.vectors.len() + 1024;
+        let service = EmbeddingService::with_options(
+            Arc::clone(prepared) as Arc<dyn Embedder>,
+            ServiceOptions::new().cache_capacity(capacity),
+        )?;
+        Ok(Replayer {
+            base,
+            scope,
+            service: Arc::new(service),
+        })
+    }
+
     async fn replay(&self, set: &TraceSet, threshold: f64) -> Result<Replayed> {
         let config = self.scope.config_at(self.base, threshold);
         let mut replayed = Replayed {
@@ -401,6 +416,71 @@ impl Replayer<'_> {
             self.confusion(set, &replayed.fired),
         ))
     }
+
+    /// The row of each threshold (scored on `set`), and what the lowest
+    /// one let through: it lets the most through, so only its detections
+    /// are kept.
+    async fn sweep(&self, set: &TraceSet, thresholds: &[f64]) -> Result<(Vec<SweepRow>, Replayed)> {
+        let mut rows = Vec::with_capacity(thresholds.len());
+        let mut first: Option<Replayed> = None;
+        for &threshold in thresholds {
+            let replayed = self.replay(set, threshold).await?;
+            rows.push(SweepRow::new(
+                threshold,
+                self.confusion(set, &replayed.fired),
+            ));
+            if first.is_none() {
+                first = Some(replayed);
+            }
+        }
+        let first = first.unwrap_or(Replayed {
+            fired: Vec::new(),
+            errors: Vec::new(),
+        });
+        Ok((rows, first))
+    }
+
+    /// What the train traces get wrong at `threshold`: the detections that
+    /// fired unexpected (highest similarity first), and the expected ones
+    /// that did not fire (lowest similarity at the lowest threshold,
+    /// `lowest`, first).
+    async fn mistakes(
+        &self,
+        train: &TraceSet,
+        threshold: f64,
+        expected: &HashSet<Key>,
+        lowest: &[Fired],
+    ) -> Result<Mistakes> {
+        let replayed = self.replay(train, threshold).await?;
+        let similarity_at = similarities(lowest);
+        let fired = similarities(&replayed.fired);
+        let mut fps: Vec<(&Key, Option<f32>)> = fired
+            .iter()
+            .filter(|(key, _)| !expected.contains(*key))
+            .map(|(key, s)| (key, *s))
+            .collect();
+        fps.sort_by(|x, y| {
+            y.1.unwrap_or(f32::NEG_INFINITY)
+                .total_cmp(&x.1.unwrap_or(f32::NEG_INFINITY))
+                .then_with(|| x.0.cmp(y.0))
+        });
+        let mut fns: Vec<(&Key, Option<f32>)> = expected
+            .iter()
+            .filter(|key| !fired.contains_key(*key))
+            .map(|key| (key, similarity_at.get(key).copied().flatten()))
+            .collect();
+        fns.sort_by(|x, y| {
+            x.1.unwrap_or(f32::NEG_INFINITY)
+                .total_cmp(&y.1.unwrap_or(f32::NEG_INFINITY))
+                .then_with(|| x.0.cmp(y.0))
+        });
+        let example = |(key, cosine): (&Key, Option<f32>)| mistake(train, key, cosine);
+        Ok(Mistakes {
+            threshold,
+            false_positives: fps.into_iter().map(example).collect(),
+            false_negatives: fns.into_iter().map(example).collect(),
+        })
+    }
 }
 
 fn expected_keys(set: &TraceSet, scope: Scope) -> HashSet<Key> {
@@ -454,142 +534,34 @@ pub async fn tune_traces(
         model_id: vectors.model_id().to_owned(),
         dimension: vectors.dimension(),
     };
-    let capacity = vectors.len() + 1024;
     let prepared = Arc::new(Prepared {
         vectors,
         fallback,
         misses: AtomicUsize::new(0),
     });
-    let service = EmbeddingService::with_options(
-        Arc::clone(&prepared) as Arc<dyn Embedder>,
-        ServiceOptions::new().cache_capacity(capacity),
-    )?;
-    let replayer = Replayer {
-        base: config,
-        scope,
-        service: Arc::new(service),
-    };
+    let replayer = Replayer::new(config, scope, &prepared)?;
+    let (rows, first) = replayer.sweep(train, options.thresholds.values()).await?;
 
-    let mut rows = Vec::with_capacity(options.thresholds.values().len());
-    let mut first: Option<Replayed> = None;
-    for &threshold in options.thresholds.values() {
-        let replayed = replayer.replay(train, threshold).await?;
-        rows.push(SweepRow::new(
-            threshold,
-            replayer.confusion(train, &replayed.fired),
-        ));
-        // Only the lowest threshold's detections are kept: it lets the most through.
-        if first.is_none() {
-            first = Some(replayed);
-        }
-    }
-    let first = first.unwrap_or(Replayed {
-        fired: Vec::new(),
-        errors: Vec::new(),
-    });
-
-    let choose = async |threshold: f64, key: Option<String>| -> Result<Choice> {
-        let train_row = match rows.iter().find(|r| (r.threshold - threshold).abs() < 1e-9) {
-            Some(row) => *row,
-            None => replayer.score(train, threshold).await?,
-        };
-        let test = match holdout {
-            Some(set) => Some(replayer.score(set, threshold).await?),
-            None => None,
-        };
-        Ok(Choice {
-            threshold,
-            key,
-            train: train_row,
-            test,
-        })
+    let chooser = Chooser {
+        replayer: &replayer,
+        train,
+        holdout,
+        rows: &rows,
     };
-    let best = match best_f1(&rows) {
-        Some(row) => Some(choose(row.threshold, None).await?),
-        None => None,
-    };
-    let floor = match options.min_precision {
-        Some(floor) => Some(MinPrecision {
-            floor,
-            choice: match min_precision(&rows, floor) {
-                Some(row) => Some(choose(row.threshold, None).await?),
-                None => None,
-            },
-        }),
-        None => None,
-    };
-    let mut configured = Vec::new();
-    for c in &options.configured {
-        configured.push(choose(c.threshold, Some(c.key.clone())).await?);
-    }
+    let best = chooser.best_f1().await?;
+    let floor = chooser.min_precision(options.min_precision).await?;
+    let configured = chooser.configured(&options.configured).await?;
 
     // What the lowest threshold lets through, with similarities: the
     // histogram, and the cosines of the mistakes below.
     let expected = expected_keys(train, scope);
-    let name = |index: usize| {
-        train
-            .traces
-            .get(index)
-            .map(|t| t.path.display().to_string())
-            .unwrap_or_default()
-    };
-    let similarity_at: HashMap<Key, Option<f32>> = first
-        .fired
-        .iter()
-        .map(|f| ((f.trace, f.line, f.kind.clone()), f.similarity))
-        .collect();
-    let detections: Vec<TraceDetection> = first
-        .fired
-        .iter()
-        .map(|f| TraceDetection {
-            trace: name(f.trace),
-            line: f.line,
-            kind: f.kind.clone(),
-            similarity: f.similarity,
-            expected: expected.contains(&(f.trace, f.line, f.kind.clone())),
-        })
-        .collect();
+    let detections = lowest_detections(train, &first.fired, &expected);
     let mistakes = match &best {
-        Some(best) => {
-            let replayed = replayer.replay(train, best.threshold).await?;
-            let example = |(trace, line, kind): &Key, cosine: Option<f32>| Example {
-                at: format!("{}:{line}", name(*trace)),
-                kind: Some(kind.clone()),
-                cosine,
-                a: None,
-                b: None,
-            };
-            let fired: HashMap<Key, Option<f32>> = replayed
-                .fired
-                .iter()
-                .map(|f| ((f.trace, f.line, f.kind.clone()), f.similarity))
-                .collect();
-            let mut fps: Vec<(&Key, Option<f32>)> = fired
-                .iter()
-                .filter(|(key, _)| !expected.contains(*key))
-                .map(|(key, s)| (key, *s))
-                .collect();
-            fps.sort_by(|x, y| {
-                y.1.unwrap_or(f32::NEG_INFINITY)
-                    .total_cmp(&x.1.unwrap_or(f32::NEG_INFINITY))
-                    .then_with(|| x.0.cmp(y.0))
-            });
-            let mut fns: Vec<(&Key, Option<f32>)> = expected
-                .iter()
-                .filter(|key| !fired.contains_key(*key))
-                .map(|key| (key, similarity_at.get(key).copied().flatten()))
-                .collect();
-            fns.sort_by(|x, y| {
-                x.1.unwrap_or(f32::NEG_INFINITY)
-                    .total_cmp(&y.1.unwrap_or(f32::NEG_INFINITY))
-                    .then_with(|| x.0.cmp(y.0))
-            });
-            Some(Mistakes {
-                threshold: best.threshold,
-                false_positives: fps.into_iter().map(|(k, s)| example(k, s)).collect(),
-                false_negatives: fns.into_iter().map(|(k, s)| example(k, s)).collect(),
-            })
-        }
+        Some(best) => Some(
+            replayer
+                .mistakes(train, best.threshold, &expected, &first.fired)
+                .await?,
+        ),
         None => None,
     };
 
@@ -602,11 +574,6 @@ pub async fn tune_traces(
     let misses = prepared.misses.load(Ordering::Relaxed);
     embedding.texts += misses;
     embedding.embedded += misses;
-    let counts = |set: &TraceSet| Counts {
-        items: set.traces.len(),
-        same: expected_keys(set, scope).len(),
-        different: None,
-    };
     Ok(TuneReport {
         mode: Mode::Traces,
         input: train.source.clone(),
@@ -616,8 +583,8 @@ pub async fn tune_traces(
         embedder: info,
         embedding,
         issues,
-        train: counts(train),
-        test: holdout.map(counts),
+        train: trace_counts(train, scope),
+        test: holdout.map(|set| trace_counts(set, scope)),
         thresholds: options.thresholds.clone(),
         rows,
         best_f1: best,
@@ -627,4 +594,125 @@ pub async fn tune_traces(
         pairs: Vec::new(),
         detections,
     })
+}
+
+/// Chooses thresholds from a sweep's rows, and scores each choice on the
+/// train traces and the held-out ones.
+struct Chooser<'a> {
+    replayer: &'a Replayer<'a>,
+    train: &'a TraceSet,
+    holdout: Option<&'a TraceSet>,
+    rows: &'a [SweepRow],
+}
+
+impl Chooser<'_> {
+    /// `threshold` scored: its sweep row (or a replay of the train traces
+    /// when it is not one), and a replay of the held-out traces.
+    async fn choose(&self, threshold: f64, key: Option<String>) -> Result<Choice> {
+        let train_row = match self
+            .rows
+            .iter()
+            .find(|r| (r.threshold - threshold).abs() < 1e-9)
+        {
+            Some(row) => *row,
+            None => self.replayer.score(self.train, threshold).await?,
+        };
+        let test = match self.holdout {
+            Some(set) => Some(self.replayer.score(set, threshold).await?),
+            None => None,
+        };
+        Ok(Choice {
+            threshold,
+            key,
+            train: train_row,
+            test,
+        })
+    }
+
+    /// The threshold with the best train F1, if any.
+    async fn best_f1(&self) -> Result<Option<Choice>> {
+        match best_f1(self.rows) {
+            Some(row) => Ok(Some(self.choose(row.threshold, None).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// With a precision `floor`, the lowest threshold that meets it, if
+    /// any.
+    async fn min_precision(&self, floor: Option<f64>) -> Result<Option<MinPrecision>> {
+        let Some(floor) = floor else {
+            return Ok(None);
+        };
+        let choice = match min_precision(self.rows, floor) {
+            Some(row) => Some(self.choose(row.threshold, None).await?),
+            None => None,
+        };
+        Ok(Some(MinPrecision { floor, choice }))
+    }
+
+    /// The thresholds configured today, each under its key.
+    async fn configured(&self, configured: &[Configured]) -> Result<Vec<Choice>> {
+        let mut choices = Vec::with_capacity(configured.len());
+        for c in configured {
+            choices.push(self.choose(c.threshold, Some(c.key.clone())).await?);
+        }
+        Ok(choices)
+    }
+}
+
+/// Each detection that `fired`, by key, with its similarity.
+fn similarities(fired: &[Fired]) -> HashMap<Key, Option<f32>> {
+    fired
+        .iter()
+        .map(|f| ((f.trace, f.line, f.kind.clone()), f.similarity))
+        .collect()
+}
+
+/// The trace file at `index` of `set`, for people.
+fn trace_name(set: &TraceSet, index: usize) -> String {
+    set.traces
+        .get(index)
+        .map(|t| t.path.display().to_string())
+        .unwrap_or_default()
+}
+
+/// What fired at the lowest threshold (`fired`), each detection with its
+/// similarity and whether the sidecar expects it.
+fn lowest_detections(
+    train: &TraceSet,
+    fired: &[Fired],
+    expected: &HashSet<Key>,
+) -> Vec<TraceDetection> {
+    fired
+        .iter()
+        .map(|f| TraceDetection {
+            trace: trace_name(train, f.trace),
+            line: f.line,
+            kind: f.kind.clone(),
+            similarity: f.similarity,
+            expected: expected.contains(&(f.trace, f.line, f.kind.clone())),
+        })
+        .collect()
+}
+
+/// A wrong detection, or a missed one, as the report lists it: where and
+/// of which kind, with its similarity.
+fn mistake(train: &TraceSet, (trace, line, kind): &Key, cosine: Option<f32>) -> Example {
+    Example {
+        at: format!("{}:{line}", trace_name(train, *trace)),
+        kind: Some(kind.clone()),
+        cosine,
+        a: None,
+        b: None,
+    }
+}
+
+/// How many traces `set` has, and how many detections it expects of the
+/// kinds `scope` scores.
+fn trace_counts(set: &TraceSet, scope: Scope) -> Counts {
+    Counts {
+        items: set.traces.len(),
+        same: expected_keys(set, scope).len(),
+        different: None,
+    }
 }

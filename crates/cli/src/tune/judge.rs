@@ -40,23 +40,13 @@ pub(crate) fn fit(
     model: &str,
     tuned_encoder: Option<&str>,
 ) -> anyhow::Result<Outcome> {
-    let path = args.pairs.display();
-    let fitted_on = if let Some(file) = &args.tuned_cosines {
-        format!(
-            "{path} (train split; the tuned cosines of the pairs in {}, out of fold)",
-            file.display()
-        )
-    } else if features.iter().any(|f| f.tuned_cosine.is_some()) {
-        format!("{path} (train split, less the pairs the tuned encoder was tuned on)")
-    } else {
-        format!("{path} (train split)")
-    };
+    let min_precision = args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION);
     let mut report = fit_and_score(
         pairs,
         features,
         model,
-        &fitted_on,
-        args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
+        &fitted_on(args, features),
+        min_precision,
     )?;
     // The fit names an encoder when it weighs `tuned_cosine`: the one
     // that read it.
@@ -74,7 +64,7 @@ pub(crate) fn fit(
                 features,
                 usize::from(folds),
                 CV_REPEATS,
-                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION),
+                min_precision,
             )
         })
         .transpose()?;
@@ -83,13 +73,7 @@ pub(crate) fn fit(
         .clone()
         .or_else(|| args.out.as_ref().map(|dir| dir.join("judge-weights.json")));
     if let Some(path) = &weights_path {
-        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let text = serde_json::to_string_pretty(&report.weights)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_weights(path, &report.weights)?;
     }
     // Both judges on the held-out pairs: the cosine judge at the
     // configured request threshold, the calibrated one at its own.
@@ -102,12 +86,7 @@ pub(crate) fn fit(
     let document = report_json(&report, &curves, cross_validation.as_ref())?;
     let mut written: Vec<PathBuf> = weights_path.into_iter().collect();
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let json = dir.join("judge.json");
-        std::fs::write(&json, serde_json::to_string_pretty(&document)?)
-            .with_context(|| format!("cannot write {}", json.display()))?;
-        written.push(json);
-        written.extend(write_judge_plot(&curves, dir)?);
+        written.extend(write_fit_files(dir, &document, &curves)?);
     }
     let mut out = io::stdout().lock();
     match args.common.format {
@@ -116,105 +95,203 @@ pub(crate) fn fit(
             writeln!(out)?;
         }
         TuneFormat::Text => {
-            writeln!(
-                out,
-                "same-request judge on {} train and {} test pairs (threshold chosen on train: \
-                 best F1 at precision >= {:.2})",
-                report.train_pairs,
-                report.test_pairs,
-                args.min_precision.unwrap_or(DEFAULT_MIN_PRECISION)
-            )?;
-            writeln!(
-                out,
-                "\n{:<11} {:>9}  {:>30}  {:>30}",
-                "judge", "threshold", "train P / R / F1", "test P / R / F1"
-            )?;
-            for score in [&report.cosine, &report.calibrated] {
-                writeln!(out, "{}", row(score))?;
-            }
-            if let Some(intervals) = &report.calibrated.test_intervals {
-                writeln!(out, "{}", intervals_heading(intervals, "test pairs"))?;
-                for score in [&report.cosine, &report.calibrated] {
-                    if let Some(intervals) = &score.test_intervals {
-                        writeln!(
-                            out,
-                            "  {:<11} {}",
-                            score.judge.to_string(),
-                            intervals.describe()
-                        )?;
-                    }
-                }
-            }
-            writeln!(
-                out,
-                "{} average precision (every threshold): cosine {}, calibrated {}",
-                if curves.split == "test" {
-                    "held-out"
-                } else {
-                    "all pairs'"
-                },
-                three_places(curves.cosine.average_precision),
-                three_places(curves.calibrated.average_precision),
-            )?;
-            if !report.held_out_by_hard.is_empty() {
-                writeln!(
-                    out,
-                    "\nheld out, by hard case (each judge at its threshold; - is no hard case):\n\
-                     {:<11} {:>5}  {:>30}  {:>30}",
-                    "hard", "pairs", "cosine P / R / F1", "calibrated P / R / F1"
-                )?;
-                for case in &report.held_out_by_hard {
-                    writeln!(
-                        out,
-                        "{:<11} {:>5}  {:>30}  {:>30}",
-                        case.hard,
-                        case.pairs,
-                        prf(&case.cosine),
-                        prf(&case.calibrated)
-                    )?;
-                }
-            }
-            if let Some(cv) = &cross_validation {
-                writeln!(
-                    out,
-                    "\ncalibrated, cross-validated on the {} train pairs ({} folds, {} shuffles): \
-                     best F1 at precision >= {:.2}: {:.3} ± {:.3}, at thresholds {:.2} to {:.2}; \
-                     average precision {:.3}",
-                    cv.pairs,
-                    cv.folds,
-                    cv.repeats,
-                    cv.min_precision,
-                    cv.f1_mean,
-                    cv.f1_sd,
-                    cv.thresholds.iter().copied().fold(f32::INFINITY, f32::min),
-                    cv.thresholds
-                        .iter()
-                        .copied()
-                        .fold(f32::NEG_INFINITY, f32::max),
-                    cv.average_precision_mean,
-                )?;
-            }
-            writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;
-            for (name, weight) in report.feature_names.iter().zip(&report.weights.weights) {
-                writeln!(out, "  {name:<17} {weight:+.3}")?;
-            }
-            if !written.is_empty() {
-                writeln!(out, "\nwrote:")?;
-                for file in &written {
-                    writeln!(out, "  {}", file.display())?;
-                }
-            }
-            writeln!(
-                out,
-                "\nScore them on other labelled pairs with:\n  loopguard tune judge eval --pairs FILE --weights {}",
-                written
-                    .first()
-                    .map_or_else(|| "judge-weights.json".into(), |p| p.display().to_string())
-            )?;
+            let fitted = Fitted {
+                report: &report,
+                curves: &curves,
+                cross_validation: cross_validation.as_ref(),
+                min_precision,
+                written: &written,
+            };
+            write_fit_text(&mut out, &fitted)?;
         }
     }
     out.flush()?;
     Ok(Outcome::Clean)
+}
+
+/// What the weights were fitted on, as their file says it: the pair file's
+/// train split, and where the tuned cosines came from when one was read.
+fn fitted_on(args: &TuneFitArgs, features: &[Features]) -> String {
+    let path = args.pairs.display();
+    if let Some(file) = &args.tuned_cosines {
+        format!(
+            "{path} (train split; the tuned cosines of the pairs in {}, out of fold)",
+            file.display()
+        )
+    } else if features.iter().any(|f| f.tuned_cosine.is_some()) {
+        format!("{path} (train split, less the pairs the tuned encoder was tuned on)")
+    } else {
+        format!("{path} (train split)")
+    }
+}
+
+/// The fitted weights as pretty JSON in `path`, its directory created if
+/// missing.
+fn write_weights(path: &Path, weights: &JudgeWeights) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(weights)?;
+    std::fs::write(path, format!("{text}\n"))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `tune judge fit --out DIR`: `DIR/judge.json` (what `--format json`
+/// prints) and the picture of both judges' curves. Returns their paths.
+fn write_fit_files(
+    dir: &Path,
+    document: &serde_json::Value,
+    curves: &JudgeCurves,
+) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let json = dir.join("judge.json");
+    std::fs::write(&json, serde_json::to_string_pretty(document)?)
+        .with_context(|| format!("cannot write {}", json.display()))?;
+    let mut written = vec![json];
+    written.extend(write_judge_plot(curves, dir)?);
+    Ok(written)
+}
+
+/// What `tune judge fit` found, for its text output.
+struct Fitted<'a> {
+    /// Both judges' scores, the weights, the held-out pairs by hard case.
+    report: &'a JudgeReport,
+    /// Both judges' precision-recall curves.
+    curves: &'a JudgeCurves,
+    /// The folds' figures, with `--folds`.
+    cross_validation: Option<&'a CrossValidation>,
+    /// The train precision the threshold had to reach.
+    min_precision: f64,
+    /// The files written, the weights first.
+    written: &'a [PathBuf],
+}
+
+/// `tune judge fit` for people: both judges' scores, the held-out pairs by
+/// hard case, the cross-validation, the weights, the files written and how
+/// to score them.
+fn write_fit_text(out: &mut dyn Write, fitted: &Fitted<'_>) -> io::Result<()> {
+    write_judges_scores(out, fitted)?;
+    write_held_out_by_hard(out, fitted.report)?;
+    if let Some(cv) = fitted.cross_validation {
+        write_cross_validation(out, cv)?;
+    }
+    let report = fitted.report;
+    writeln!(out, "\nweights (bias {:+.3}):", report.weights.bias)?;
+    for (name, weight) in report.feature_names.iter().zip(&report.weights.weights) {
+        writeln!(out, "  {name:<17} {weight:+.3}")?;
+    }
+    write_fit_written(out, fitted.written)
+}
+
+/// Both judges' precision, recall and F1 on each split, the intervals of
+/// their held-out figures and their average precision.
+fn write_judges_scores(out: &mut dyn Write, fitted: &Fitted<'_>) -> io::Result<()> {
+    let Fitted { report, curves, .. } = *fitted;
+    writeln!(
+        out,
+        "same-request judge on {} train and {} test pairs (threshold chosen on train: \
+         best F1 at precision >= {:.2})",
+        report.train_pairs, report.test_pairs, fitted.min_precision
+    )?;
+    writeln!(
+        out,
+        "\n{:<11} {:>9}  {:>30}  {:>30}",
+        "judge", "threshold", "train P / R / F1", "test P / R / F1"
+    )?;
+    for score in [&report.cosine, &report.calibrated] {
+        writeln!(out, "{}", row(score))?;
+    }
+    if let Some(intervals) = &report.calibrated.test_intervals {
+        writeln!(out, "{}", intervals_heading(intervals, "test pairs"))?;
+        for score in [&report.cosine, &report.calibrated] {
+            if let Some(intervals) = &score.test_intervals {
+                writeln!(
+                    out,
+                    "  {:<11} {}",
+                    score.judge.to_string(),
+                    intervals.describe()
+                )?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "{} average precision (every threshold): cosine {}, calibrated {}",
+        if curves.split == "test" {
+            "held-out"
+        } else {
+            "all pairs'"
+        },
+        three_places(curves.cosine.average_precision),
+        three_places(curves.calibrated.average_precision),
+    )
+}
+
+/// Both judges on the held-out pairs, hard case by hard case (nothing when
+/// no pair has one).
+fn write_held_out_by_hard(out: &mut dyn Write, report: &JudgeReport) -> io::Result<()> {
+    if report.held_out_by_hard.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nheld out, by hard case (each judge at its threshold; - is no hard case):\n\
+         {:<11} {:>5}  {:>30}  {:>30}",
+        "hard", "pairs", "cosine P / R / F1", "calibrated P / R / F1"
+    )?;
+    for case in &report.held_out_by_hard {
+        writeln!(
+            out,
+            "{:<11} {:>5}  {:>30}  {:>30}",
+            case.hard,
+            case.pairs,
+            prf(&case.cosine),
+            prf(&case.calibrated)
+        )?;
+    }
+    Ok(())
+}
+
+/// The calibrated judge cross-validated on the train split: the mean and
+/// spread of its best F1, the range of its thresholds, its average
+/// precision.
+fn write_cross_validation(out: &mut dyn Write, cv: &CrossValidation) -> io::Result<()> {
+    writeln!(
+        out,
+        "\ncalibrated, cross-validated on the {} train pairs ({} folds, {} shuffles): \
+         best F1 at precision >= {:.2}: {:.3} ± {:.3}, at thresholds {:.2} to {:.2}; \
+         average precision {:.3}",
+        cv.pairs,
+        cv.folds,
+        cv.repeats,
+        cv.min_precision,
+        cv.f1_mean,
+        cv.f1_sd,
+        cv.thresholds.iter().copied().fold(f32::INFINITY, f32::min),
+        cv.thresholds
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max),
+        cv.average_precision_mean,
+    )
+}
+
+/// The files written, and the command that scores the weights on other
+/// pairs.
+fn write_fit_written(out: &mut dyn Write, written: &[PathBuf]) -> io::Result<()> {
+    if !written.is_empty() {
+        writeln!(out, "\nwrote:")?;
+        for file in written {
+            writeln!(out, "  {}", file.display())?;
+        }
+    }
+    writeln!(
+        out,
+        "\nScore them on other labelled pairs with:\n  loopguard tune judge eval --pairs FILE --weights {}",
+        written
+            .first()
+            .map_or_else(|| "judge-weights.json".into(), |p| p.display().to_string())
+    )
 }
 
 /// The report as JSON, with both judges' precision-recall curves on the
