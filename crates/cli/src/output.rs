@@ -15,7 +15,7 @@ mod text;
 
 pub(crate) use json::Json;
 pub(crate) use jsonl::Jsonl;
-pub(crate) use text::{Text, id_column, pad, shown_id, spend_cell, wrap};
+pub(crate) use text::{SpendColumn, Text, id_column, pad, shown_id, spend_cell, wrap};
 
 /// Where a replay's answers go.
 pub(crate) trait Output {

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::cli::{ListFormat, LogArgs, OpinionsArgs, ReportArgs, TasksArgs};
 use crate::outcome::Outcome;
-use crate::output::{Output, id_column, pad, shown_id, spend_cell};
+use crate::output::{Output, SpendColumn, id_column, pad, shown_id, spend_cell};
 use crate::summary::Summary;
 
 /// How long the end of a replay waits for the store's writer to write what
@@ -81,21 +81,7 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
                     .map(|task| shown_id(&task.task).chars().count()),
                 "TASK".len(),
             );
-            // The spend column is shown when some task spent (ruling 18).
-            let cells: Vec<Option<String>> = spends
-                .iter()
-                .map(|spend| spend.as_ref().map(spend_cell))
-                .collect();
-            let spend_width = cells
-                .iter()
-                .flatten()
-                .map(|cell| cell.chars().count())
-                .max()
-                .map(|width| width.max("SPEND".len()));
-            let spend_column = |cell: Option<&str>| match spend_width {
-                Some(width) => format!("{}  ", pad(cell.unwrap_or("-"), width)),
-                None => String::new(),
-            };
+            let spend = SpendColumn::new(spends.iter().map(Option::as_ref), "SPEND");
             writeln!(
                 out,
                 "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}LAST SEEN",
@@ -104,9 +90,9 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
                 "LOOPS",
                 "PIVOTS",
                 "EPISODES",
-                spend_column(Some("SPEND")),
+                spend.header(),
             )?;
-            for (task, cell) in tasks.iter().zip(&cells) {
+            for (index, task) in tasks.iter().enumerate() {
                 writeln!(
                     out,
                     "{}  {:<13}  {:>5}  {:>6}  {:>8}  {}{}",
@@ -115,7 +101,7 @@ pub(crate) async fn tasks(args: &TasksArgs) -> anyhow::Result<Outcome> {
                     task.loop_count,
                     task.pivots,
                     count(task),
-                    spend_column(cell.as_deref()),
+                    spend.cell(index),
                     task.last_seen
                 )?;
             }

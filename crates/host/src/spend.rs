@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 /// Events with usage a task keeps, newest last, to price the evidence of
 /// its later loop detections.
-pub const PRICED_EVENTS_KEPT: usize = 128;
+pub const PRICED_EVENTS_KEPT: usize = 64;
 
 /// Loops a `budget` detection names, costliest first.
 const COSTLIEST_LOOPS: usize = 2;
@@ -130,15 +130,52 @@ impl Granted {
     }
 }
 
-/// One event's spend, kept to price a later detection's evidence.
+/// One event's spend, kept to price a later detection's evidence. Saved
+/// as a compact array, `[line, input, output, nano-dollars or null, in
+/// loops]`: a task keeps up to [`PRICED_EVENTS_KEPT`] of them in every
+/// commit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(from = "PricedRow", into = "PricedRow")]
 struct Priced {
     line: u64,
-    #[serde(flatten)]
     sums: Sums,
     /// Already added to the spend in loops.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     in_loops: bool,
+}
+
+/// [`Priced`] as saved.
+#[derive(Serialize, Deserialize)]
+struct PricedRow(u64, u64, u64, Option<u64>, bool);
+
+impl From<PricedRow> for Priced {
+    fn from(PricedRow(line, input_tokens, output_tokens, cost_nanos, in_loops): PricedRow) -> Self {
+        Priced {
+            line,
+            sums: Sums {
+                input_tokens,
+                output_tokens,
+                cost_nanos,
+            },
+            in_loops,
+        }
+    }
+}
+
+impl From<Priced> for PricedRow {
+    fn from(priced: Priced) -> Self {
+        let Sums {
+            input_tokens,
+            output_tokens,
+            cost_nanos,
+        } = priced.sums;
+        PricedRow(
+            priced.line,
+            input_tokens,
+            output_tokens,
+            cost_nanos,
+            priced.in_loops,
+        )
+    }
 }
 
 /// The settings spend accounting reads.
@@ -235,18 +272,28 @@ impl TaskSpend {
         if own.is_zero() {
             return;
         }
-        let looped = LoopSpend {
-            kind: detection.kind.to_string(),
-            evidence: detection.evidence.clone(),
-            spend: own.totals(),
-        };
+        let spend = own.totals();
         // A later detection of the same loop (its kind, from the same first
         // line: the run grew) takes the place of the earlier one.
-        match self.costliest.iter_mut().find(|kept| {
-            kept.kind == looped.kind && kept.evidence.first() == looped.evidence.first()
-        }) {
-            Some(kept) => *kept = looped,
-            None => self.costliest.push(looped),
+        let same_loop = self.costliest.iter_mut().find(|kept| {
+            kept.kind == detection.kind && kept.evidence.first() == detection.evidence.first()
+        });
+        if let Some(kept) = same_loop {
+            kept.evidence.clone_from(&detection.evidence);
+            kept.spend = spend;
+        } else if self.costliest.len() < COSTLIEST_LOOPS
+            || self
+                .costliest
+                .last()
+                .is_some_and(|cheapest| costlier(&spend, &cheapest.spend).is_gt())
+        {
+            self.costliest.push(LoopSpend {
+                kind: detection.kind.to_string(),
+                evidence: detection.evidence.clone(),
+                spend,
+            });
+        } else {
+            return;
         }
         self.costliest.sort_by(|a, b| costlier(&b.spend, &a.spend));
         self.costliest.truncate(COSTLIEST_LOOPS);
@@ -265,9 +312,12 @@ impl TaskSpend {
             return Vec::new();
         }
         let mut found = Vec::new();
-        for (name, allowed, spent) in self.against(&limits) {
+        for (name, allowed, spent) in self.against(&limits).into_iter().flatten() {
+            if spent <= allowed {
+                continue;
+            }
             let key = limit_key(task_type, budget, name);
-            if spent > allowed && !self.crossed.contains(&key) {
+            if !self.crossed.contains(&key) {
                 found.push(self.crossing(line, key.clone(), allowed, spent));
                 self.crossed.push(key);
             }
@@ -277,28 +327,28 @@ impl TaskSpend {
 
     /// Each set limit, with what was spent against it under the current
     /// allowance.
-    fn against(&self, limits: &BudgetLimits) -> Vec<(&'static str, f64, f64)> {
+    fn against(&self, limits: &BudgetLimits) -> [Option<(&'static str, f64, f64)>; 3] {
         let since_grant = |now: u64, granted: u64| dollars(now.saturating_sub(granted));
-        let mut out = Vec::new();
-        if let Some(max) = limits.max_tokens {
+        let tokens = limits.max_tokens.map(|max| {
             let spent = self.total.tokens().saturating_sub(self.granted.tokens);
-            out.push(("max_tokens", max as f64, spent as f64));
-        }
-        if let (Some(max), Some(cost)) = (limits.max_cost_usd, self.total.cost_nanos) {
-            out.push((
-                "max_cost_usd",
-                max,
-                since_grant(cost, self.granted.cost_nanos),
-            ));
-        }
-        if let (Some(max), Some(cost)) = (limits.max_loop_cost_usd, self.in_loops.cost_nanos) {
-            out.push((
-                "max_loop_cost_usd",
-                max,
-                since_grant(cost, self.granted.loop_cost_nanos),
-            ));
-        }
-        out
+            ("max_tokens", max as f64, spent as f64)
+        });
+        let cost = limits
+            .max_cost_usd
+            .zip(self.total.cost_nanos)
+            .map(|(max, cost)| {
+                let spent = since_grant(cost, self.granted.cost_nanos);
+                ("max_cost_usd", max, spent)
+            });
+        let loop_cost =
+            limits
+                .max_loop_cost_usd
+                .zip(self.in_loops.cost_nanos)
+                .map(|(max, cost)| {
+                    let spent = since_grant(cost, self.granted.loop_cost_nanos);
+                    ("max_loop_cost_usd", max, spent)
+                });
+        [tokens, cost, loop_cost]
     }
 
     fn crossing(&self, line: u64, limit: String, allowed: f64, spent: f64) -> Detection {
@@ -492,8 +542,8 @@ mod tests {
             "total":{"input_tokens":30,"output_tokens":6,"cost_nanos":3000},
             "in_loops":{"input_tokens":20,"output_tokens":4,"cost_nanos":2000},
             "recent":[
-                {"line":2,"input_tokens":10,"output_tokens":2,"cost_nanos":1000},
-                {"line":5,"input_tokens":20,"output_tokens":4,"cost_nanos":2000,"in_loops":true}],
+                [2, 10, 2, 1000, false],
+                [5, 20, 4, 2000, true]],
             "costliest":[{"kind":"tool_repeat","evidence":[5],
                 "input_tokens":20,"output_tokens":4,"cost_usd":0.000002}]}}"#;
         let saved = saved_spend_detail(state).expect("spend in the state");

@@ -278,21 +278,11 @@ impl<W: Write, E: Write> Text<W, E> {
                 .map(|task| shown_id(&task.task).chars().count()),
             "task".len(),
         );
-        // The spend column is shown when some task spent (ruling 18).
-        let spend_cells: Vec<Option<String>> = summary
-            .tasks
-            .iter()
-            .map(|task| task.usage.as_ref().map(spend_cell))
-            .collect();
-        let spend_width = spend_cells
-            .iter()
-            .flatten()
-            .map(|cell| cell.chars().count())
-            .max()
-            .map(|width| width.max("spend".len()));
-        let spend_header = spend_width
-            .map(|width| format!("{:<width$}  ", "spend"))
-            .unwrap_or_default();
+        let spend = SpendColumn::new(
+            summary.tasks.iter().map(|task| task.usage.as_ref()),
+            "spend",
+        );
+        let spend_header = spend.header();
         writeln!(
             self.out,
             "{}",
@@ -304,12 +294,8 @@ impl<W: Write, E: Write> Text<W, E> {
                 )
             )
         )?;
-        for (task, spend) in summary.tasks.iter().zip(&spend_cells) {
-            let spend = match (spend_width, spend) {
-                (Some(width), Some(cell)) => format!("{}  ", pad(cell, width)),
-                (Some(width), None) => format!("{}  ", pad("-", width)),
-                (None, _) => String::new(),
-            };
+        for (index, task) in summary.tasks.iter().enumerate() {
+            let spend = spend.cell(index);
             let by_kind = if task.by_kind.is_empty() {
                 "-".to_owned()
             } else {
@@ -393,6 +379,52 @@ pub(crate) fn pad(value: impl Display, width: usize) -> String {
         text.extend(std::iter::repeat_n(' ', width - columns));
     }
     text
+}
+
+/// A table's spend column (ruling 18): shown only when some row spent,
+/// as wide as its widest cell, `-` for a row that spent nothing.
+pub(crate) struct SpendColumn {
+    title: &'static str,
+    cells: Vec<Option<String>>,
+    width: Option<usize>,
+}
+
+impl SpendColumn {
+    /// The column of `spends`, one per row, headed `title`.
+    pub(crate) fn new<'a>(
+        spends: impl Iterator<Item = Option<&'a Spend>>,
+        title: &'static str,
+    ) -> SpendColumn {
+        let cells: Vec<Option<String>> = spends.map(|spend| spend.map(spend_cell)).collect();
+        let width = cells
+            .iter()
+            .flatten()
+            .map(|cell| cell.chars().count())
+            .max()
+            .map(|width| width.max(title.len()));
+        SpendColumn {
+            title,
+            cells,
+            width,
+        }
+    }
+
+    /// The header with its two spaces after, or nothing.
+    pub(crate) fn header(&self) -> String {
+        self.padded(Some(self.title))
+    }
+
+    /// Row `index`'s cell with its two spaces after, or nothing.
+    pub(crate) fn cell(&self, index: usize) -> String {
+        self.padded(self.cells.get(index).and_then(Option::as_deref))
+    }
+
+    fn padded(&self, text: Option<&str>) -> String {
+        match self.width {
+            Some(width) => format!("{}  ", pad(text.unwrap_or("-"), width)),
+            None => String::new(),
+        }
+    }
 }
 
 /// A task's spend in one cell: dollars when a cost is known, else tokens,
