@@ -22,12 +22,14 @@ import asyncio
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 os.environ.setdefault("OPENAI_API_KEY", "sk-dummy-not-used")
 
 from agents import Agent, ModelSettings, Runner, function_tool  # noqa: E402
 from agents.items import ModelResponse  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
+from agents.tracing import response_span  # noqa: E402
 from agents.usage import Usage  # noqa: E402
 from openai.types.responses import (  # noqa: E402
     ResponseFunctionToolCall,
@@ -48,6 +50,12 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
     SpanExporter,
     SpanExportResult,
 )
+
+
+# The model the scripted responses name, and the tokens they reported
+# (input, output), printed at the end as ``tokens=<input>,<output>``.
+SCRIPTED_MODEL = "gpt-4o-mini-2024-07-18"
+SPENT = [0, 0]
 
 
 class ScriptedModel(Model):
@@ -88,7 +96,28 @@ class ScriptedModel(Model):
                     ],
                 )
             ]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
+        return ModelResponse(output=output, usage=self.spend(turn), response_id=None)
+
+    def spend(self, turn):
+        """This turn's usage, reported as a model client does: on a response
+        span whose response names the model and its token counts (what the
+        OpenTelemetry instrumentation reads into ``gen_ai.usage.*``)."""
+        input_tokens, output_tokens = 1000 + 10 * turn, 40 + turn
+        SPENT[0] += input_tokens
+        SPENT[1] += output_tokens
+        with response_span() as span:
+            span.span_data.response = SimpleNamespace(
+                model=SCRIPTED_MODEL,
+                usage=SimpleNamespace(
+                    input_tokens=input_tokens, output_tokens=output_tokens
+                ),
+            )
+        return Usage(
+            requests=1,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+        )
 
     def stream_response(self, *args, **kwargs):
         raise NotImplementedError("the script runs the agent without streaming")
@@ -193,6 +222,7 @@ def main():
         sys.exit(1)
     provider.shutdown()
     print(f"answer={answer}")
+    print(f"tokens={SPENT[0]},{SPENT[1]}")
     for trace_id in ids.ids:
         print(f"trace_id={trace_id}")
 

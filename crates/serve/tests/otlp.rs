@@ -653,8 +653,15 @@ fn venv() -> PathBuf {
     python
 }
 
-/// Runs the agent script against `server`; returns its trace ids.
-fn run_agent(python: &Path, server: &Running, mode: &str, gzip: bool) -> Vec<String> {
+/// What one run of the agent script printed: its trace ids, and the input
+/// and output tokens its scripted model reported.
+struct AgentRun {
+    ids: Vec<String>,
+    tokens: (u64, u64),
+}
+
+/// Runs the agent script against `server`.
+fn run_agent(python: &Path, server: &Running, mode: &str, gzip: bool) -> AgentRun {
     let script = workspace().join("tests/python/openai_agents_otlp.py");
     let mut command = Command::new(python);
     command
@@ -697,7 +704,13 @@ fn run_agent(python: &Path, server: &Running, mode: &str, gzip: bool) -> Vec<Str
         .map(str::to_owned)
         .collect();
     assert!(!ids.is_empty(), "no trace id printed:\n{stdout}\n{stderr}");
-    ids
+    let tokens = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("tokens="))
+        .and_then(|tokens| tokens.split_once(','))
+        .and_then(|(input, output)| Some((input.parse().ok()?, output.parse().ok()?)))
+        .unwrap_or_else(|| panic!("no tokens printed:\n{stdout}"));
+    AgentRun { ids, tokens }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -719,6 +732,11 @@ async fn the_openai_agents_sdk_exports_a_tool_loop_that_is_caught() {
     };
     let looping = run("loop", false).await.expect("the script ran");
     let normal = run("normal", true).await.expect("the script ran");
+    let spent = (
+        looping.tokens.0 + normal.tokens.0,
+        looping.tokens.1 + normal.tokens.1,
+    );
+    let (looping, normal) = (looping.ids, normal.ids);
     assert_eq!(looping.len(), 1, "one trace: {looping:?}");
     assert_eq!(normal.len(), 1, "one trace: {normal:?}");
 
@@ -735,6 +753,16 @@ async fn the_openai_agents_sdk_exports_a_tool_loop_that_is_caught() {
         "{metrics}"
     );
     assert!(has_tool_detection(&metrics), "{metrics}");
+    // Every model call's usage, read from the instrumentation's
+    // `gen_ai.usage.*` attributes, reached the tasks' spend.
+    assert_eq!(
+        (
+            metric(&metrics, "loopguard_tokens_total{direction=\"input\"}"),
+            metric(&metrics, "loopguard_tokens_total{direction=\"output\"}"),
+        ),
+        (Some(spent.0 as f64), Some(spent.1 as f64)),
+        "{metrics}"
+    );
     assert_eq!(
         metric(&metrics, "loopguard_events_total{event_type=\"tool_call\"}"),
         Some(11.0),
