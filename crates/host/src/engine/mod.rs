@@ -150,8 +150,9 @@ struct TaskState {
     version: u64,
     /// A shared store's writer marks, written back with the record.
     writers: Vec<WriterMark>,
-    /// What the task spent (ruling 18).
-    spend: TaskSpend,
+    /// What the task spent (ruling 18); none until one of its events
+    /// carries usage or a budget is set (boxed: most tasks have none).
+    spend: Option<Box<TaskSpend>>,
 }
 
 impl TaskState {
@@ -167,7 +168,11 @@ impl TaskState {
             episode: restored.episode,
             version: restored.version,
             writers: restored.writers,
-            spend: restored.spend,
+            spend: restored
+                .spend
+                .report()
+                .is_some()
+                .then(|| Box::new(restored.spend)),
         }
     }
 
@@ -678,7 +683,7 @@ impl Engine {
             &mut errors,
         );
         let decision = Decision {
-            usage: state.spend.report(),
+            usage: state.spend.as_deref().and_then(TaskSpend::report),
             line,
             // Filled in by the caller, which owns the event and moves its
             // task and id in rather than copying them.
@@ -712,14 +717,14 @@ impl Engine {
             errors.push(format!("usage ignored: {err}"));
             None
         });
-        if usage.is_none() && state.spend.report().is_none() && !self.config.budget.is_set() {
+        if usage.is_none() && state.spend.is_none() && !self.config.budget.is_set() {
             return Vec::new();
         }
         let rules = SpendRules {
             pricing: &self.config.pricing,
             budget: &self.config.budget,
         };
-        state.spend.observe(
+        state.spend.get_or_insert_default().observe(
             observed.event,
             observed.line,
             usage.as_ref(),
@@ -787,7 +792,10 @@ impl Engine {
             episode: state.episode.as_deref(),
             extensions: extension_states,
             writers: &state.writers,
-            spend: state.spend.report().map(|_| &state.spend),
+            spend: state
+                .spend
+                .as_deref()
+                .filter(|spend| spend.report().is_some()),
         }) {
             Ok(text) => Some(text),
             Err(err) => {
