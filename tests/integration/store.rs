@@ -1,6 +1,8 @@
 //! `replay --store`, `tasks` and `log`: a replay's tasks and cycle log in a
 //! SQLite file, read back by the other two commands.
 
+use std::ffi::OsStr;
+
 use serde_json::Value;
 
 use crate::support::*;
@@ -246,4 +248,86 @@ fn one_tasks_report_is_its_entry_in_the_whole_report() {
     ]));
     assert_eq!(nobody["tasks"], Value::Array(Vec::new()), "{nobody}");
     assert_eq!(nobody["events"], 0, "{nobody}");
+}
+
+/// Ruling 18 through the store: `tasks` and `report --store` show each
+/// task's spend as the replay's decisions left it, and the text summary
+/// adds a spend column and the total.
+#[test]
+fn spend_is_listed_by_tasks_and_report_as_the_replay_left_it() {
+    let folder = tempfile::tempdir().expect("a temp folder");
+    let url = sqlite_url(&folder);
+    let config = folder.path().join("spend.toml");
+    std::fs::write(
+        &config,
+        "[budget]\nmax_loop_cost_usd = 0.05\n\
+         [pricing.gpt-4o-mini]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n",
+    )
+    .expect("the config is written");
+    let trace = trace("spend_budget.jsonl");
+    let replay = |format: &str, store: Option<&str>| {
+        let mut args: Vec<&OsStr> = vec![
+            "--no-semantic".as_ref(),
+            "replay".as_ref(),
+            trace.as_os_str(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+        ];
+        if let Some(url) = store {
+            args.extend([OsStr::new("--store"), OsStr::new(url)]);
+        }
+        run(args)
+    };
+    let replayed = replay("jsonl", Some(&url));
+    assert_eq!(replayed.code, Some(0), "{replayed:?}");
+    let decisions = parse_jsonl(&replayed.stdout);
+    let last_usage = |task: &str| {
+        decisions
+            .iter()
+            .rev()
+            .find(|decision| decision["task"] == task && decision.get("usage").is_some())
+            .map(|decision| decision["usage"].clone())
+            .unwrap_or_else(|| panic!("{task} spent"))
+    };
+
+    let tasks = json(&run(["tasks", "--store", &url, "--format", "json"]));
+    for task in tasks["tasks"].as_array().expect("tasks") {
+        let name = task["task"].as_str().expect("a task id");
+        assert_eq!(task["usage"], last_usage(name), "{name}");
+    }
+    let listed = run(["tasks", "--store", &url]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .next()
+            .is_some_and(|header| header.contains("SPEND"))
+    );
+    assert!(
+        listed.stdout.contains("$0.1904 ($0.1800 in loops)"),
+        "{listed:?}"
+    );
+
+    let report = json(&run(["report", "--store", &url, "--format", "json"]));
+    for task in report["tasks"].as_array().expect("tasks") {
+        let name = task["task"].as_str().expect("a task id");
+        assert_eq!(task["usage"], last_usage(name), "{name}");
+    }
+    let report = run(["report", "--store", &url, "--format", "text"]);
+    assert!(
+        report.stdout.contains(
+            "B: escalated, loop count 0, pivots 0, 4 detections, spent $0.1904 ($0.1800 in loops)"
+        ),
+        "{report:?}"
+    );
+
+    let text = replay("text", None);
+    assert!(text.stdout.contains("spend"), "{text:?}");
+    assert!(
+        text.stdout.contains("spent $0.2706 ($0.2600 in loops)"),
+        "the totals line: {text:?}"
+    );
 }
