@@ -25,7 +25,7 @@ pub use decision::{Action, Decision, Detection, FailureSignature, Severity, Task
 pub use event::{EVENT_TYPES, Event, EventError, EventKind, FailureView, ProgressSnapshot};
 pub use limits::{EMBEDDING_INPUT_BYTES, LimitsConfig};
 pub use report::{LineError, Report, TaskReport};
-pub use spend::{BudgetCrossing, LoopSpend, Spend, SpendTotals};
+pub use spend::{BudgetCrossing, LoopSpend, Spend, SpendTotals, usd};
 pub use text::truncate_to_char_boundary;
 pub use time::Timestamp;
 pub use usage::Usage;

@@ -39,6 +39,22 @@ impl SpendTotals {
     }
 }
 
+/// Dollars for people: cents from a dollar up, four decimals below (a
+/// step's cost is often a fraction of a cent).
+///
+/// ```
+/// use loopguard_core_types::usd;
+/// assert_eq!(usd(4.1), "$4.10");
+/// assert_eq!(usd(0.0645), "$0.0645");
+/// ```
+pub fn usd(value: f64) -> String {
+    if value >= 1.0 {
+        format!("${value:.2}")
+    } else {
+        format!("${value:.4}")
+    }
+}
+
 /// A task's spend: the sum over its events since it was first seen
 /// (resets do not clear it), and the part of it spent on the events its
 /// loop detections name, each event counted once.

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use loopguard_config::{BudgetConfig, BudgetLimits, PricingConfig};
 use loopguard_core_types::{
     Action, BudgetCrossing, Detection, Event, EventKind, LoopSpend, Severity, Spend, SpendTotals,
-    Usage, kinds,
+    Usage, kinds, usd,
 };
 use serde::{Deserialize, Serialize};
 
@@ -512,15 +512,6 @@ fn spend_text(spend: &SpendTotals) -> String {
     match spend.cost_usd {
         Some(cost) => usd(cost),
         None => format!("{} tokens", spend.tokens()),
-    }
-}
-
-/// Dollars for a reason: cents from a dollar up, four decimals below.
-fn usd(value: f64) -> String {
-    if value >= 1.0 {
-        format!("${value:.2}")
-    } else {
-        format!("${value:.4}")
     }
 }
 

@@ -296,6 +296,14 @@ fn a_truncated_otlp_export_is_an_error_naming_the_line() {
 }
 
 /// Each event's id and usage (`None` for an event without).
+/// The events of `imported` that carry usage, by id.
+fn usages_given(imported: &loopguard_import::Imported) -> Vec<(String, Option<Usage>)> {
+    usages(imported)
+        .into_iter()
+        .filter(|(_, usage)| usage.is_some())
+        .collect()
+}
+
 fn usages(imported: &loopguard_import::Imported) -> Vec<(String, Option<Usage>)> {
     imported
         .events
@@ -376,10 +384,7 @@ fn an_agents_sdk_trace_puts_each_model_calls_usage_on_its_agents_next_event() {
 #[test]
 fn genai_usage_lands_on_the_agents_next_event() {
     let imported = round_trip_as(Format::Otlp, "otlp_openai_agents", "json");
-    let with_usage: Vec<(String, Option<Usage>)> = usages(&imported)
-        .into_iter()
-        .filter(|(_, usage)| usage.is_some())
-        .collect();
+    let with_usage = usages_given(&imported);
     assert_eq!(
         with_usage,
         [("sa000000000000002".to_owned(), tokens(812, 21, "gpt-4o"))],
@@ -390,10 +395,7 @@ fn genai_usage_lands_on_the_agents_next_event() {
 #[test]
 fn openinference_token_counts_land_on_the_agents_next_event() {
     let imported = round_trip_as(Format::Otlp, "otlp_openinference", "jsonl");
-    let with_usage: Vec<(String, Option<Usage>)> = usages(&imported)
-        .into_iter()
-        .filter(|(_, usage)| usage.is_some())
-        .collect();
+    let with_usage = usages_given(&imported);
     assert_eq!(
         with_usage,
         [

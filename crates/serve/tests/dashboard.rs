@@ -554,6 +554,23 @@ fn rendered(url: &str, ready: &str) -> String {
 /// A screenshot of `url` in a window of `size` (width, height) pixels,
 /// saved to `file` (Chromium's own `--screenshot`: the page as a person
 /// sees it after its scripts ran).
+/// Each `(file name, path, window size)` of `shots` as a screenshot of
+/// `server`'s page into `dir`, replacing an older one.
+async fn take_screenshots<const N: usize>(
+    server: &Running,
+    dir: &Path,
+    shots: [(&str, String, (u32, u32)); N],
+) {
+    for (name, path, size) in shots {
+        let file = dir.join(name);
+        let _ = std::fs::remove_file(&file);
+        let url = format!("{}{path}", server.url);
+        tokio::task::spawn_blocking(move || screenshot(&url, &file, size))
+            .await
+            .expect("chromium ran");
+    }
+}
+
 fn screenshot(url: &str, file: &Path, size: (u32, u32)) {
     let profile = tempfile::tempdir().expect("a temporary profile");
     let output = Command::new(chromium())
@@ -773,17 +790,15 @@ async fn headless_chromium_renders_the_tasks_and_counts_the_api_reports() {
     // Screenshots, for a person (and docs/serve.md).
     let dir = screenshot_dir();
     std::fs::create_dir_all(&dir).expect("the screenshot folder");
-    for (name, path, size) in [
-        ("dashboard.png", "/".to_owned(), (1400, 1800)),
-        ("dashboard-task.png", format!("/tasks/{task}"), (1400, 1000)),
-    ] {
-        let file = dir.join(name);
-        let _ = std::fs::remove_file(&file);
-        let url = format!("{}{path}", server.url);
-        tokio::task::spawn_blocking(move || screenshot(&url, &file, size))
-            .await
-            .expect("chromium ran");
-    }
+    take_screenshots(
+        &server,
+        &dir,
+        [
+            ("dashboard.png", "/".to_owned(), (1400, 1800)),
+            ("dashboard-task.png", format!("/tasks/{task}"), (1400, 1000)),
+        ],
+    )
+    .await;
     server.stop().await;
 }
 
@@ -1276,20 +1291,18 @@ async fn headless_chromium_shows_the_spend_the_costliest_loops_and_spend_over_ti
     // Screenshots, for a person (and docs/serve.md).
     let dir = screenshot_dir();
     std::fs::create_dir_all(&dir).expect("the screenshot folder");
-    for (name, path, size) in [
-        ("dashboard-spend.png", "/".to_owned(), (1400, 1250)),
-        (
-            "dashboard-spend-task.png",
-            format!("/tasks/{task}"),
-            (1400, 1000),
-        ),
-    ] {
-        let file = dir.join(name);
-        let _ = std::fs::remove_file(&file);
-        let url = format!("{}{path}", server.url);
-        tokio::task::spawn_blocking(move || screenshot(&url, &file, size))
-            .await
-            .expect("chromium ran");
-    }
+    take_screenshots(
+        &server,
+        &dir,
+        [
+            ("dashboard-spend.png", "/".to_owned(), (1400, 1250)),
+            (
+                "dashboard-spend-task.png",
+                format!("/tasks/{task}"),
+                (1400, 1000),
+            ),
+        ],
+    )
+    .await;
     server.stop().await;
 }

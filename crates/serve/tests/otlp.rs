@@ -86,12 +86,6 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-
-    async fn metrics(&self) -> String {
-        let answer = self.get("/metrics").await;
-        assert_eq!(answer.status(), StatusCode::OK);
-        answer.text().await.expect("text")
-    }
 }
 
 fn text(key: &str, value: &str) -> KeyValue {

@@ -400,14 +400,7 @@ async fn metrics_count_what_the_decisions_said() {
         .iter()
         .filter(|a| a.get("action").is_some())
         .collect();
-    let text = server
-        .get("/metrics")
-        .send()
-        .await
-        .expect("an answer")
-        .text()
-        .await
-        .expect("a body");
+    let text = server.metrics().await;
     // Every event by its type, the unknown one as `other`.
     let mut by_type: std::collections::BTreeMap<String, f64> = Default::default();
     for line in trace.lines().filter(|line| line.starts_with('{')) {
@@ -565,14 +558,7 @@ async fn an_unreachable_webhook_never_holds_up_an_answer_and_is_counted() {
     // from the one-place queue; poll until the worker has tried its last.
     let mut text = String::new();
     for _ in 0..200 {
-        text = server
-            .get("/metrics")
-            .send()
-            .await
-            .expect("an answer")
-            .text()
-            .await
-            .expect("a body");
+        text = server.metrics().await;
         let failed = sample(&text, "loopguard_webhook_total{outcome=\"failed\"}");
         let dropped = sample(&text, "loopguard_webhook_total{outcome=\"dropped\"}");
         if failed + dropped == with_action {
@@ -661,14 +647,7 @@ async fn the_spend_counters_are_the_sums_of_what_the_served_events_spent() {
     }
     let loops: f64 = in_loops.values().sum();
     assert!(loops > 0.0, "the trace loops: {answers:?}");
-    let text = server
-        .get("/metrics")
-        .send()
-        .await
-        .expect("an answer")
-        .text()
-        .await
-        .expect("a body");
+    let text = server.metrics().await;
     let near = |name: &str, expected: f64| {
         let got = sample(&text, name);
         assert!(

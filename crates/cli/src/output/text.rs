@@ -11,7 +11,7 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use loopguard_core_types::{Action, Decision, Detection, Severity, Spend, TaskStatus};
+use loopguard_core_types::{Action, Decision, Detection, Severity, Spend, TaskStatus, usd};
 use loopguard_host::ReplayItem;
 
 use super::Output;
@@ -441,15 +441,6 @@ pub(crate) fn spend_cell(spend: &Spend) -> String {
             spend.total.tokens(),
             spend.in_loops.tokens()
         ),
-    }
-}
-
-/// Dollars: cents from a dollar up, four decimals below.
-fn usd(value: f64) -> String {
-    if value >= 1.0 {
-        format!("${value:.2}")
-    } else {
-        format!("${value:.4}")
     }
 }
 

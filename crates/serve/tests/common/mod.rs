@@ -85,6 +85,17 @@ impl Running {
         }
     }
 
+    /// `/metrics` as text (asked with the token, if the server has one).
+    pub(crate) async fn metrics(&self) -> String {
+        let answer = self
+            .authed(Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("an answer");
+        assert!(answer.status().is_success(), "{}", answer.status());
+        answer.text().await.expect("a body")
+    }
+
     /// Stops the server; what shutdown committed.
     pub(crate) async fn stop(mut self) -> Finished {
         if let Some(stop) = self.stop.take() {
